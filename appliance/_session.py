@@ -1,0 +1,88 @@
+"""A session: one workspace, one event stream, and what it knows about files.
+
+The file ledger (which file was seen at which hash) is *derived* from the
+session's observation events, never stored beside them, so it survives a
+process restart and cannot disagree with the audit log.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+from appliance._errors import EventLogError, SessionNotFound
+from appliance.events import (
+    ActionEvent,
+    Event,
+    EventStore,
+    ObservationEvent,
+    SessionStarted,
+    StoredEvent,
+    now_iso,
+)
+from tools import ToolResult, note_file_state
+
+__all__ = ["Session", "new_session_id"]
+
+
+def new_session_id() -> str:
+    """Sortable by creation time, unique across processes."""
+    return "s-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class Session:
+    """Appends events for one session and keeps the derived file ledger current."""
+
+    def __init__(self, store: EventStore, session_id: str, workspace: str) -> None:
+        self.store = store
+        self.id = session_id
+        self.workspace = workspace
+        self._hashes: dict[str, str] = {}
+        for stored in store.events(session_id, types=("observation",)):
+            assert isinstance(stored.event, ObservationEvent)
+            note_file_state(self._hashes, stored.event.result)
+
+    @classmethod
+    def create(cls, store: EventStore, workspace: str, *, version: str = "",
+               settings: dict[str, object] | None = None, session_id: str | None = None) -> Session:
+        sid = session_id or new_session_id()
+        started = SessionStarted(session_id=sid, workspace=workspace, abhed_version=version,
+                                 settings=settings or {})
+        store.create_session(sid, workspace, started.ts)
+        store.append(started)
+        return cls(store, sid, workspace)
+
+    @classmethod
+    def open(cls, store: EventStore, session_id: str, workspace: str | None = None) -> Session:
+        """Reopen a session; its workspace must be the one given, if one is given."""
+        info = store.session_info(session_id)
+        if workspace is not None and os.path.realpath(workspace) != info["workspace"]:
+            raise SessionNotFound(
+                f"session {session_id} belongs to workspace {info['workspace']}, not {workspace}"
+            )
+        return cls(store, session_id, info["workspace"])
+
+    def append(self, event: Event) -> StoredEvent:
+        if event.session_id != self.id:
+            raise EventLogError(f"event for session {event.session_id} appended to {self.id}")
+        stored = self.store.append(event)
+        if isinstance(event, ObservationEvent):
+            note_file_state(self._hashes, event.result)
+        return stored
+
+    # FileLedger
+    def seen_hash(self, path: str) -> str | None:
+        return self._hashes.get(path)
+
+    def record_call(self, call_id: str, tool: str, args: object, source: str) -> None:
+        self.append(ActionEvent(session_id=self.id, call_id=call_id, tool=tool, args=args,
+                                source=source))
+
+    def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float) -> None:
+        self.append(ObservationEvent(session_id=self.id, call_id=call_id, tool=tool, result=result,
+                                     duration_ms=duration_ms))
+
+    @staticmethod
+    def started_at() -> str:
+        return now_iso()

@@ -1,0 +1,45 @@
+"""Abhed's native tools and the contract they share.
+
+Public surface: the result shape (:class:`ToolResult`, :class:`ErrorInfo`),
+the tool base and context (:class:`Tool`, :class:`ToolContext`,
+:class:`ToolSettings`, :class:`Workspace`, :class:`FileLedger`), the runner
+(:func:`run_tool`) and the registry of native tools (:func:`native_tools`).
+
+Errors: tools never raise into the caller for anything the model can cause;
+failures come back as ``ToolResult(ok=False, error=ErrorInfo(code=...))``.
+Inside a tool, :class:`ToolFailure` (the package's one error root) ends the
+call and is turned into that result by :func:`run_tool`.
+"""
+
+from __future__ import annotations
+
+from tools._paths import Workspace
+from tools._result import ErrorInfo, ToolFailure, ToolResult
+from tools._settings import ToolSettings
+from tools._tool import FileLedger, MemoryLedger, Tool, ToolContext, note_file_state, run_tool
+
+__all__ = [
+    "ErrorInfo",
+    "FileLedger",
+    "MemoryLedger",
+    "Tool",
+    "ToolContext",
+    "ToolFailure",
+    "ToolResult",
+    "ToolSettings",
+    "Workspace",
+    "native_tools",
+    "note_file_state",
+    "run_tool",
+]
+
+
+def native_tools() -> dict[str, Tool]:
+    """A fresh instance of every native tool built so far, by name."""
+    from tools.edit import Edit
+    from tools.glob import Glob
+    from tools.read import Read
+    from tools.write import Write
+
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob()]
+    return {t.name: t for t in tools}

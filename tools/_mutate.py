@@ -1,0 +1,117 @@
+"""Rules write and edit share: seen-before-change, unchanged-since, safe targets."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from tools._files import FileFacts, open_regular, scan
+from tools._paths import Located
+from tools._result import ToolFailure
+from tools._tool import ToolContext
+
+__all__ = ["check_target_dir", "check_overwrite", "locate_for_write"]
+
+
+def locate_for_write(ctx: ToolContext, user_path: str) -> Located:
+    """Resolve a path to write; create missing parents only when the operator allows it."""
+    ws = ctx.workspace
+    try:
+        return ws.locate(user_path)
+    except ToolFailure as exc:
+        if exc.code != "parent_not_found":
+            raise
+        target = ws.absolute(user_path)
+        parent = os.path.dirname(target)
+        if not ctx.settings.create_parent_dirs:
+            raise ToolFailure(
+                "parent_not_found",
+                f"Cannot create {target}: its directory {parent} does not exist, and write does not "
+                "create directories (the operator has not enabled it). Check the path with glob; if "
+                f"the directory is really wanted, create it first with bash (`mkdir -p {parent}`).",
+            ) from None
+        _make_dirs(ctx, parent)
+        return ws.locate(user_path)
+
+
+def _make_dirs(ctx: ToolContext, directory: str) -> None:
+    ws = ctx.workspace
+    parts = [p for p in ws.relative(directory).split("/") if p]
+    fd = os.open(ws.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for comp in parts:
+            try:
+                os.mkdir(comp, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                nfd = os.open(comp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=fd)
+            except OSError as exc:
+                raise ToolFailure(
+                    "not_a_directory",
+                    f"Cannot create directories for {directory}: {comp!r} exists and is not a plain "
+                    f"directory ({exc.strerror}).",
+                ) from None
+            os.close(fd)
+            fd = nfd
+    finally:
+        os.close(fd)
+
+
+def check_target_dir(loc: Located) -> None:
+    if loc.st is not None and stat.S_ISDIR(loc.st.st_mode):
+        raise ToolFailure("is_directory", f"{loc.path} is a directory; give the path of a file.")
+    if loc.st is not None and not stat.S_ISREG(loc.st.st_mode):
+        raise ToolFailure(
+            "not_a_regular_file",
+            f"{loc.path} is not a regular file (device, socket or pipe); refusing to replace it.",
+        )
+
+
+def check_overwrite(ctx: ToolContext, loc: Located, *, tool: str) -> tuple[int, FileFacts]:
+    """For an existing file: it was seen in this session, is unchanged since, and is writable.
+
+    Returns an open read descriptor and the file's facts; the caller closes the descriptor.
+    """
+    ws = ctx.workspace
+    assert loc.st is not None
+    ws.refuse_secret(loc.path, action="overwrite")
+    seen = ctx.ledger.seen_hash(loc.path)
+    if seen is None:
+        hint = (
+            "then write the complete new content (or use edit to change part of it)"
+            if tool == "write" else "then call edit again with text copied from what you read"
+        )
+        raise ToolFailure(
+            "not_read",
+            f"{loc.path} exists and you have not read it in this session. Read it first, {hint}. "
+            "Changing a file you have not seen could destroy content.",
+        )
+    if not loc.st.st_mode & 0o222:
+        raise ToolFailure(
+            "read_only_file",
+            f"{loc.path} is read-only (mode {stat.S_IMODE(loc.st.st_mode):04o}); it was not changed. "
+            "If changing it is intended, ask the user, or make it writable with bash (chmod u+w).",
+        )
+    if loc.st.st_size > ctx.settings.edit_max_file_bytes:
+        raise ToolFailure(
+            "too_large",
+            f"{loc.path} is {loc.st.st_size} bytes, over the {ctx.settings.edit_max_file_bytes}-byte "
+            f"limit for {tool}. Change it with a command through bash instead.",
+        )
+    fd = open_regular(loc.dir_fd, loc.name, loc.path)
+    try:
+        facts = scan(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if facts.sha256 != seen:
+        os.close(fd)
+        raise ToolFailure(
+            "file_changed",
+            f"{loc.path} changed since you last read it (by the user, a command or another tool), "
+            "so your view of it is stale and it was not changed. Read it again, then retry.",
+            details={"seen_sha256": seen, "current_sha256": facts.sha256},
+        )
+    return fd, facts

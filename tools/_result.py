@@ -1,0 +1,82 @@
+"""The one result shape every tool returns.
+
+``content`` is what the model reads; ``details`` is structured data for the
+UI and the audit log.  A failure is still a result (``ok=False``) whose
+``content`` tells the model what failed, why and what to do next: nothing in
+the tool path raises into the agent loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ErrorInfo", "ToolResult", "ToolFailure", "failure", "success"]
+
+
+class ErrorInfo(BaseModel):
+    """A machine-readable error: a stable ``code`` and whether a retry can help."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code: str
+    message: str
+    retryable: bool = False
+
+
+class ToolResult(BaseModel):
+    """What a tool call produced; also exactly what ``abhed tool`` prints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    content: str
+    truncated: bool = False
+    error: ErrorInfo | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolFailure(Exception):
+    """Raised inside a tool implementation to end the call with an error result.
+
+    It is caught in exactly one place (the tool runner) and turned into a
+    ``ToolResult`` with ``ok=False``; it never reaches the loop.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        retryable: bool = False,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        self.details = details or {}
+
+    def to_result(self) -> ToolResult:
+        return failure(self.code, self.message, retryable=self.retryable, details=self.details)
+
+
+def failure(
+    code: str,
+    message: str,
+    *,
+    retryable: bool = False,
+    details: dict[str, Any] | None = None,
+) -> ToolResult:
+    """An error result whose content is the instruction the model reads."""
+    return ToolResult(
+        ok=False,
+        content=message,
+        error=ErrorInfo(code=code, message=message, retryable=retryable),
+        details=details or {},
+    )
+
+
+def success(content: str, *, truncated: bool = False, **details: Any) -> ToolResult:
+    return ToolResult(ok=True, content=content, truncated=truncated, details=details)

@@ -1,0 +1,193 @@
+"""The five-part tool contract: name, description, input schema, run, result.
+
+A tool is a small object; the runner (:func:`run_tool`) is the only place that
+validates arguments and turns a :class:`ToolFailure` or an unexpected
+exception into an error result, so every tool gets identical treatment.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tools._paths import Workspace
+from tools._result import ToolFailure, ToolResult, failure
+from tools._settings import ToolSettings
+
+__all__ = [
+    "Args",
+    "FileLedger",
+    "MemoryLedger",
+    "Tool",
+    "ToolContext",
+    "run_tool",
+    "validate_args",
+]
+
+
+class Args(BaseModel):
+    """Base of every tool's input schema: unknown fields and coercion refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class FileLedger(Protocol):
+    """What this session knows about files: the hash each was last seen at.
+
+    A file is *seen* when this session read it or wrote it.  ``write`` and
+    ``edit`` require the file's current hash to equal the seen hash, so the
+    model never overwrites content it has not seen.
+    """
+
+    def seen_hash(self, path: str) -> str | None: ...
+
+
+class MemoryLedger:
+    """A ledger held in memory, for tests and one-off calls."""
+
+    def __init__(self) -> None:
+        self.hashes: dict[str, str] = {}
+
+    def seen_hash(self, path: str) -> str | None:
+        return self.hashes.get(path)
+
+    def observe(self, result: ToolResult) -> None:
+        note_file_state(self.hashes, result)
+
+
+def note_file_state(hashes: dict[str, str], result: ToolResult) -> None:
+    """Fold one result into a path -> hash map (the file state a result reports)."""
+    state = result.details.get("file_state")
+    if result.ok and isinstance(state, dict):
+        path, digest = state.get("path"), state.get("sha256")
+        if isinstance(path, str) and isinstance(digest, str):
+            hashes[path] = digest
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch for one call."""
+
+    workspace: Workspace
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    ledger: FileLedger = field(default_factory=MemoryLedger)
+
+
+class Tool:
+    """Base class: subclasses set the class attributes and implement :meth:`run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    args_model: ClassVar[type[Args]]
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    mutates: ClassVar[bool] = False
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError
+
+    @classmethod
+    def input_schema(cls) -> dict[str, Any]:
+        schema = cls.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    @classmethod
+    def spec(cls) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.name,
+                "description": cls.description,
+                "parameters": cls.input_schema(),
+            },
+        }
+
+
+_TYPE_WORDS = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "bool_type": "a boolean (true or false)",
+    "missing": None,
+    "extra_forbidden": None,
+}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_args(tool: type[Tool] | Tool, raw: Any) -> Args:
+    """Validate raw JSON-like arguments, or raise a ToolFailure naming every problem."""
+    model = tool.args_model
+    if not isinstance(raw, Mapping):
+        raise ToolFailure(
+            "invalid_arguments",
+            f"Arguments for {tool.name} must be a JSON object; got {_json_type(raw)} {_shown(raw)}.",
+        )
+    try:
+        return model.model_validate(dict(raw))
+    except ValidationError as exc:
+        allowed = ", ".join(model.model_fields)
+        problems: list[str] = []
+        fields: list[dict[str, Any]] = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            kind = err["type"]
+            if kind == "missing":
+                msg = f"`{loc}` is required but missing"
+            elif kind == "extra_forbidden":
+                msg = f"`{loc}` is not a parameter of {tool.name} (it takes: {allowed})"
+            elif kind in _TYPE_WORDS:
+                got = err.get("input")
+                msg = f"`{loc}` must be {_TYPE_WORDS[kind]}; got {_json_type(got)} {_shown(got)}"
+            else:
+                got = err.get("input")
+                msg = f"`{loc}`: {err['msg']}; got {_json_type(got)} {_shown(got)}"
+            problems.append(msg)
+            fields.append({"field": loc, "problem": kind})
+        text = f"Invalid arguments for {tool.name}: " + "; ".join(problems) + ". Nothing was run; fix and call again."
+        raise ToolFailure("invalid_arguments", text, details={"fields": fields}) from None
+
+
+def run_tool(tool: Tool, raw_args: Any, ctx: ToolContext) -> ToolResult:
+    """Validate and run one call; never raises for anything the model can cause."""
+    try:
+        args = validate_args(tool, raw_args)
+        return tool.run(args, ctx)
+    except ToolFailure as exc:
+        return exc.to_result()
+    except MemoryError:
+        return failure("too_large", f"{tool.name} ran out of memory on this input; narrow the request.")
+    except Exception as exc:  # noqa: BLE001 - recorded as a typed error, never swallowed silently
+        return failure(
+            "internal_error",
+            f"{tool.name} failed unexpectedly ({type(exc).__name__}: {exc}). This is a bug in Abhed, "
+            "not in your call; try a different approach or tell the user.",
+            details={"exception": type(exc).__name__},
+        )

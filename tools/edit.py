@@ -1,0 +1,402 @@
+"""edit: replace an exact string in a file the session has read.
+
+Matching is byte-exact in the file's own encoding: ``old_string`` is encoded
+the way the file is (UTF-8, Latin-1, UTF-8 with stray invalid bytes kept
+as-is) and searched for in the raw bytes through ``mmap``, so a 100 MB file is
+never held in memory and nothing outside the matched regions can change: the
+output is streamed as *prefix + replacement + ... + suffix* straight from the
+original bytes.  UTF-16/32 files (rare) are decoded whole instead.
+
+When nothing matches, the nearest candidate is found with rapidfuzz over
+windows of as many lines as ``old_string`` has, and the error says *why* it
+differs when the reason is mechanical (CRLF vs LF, tabs vs spaces, trailing
+whitespace, indentation, a byte-order mark).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import mmap
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic import Field
+from rapidfuzz import fuzz, process
+
+from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode
+from tools._mutate import check_overwrite, check_target_dir, locate_for_write
+from tools._near import missing_file_failure
+from tools._result import ToolFailure, ToolResult, success
+from tools._tool import Args, Tool, ToolContext
+
+__all__ = ["Edit", "EditArgs"]
+
+_BARE_LF = re.compile(r"(?<!\r)\n")
+_CONTEXT_LINES = 3
+_MAX_LISTED = 50
+_MAX_SNIPPETS = 3
+_WINDOW_MAX_LINES = 60
+
+
+class EditArgs(Args):
+    path: str = Field(description="Absolute path of the file to change.")
+    old_string: str = Field(
+        description="Exact text to replace, including indentation and line endings. Must occur "
+        "exactly once unless replace_all is true. Empty only to create a new file."
+    )
+    new_string: str = Field(description="Replacement text. Must differ from old_string.")
+    replace_all: bool = Field(default=False, description="Replace every occurrence. Default false.")
+
+
+class Edit(Tool):
+    name = "edit"
+    description = (
+        "Replace an exact piece of text in a file. old_string must match the file byte for "
+        "byte, including indentation, tabs and line endings (nothing is trimmed or fuzzy-"
+        "matched); copy it from read's output without the line-number prefix. Include enough "
+        "surrounding lines that it occurs once, or set replace_all to change every occurrence. "
+        "Requires that you read the file in this session and that it has not changed since. "
+        "On success returns the changed region with line numbers, so there is no need to read "
+        "again. If the text is not found, the error shows the closest candidate and why it "
+        "differs; if it occurs several times, the error lists the line numbers. An empty "
+        "old_string creates a new file. Use write to replace a whole file."
+    )
+    args_model = EditArgs
+    capabilities = frozenset({"fs:write"})
+    mutates = True
+
+    def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+        if args.old_string == args.new_string:
+            raise ToolFailure(
+                "no_change",
+                "old_string and new_string are identical, so the edit would change nothing. "
+                "Put the text you want in new_string.",
+            )
+        with locate_for_write(ctx, args.path) as loc:
+            check_target_dir(loc)
+            if not loc.exists:
+                if args.old_string:
+                    raise missing_file_failure(ctx, args.path, loc)
+                data = args.new_string.encode("utf-8", "surrogateescape")
+                written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
+                                       mode=ctx.settings.new_file_mode)
+                digest = hashlib.sha256(data).hexdigest()
+                return success(
+                    f"Created {loc.path} ({written} bytes).",
+                    path=loc.path, created=True, changed=True, replacements=0,
+                    bytes_written=written, sha256_after=digest,
+                    file_state={"path": loc.path, "sha256": digest},
+                )
+            if not args.old_string:
+                raise ToolFailure(
+                    "file_exists",
+                    f"{loc.path} already exists; an empty old_string only creates new files. To "
+                    "insert text, put a neighbouring line in old_string and the same line plus "
+                    "your text in new_string; to replace everything, use write.",
+                )
+            fd, facts = check_overwrite(ctx, loc, tool="edit")
+            try:
+                body = _Body.open(fd, facts)
+                try:
+                    result = _apply(args, ctx, loc.path, body, facts)
+                    if result is None:
+                        raise _no_match(args, ctx, loc.path, body, facts)
+                    plan, chunks = result
+                    assert loc.st is not None
+                    hasher = hashlib.sha256()
+                    written = atomic_write(
+                        loc.dir_fd, loc.name, loc.path, _hashing(chunks, hasher),
+                        mode=stat.S_IMODE(loc.st.st_mode), owner=(loc.st.st_uid, loc.st.st_gid),
+                    )
+                finally:
+                    body.close()
+            finally:
+                os.close(fd)
+        digest = hasher.hexdigest()
+        n = len(plan.offsets)
+        what = f"{n} occurrence{'s' if n > 1 else ''}"
+        notes = " New line endings were written as CRLF to match the file." if plan.crlf else ""
+        where = f"line{'s' if n > 1 else ''} {_ranges(plan.lines)}"
+        head = f"Edited {loc.path}: replaced {what} ({where}).{notes}"
+        snippet = "\n".join(plan.snippets)
+        more = ""
+        if n > len(plan.snippets):
+            more = f"\n[{n - len(plan.snippets)} more replacement(s) not shown]"
+        return success(
+            f"{head}\n{snippet}{more}",
+            path=loc.path, changed=True, created=False, replacements=n, lines=plan.lines,
+            bytes_before=facts.size, bytes_written=written, sha256_before=facts.sha256,
+            sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
+            diff=plan.diff, crlf_converted=plan.crlf,
+        )
+
+
+def _hashing(chunks: Iterator[bytes], hasher: hashlib._Hash) -> Iterator[bytes]:
+    for chunk in chunks:
+        hasher.update(chunk)
+        yield chunk
+
+
+class _Body:
+    """The file's bytes after the BOM, searchable without loading them whole."""
+
+    def __init__(self, data: bytes | mmap.mmap, start: int, wide: bool) -> None:
+        self.data = data
+        self.start = start  # offset of the body (after the BOM) inside data
+        self.wide = wide
+
+    @classmethod
+    def open(cls, fd: int, facts: FileFacts) -> _Body:
+        wide = facts.encoding.startswith(("utf-16", "utf-32"))
+        if wide:
+            # Decode whole and work in UTF-8; converted back on output.
+            raw = os.pread(fd, facts.size, 0)[len(facts.bom):]
+            return cls(decode(raw, facts).encode("utf-8", "surrogatepass"), 0, True)
+        if facts.size == 0:
+            return cls(b"", 0, False)
+        return cls(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), len(facts.bom), False)
+
+    @property
+    def end(self) -> int:
+        return len(self.data)
+
+    def find_all(self, needle: bytes) -> list[int]:
+        found: list[int] = []
+        pos = self.data.find(needle, self.start)
+        while pos != -1:
+            found.append(pos)
+            pos = self.data.find(needle, pos + len(needle))
+        return found
+
+    def count_newlines(self, start: int, end: int) -> int:
+        total = 0
+        for lo in range(start, end, CHUNK):
+            total += self.data[lo : min(end, lo + CHUNK)].count(b"\n")
+        return total
+
+    def line_start(self, pos: int, back: int) -> int:
+        """Offset of the start of the line ``back`` lines above the one holding ``pos``."""
+        for _ in range(back + 1):
+            nl = self.data.rfind(b"\n", self.start, pos)
+            if nl == -1:
+                return self.start
+            pos = nl
+        return pos + 1
+
+    def line_end(self, pos: int, forward: int) -> int:
+        """Offset of the newline ending the line ``forward`` lines below ``pos`` (or EOF)."""
+        nl = pos
+        for _ in range(forward + 1):
+            nl = self.data.find(b"\n", pos)
+            if nl == -1:
+                end = self.end
+                return end - 1 if end > self.start and self.data[end - 1 : end] == b"\n" else end
+            pos = nl + 1
+        return nl
+
+    def close(self) -> None:
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+
+
+@dataclass
+class _Plan:
+    offsets: list[int]
+    lines: list[int]
+    snippets: list[str]
+    diff: str
+    crlf: bool
+
+
+def _apply(
+    args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: FileFacts
+) -> tuple[_Plan, Iterator[bytes]] | None:
+    search_enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    try:
+        needle = encode(args.old_string, search_enc, what="old_string")
+    except ToolFailure:
+        return None  # the file cannot contain it; reported as no match with the reason
+    new_text = args.new_string
+    crlf = False
+    if facts.newline == "\r\n" and _BARE_LF.search(new_text):
+        new_text = _BARE_LF.sub("\r\n", new_text)
+        crlf = True
+    replacement = encode(new_text, search_enc, what="new_string")
+    offsets = body.find_all(needle)
+    if not offsets:
+        return None
+    lines: list[int] = []
+    line = 1
+    last = body.start
+    for off in offsets:
+        line += body.count_newlines(last, off)
+        lines.append(line)
+        last = off
+    if len(offsets) > 1 and not args.replace_all:
+        listed = ", ".join(str(n) for n in lines[:_MAX_LISTED])
+        if len(lines) > _MAX_LISTED:
+            listed += f" and {len(lines) - _MAX_LISTED} more"
+        raise ToolFailure(
+            "ambiguous_match",
+            f"old_string occurs {len(offsets)} times in {path} (starting on lines {listed}), so "
+            "the edit is ambiguous and nothing was changed. Add surrounding lines to old_string "
+            "so it matches exactly one place, or set replace_all to true to change all of them.",
+            details={"count": len(offsets), "lines": lines},
+        )
+    snippets, diff = _snippets(body, offsets, lines, needle, replacement, facts)
+
+    def chunks() -> Iterator[bytes]:
+        yield facts.bom
+        pos = body.start
+        for off in offsets:
+            yield from _copy(body, pos, off, facts)
+            yield _out(replacement, body, facts)
+            pos = off + len(needle)
+        yield from _copy(body, pos, body.end, facts)
+
+    return _Plan(offsets, lines, snippets, diff, crlf), chunks()
+
+
+def _out(piece: bytes, body: _Body, facts: FileFacts) -> bytes:
+    if not body.wide:
+        return piece
+    return piece.decode("utf-8", "surrogatepass").encode(facts.encoding, "surrogatepass")
+
+
+def _copy(body: _Body, start: int, end: int, facts: FileFacts) -> Iterator[bytes]:
+    if body.wide:
+        yield _out(bytes(body.data[start:end]), body, facts)
+        return
+    for lo in range(start, end, CHUNK):
+        yield body.data[lo : min(end, lo + CHUNK)]
+
+
+def _snippets(
+    body: _Body, offsets: list[int], lines: list[int], needle: bytes, replacement: bytes,
+    facts: FileFacts,
+) -> tuple[list[str], str]:
+    enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    shown: list[str] = []
+    diffs: list[str] = []
+    for off, line in list(zip(offsets, lines))[:_MAX_SNIPPETS]:
+        lo = body.line_start(off, _CONTEXT_LINES)
+        hi = body.line_end(off + len(needle), _CONTEXT_LINES)
+        before = display(bytes(body.data[lo:hi]), enc)
+        after = display(
+            bytes(body.data[lo:off]) + replacement + bytes(body.data[off + len(needle) : hi]), enc
+        )
+        first = line - _count_lines_before(body, lo, off)
+        numbered = [
+            f"{first + i:>6}\t{text.rstrip(chr(13))}" for i, text in enumerate(after.split("\n"))
+        ]
+        shown.append("\n".join(numbered))
+        diffs.append("".join(difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True),
+            f"before (line {first})", f"after (line {first})",
+        )))
+    return shown, "\n".join(diffs)
+
+
+def _count_lines_before(body: _Body, lo: int, off: int) -> int:
+    return body.count_newlines(lo, off)
+
+
+def _ranges(lines: list[int]) -> str:
+    text = ", ".join(str(n) for n in lines[:_MAX_LISTED])
+    return text + (f" and {len(lines) - _MAX_LISTED} more" if len(lines) > _MAX_LISTED else "")
+
+
+# -- no match: the nearest candidate and why it differs ----------------------
+
+
+def _no_match(args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: FileFacts) -> ToolFailure:
+    old = args.old_string
+    base = f"old_string was not found in {path}; nothing was changed."
+    if body.end - body.start > ctx.settings.fuzzy_max_file_bytes:
+        return ToolFailure(
+            "no_match",
+            f"{base} The file is too large to search for a near match; grep for a distinctive "
+            "line of old_string, read around it, and copy the text exactly.",
+        )
+    enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    text = display(bytes(body.data[body.start : body.end]), enc)
+    file_lines = text.split("\n")
+    want = old.split("\n")
+    k = min(len(want), _WINDOW_MAX_LINES)
+    probe = "\n".join(want[:k])
+    if len(file_lines) < k:
+        windows = ["\n".join(file_lines)]
+    else:
+        windows = ["\n".join(file_lines[i : i + k]) for i in range(len(file_lines) - k + 1)]
+    best = process.extractOne(probe, windows, scorer=fuzz.ratio, score_cutoff=40)
+    if best is None:
+        return ToolFailure(
+            "no_match",
+            f"{base} No similar text exists in the file either, so your picture of it is wrong. "
+            "Read the file again (or grep for a distinctive word) and copy the text exactly.",
+        )
+    _, score, index = best
+    candidate = "\n".join(file_lines[index : index + len(want)])
+    reason = _why_different(old, candidate, facts)
+    shown = "\n".join(
+        f"{index + 1 + i:>6}\t{_visible(line)}"
+        for i, line in enumerate(file_lines[index : index + len(want)][:20])
+    )
+    first_bad = _first_difference(old, candidate)
+    message = (
+        f"{base} The closest text is at lines {index + 1}-{index + len(want)} "
+        f"({score:.0f}% similar)"
+        + (f": {reason}" if reason else "")
+        + (f". First difference: {first_bad}" if first_bad and not reason else "")
+        + ".\nCandidate (tabs shown as →, carriage returns as ␍):\n"
+        + shown
+        + "\nCopy the exact text from the file into old_string and retry."
+    )
+    return ToolFailure(
+        "no_match",
+        message,
+        details={"candidate_line": index + 1, "similarity": round(score, 1), "reason": reason},
+    )
+
+
+def _visible(line: str) -> str:
+    return line.replace("\t", "→").replace("\r", "␍")
+
+
+def _first_difference(old: str, candidate: str) -> str | None:
+    for i, (a, b) in enumerate(zip(old.split("\n"), candidate.split("\n"))):
+        if a != b:
+            return f"line {i + 1} of old_string is {a!r} but the file has {b!r}"
+    return None
+
+
+def _why_different(old: str, cand: str, facts: FileFacts) -> str | None:
+    def lines(s: str) -> list[str]:
+        return s.split("\n")
+
+    if old.replace("\r\n", "\n") == cand.replace("\r\n", "\n"):
+        if "\r\n" in cand and "\r\n" not in old:
+            return ("line endings differ: the file uses CRLF (\\r\\n) and old_string uses LF "
+                    "(\\n); write \\r\\n at each line end in old_string")
+        return ("line endings differ: old_string uses CRLF (\\r\\n) but the file uses LF (\\n) "
+                "here; use \\n")
+    if old.lstrip("\ufeff") == cand.lstrip("\ufeff"):
+        return ("old_string starts with a byte-order mark (U+FEFF) that is not part of the "
+                "text; leave it out")
+    for size in (2, 4, 8):
+        if [s.expandtabs(size) for s in lines(old)] == [s.expandtabs(size) for s in lines(cand)]:
+            if "\t" in cand and "\t" not in old:
+                return "tabs vs spaces: the file indents with tabs where old_string has spaces"
+            return "tabs vs spaces: the file indents with spaces where old_string has tabs"
+    if [s.rstrip() for s in lines(old)] == [s.rstrip() for s in lines(cand)]:
+        return "trailing whitespace differs at the end of some lines"
+    if [s.strip() for s in lines(old)] == [s.strip() for s in lines(cand)]:
+        return "indentation differs: the text matches but the leading whitespace does not"
+    if facts.lossy and "\ufffd" in old:
+        return ("old_string contains U+FFFD where the file has an invalid byte; edit around that "
+                "spot, since the byte cannot be typed")
+    return None

@@ -1,0 +1,185 @@
+"""glob: files matching a pattern, newest first, ignore rules applied."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+
+from pydantic import Field
+
+from tools._result import ToolFailure, ToolResult, success
+from tools._tool import Args, Tool, ToolContext
+from tools._walk import walk_files
+
+__all__ = ["Glob", "GlobArgs", "compile_glob"]
+
+_MAGIC = re.compile(r"[*?\[{]")
+
+
+class GlobArgs(Args):
+    pattern: str = Field(description="Glob such as **/*.ts or src/**/*.test.js, relative to path.")
+    path: str | None = Field(
+        default=None, description="Absolute directory to search from. Defaults to the workspace root."
+    )
+
+
+class Glob(Tool):
+    name = "glob"
+    description = (
+        "Find files by name pattern. Returns absolute paths, most recently modified first, so "
+        "the files being worked on come up top. Syntax: * and ? match within one path segment "
+        "(including dot-files), ** matches any number of directories, [abc] and {a,b} work; "
+        "the pattern is relative to path, so '*.py' matches only directly inside it and "
+        "'**/*.py' at any depth. Skips what .gitignore ignores, the operator's ignore list, and "
+        "node_modules, .git, target, dist, __pycache__; never follows symlinks. At most 1000 "
+        "results, with a note when more matched. Use grep to search file contents instead."
+    )
+    args_model = GlobArgs
+    capabilities = frozenset({"fs:read"})
+
+    def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+        ws = ctx.workspace
+        base = ws.root
+        if args.path is not None:
+            with ws.locate(args.path, field="path") as loc:
+                if not loc.exists:
+                    raise ToolFailure(
+                        "not_found",
+                        f"Directory not found: {loc.path}. Call glob without path to search the "
+                        "whole workspace.",
+                    )
+                assert loc.st is not None
+                if not stat.S_ISDIR(loc.st.st_mode):
+                    raise ToolFailure(
+                        "not_a_directory",
+                        f"path {loc.path} is a file; glob searches directories. Pass its directory, "
+                        "or read the file.",
+                    )
+                base = loc.path
+        pattern = _relative_pattern(args.pattern, base)
+        matcher = compile_glob(pattern)
+        literal = _literal_prefix(pattern)
+        start = os.path.normpath(os.path.join(base, literal)) if literal else base
+        if not ws.contains(start) or not os.path.isdir(start) or os.path.islink(start):
+            hits: list[tuple[float, str]] = []
+        else:
+            prefix = os.path.relpath(start, base)
+            hits = []
+            for entry in walk_files(ws, start, ctx.settings):
+                rel = entry.rel if prefix == "." else prefix + "/" + entry.rel
+                if matcher.fullmatch(rel):
+                    hits.append((entry.st.st_mtime, entry.path))
+        if not hits:
+            hint = ""
+            if "/" not in pattern and not pattern.startswith("**"):
+                hint = (
+                    f" The pattern has no '/', so it only matches directly inside {base}; use "
+                    f"'**/{pattern}' to search subdirectories."
+                )
+            return success(f"[no files matched: {args.pattern}]{hint}", count=0, total=0, base=base)
+        hits.sort(key=lambda h: (-h[0], h[1]))
+        cap = ctx.settings.glob_max_results
+        shown = [p for _, p in hits[:cap]]
+        body = "\n".join(shown)
+        truncated = len(hits) > cap
+        if truncated:
+            body += (
+                f"\n[truncated: showing the {cap} newest of {len(hits)} matches. Narrow the "
+                "pattern or pass a deeper path to see the rest.]"
+            )
+        return success(body, truncated=truncated, count=len(shown), total=len(hits), base=base)
+
+
+def _relative_pattern(pattern: str, base: str) -> str:
+    if not pattern.strip():
+        raise ToolFailure("invalid_pattern", "pattern is empty. Give a glob such as '**/*.py'.")
+    if "\x00" in pattern:
+        raise ToolFailure("invalid_pattern", "pattern contains a NUL byte.")
+    if os.path.isabs(pattern):
+        root = base.rstrip("/") + "/"
+        if not pattern.startswith(root):
+            raise ToolFailure(
+                "invalid_pattern",
+                f"Absolute pattern {pattern!r} is not inside the search directory {base}. Give the "
+                "pattern relative to path (e.g. 'src/**/*.py'), or set path to a directory that "
+                "contains it.",
+            )
+        pattern = pattern[len(root):]
+    parts = pattern.split("/")
+    if ".." in parts:
+        raise ToolFailure(
+            "invalid_pattern",
+            f"Pattern {pattern!r} contains '..'; patterns match beneath path only. Set path to the "
+            "directory you want instead.",
+        )
+    return "/".join(p for p in parts if p not in ("", "."))
+
+
+def _literal_prefix(pattern: str) -> str:
+    parts = pattern.split("/")
+    literal: list[str] = []
+    for part in parts[:-1]:
+        if _MAGIC.search(part):
+            break
+        literal.append(part)
+    return "/".join(literal)
+
+
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """Translate a glob to a regex over '/'-separated relative paths."""
+    segments = pattern.split("/")
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "**":
+            out.append("(?:.*)" if last else "(?:[^/]*/)*")
+            continue
+        out.append(_segment(seg) + ("" if last else "/"))
+    try:
+        return re.compile("".join(out), re.DOTALL)
+    except re.error as exc:
+        raise ToolFailure("invalid_pattern", f"Glob {pattern!r} is malformed ({exc}).") from None
+
+
+def _segment(seg: str) -> str:
+    res: list[str] = []
+    i = 0
+    depth = 0
+    while i < len(seg):
+        c = seg[i]
+        if c == "*":
+            while i + 1 < len(seg) and seg[i + 1] == "*":
+                i += 1
+            res.append("[^/]*")
+        elif c == "?":
+            res.append("[^/]")
+        elif c == "[":
+            j = seg.find("]", i + 2 if i + 1 < len(seg) and seg[i + 1] in "!^" else i + 1)
+            if j == -1:
+                res.append(re.escape(c))
+            else:
+                inner = seg[i + 1 : j]
+                negate = inner[:1] in ("!", "^")
+                if negate:
+                    inner = inner[1:]
+                inner = inner.replace("\\", "\\\\")
+                res.append(("[^/" if negate else "[") + inner + "]")
+                i = j
+        elif c == "{":
+            depth += 1
+            res.append("(?:")
+        elif c == "}" and depth:
+            depth -= 1
+            res.append(")")
+        elif c == "," and depth:
+            res.append("|")
+        elif c == "\\" and i + 1 < len(seg):
+            i += 1
+            res.append(re.escape(seg[i]))
+        else:
+            res.append(re.escape(c))
+        i += 1
+    if depth:
+        raise ToolFailure("invalid_pattern", f"Unbalanced '{{' in glob segment {seg!r}.")
+    return "".join(res)

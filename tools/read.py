@@ -1,0 +1,166 @@
+"""read: numbered lines of a text file, bounded, and remembered for edit safety."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from typing import Annotated
+
+from pydantic import Field
+
+from tools._files import CHUNK, binary_kind, open_regular, scan
+from tools._near import missing_file_failure
+from tools._result import ToolFailure, ToolResult, success
+from tools._tool import Args, Tool, ToolContext
+
+__all__ = ["Read", "ReadArgs"]
+
+TRUNCATED_LINE = "[...line truncated]"
+EMPTY_FILE = "[file exists but is empty]"
+
+
+class ReadArgs(Args):
+    path: str = Field(description="Absolute path to the file.")
+    offset: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="1-indexed line to start from. Use with limit for large files."
+    )
+    limit: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="Max lines to return. Default 2000."
+    )
+
+
+class Read(Tool):
+    name = "read"
+    description = (
+        "Read a text file and get its lines numbered like `cat -n` (number, tab, line). "
+        "Use it before editing or overwriting a file: edit and write refuse files you have not "
+        "read in this session, or that changed since you read them. Prefer it over `cat` in "
+        "bash: output is bounded and tracked. Returns at most 2000 lines by default and cuts "
+        "lines longer than 2000 characters; when more remains, a final note says which lines "
+        "were shown and how to page on with offset/limit. Binary files (images, archives, "
+        "executables) are refused with their type. Paths must be absolute and inside the "
+        "workspace. Not for listing directories (use glob) or searching (use grep)."
+    )
+    args_model = ReadArgs
+    capabilities = frozenset({"fs:read"})
+
+    def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+        ws = ctx.workspace
+        settings = ctx.settings
+        ws.refuse_secret(ws.absolute(args.path))
+        with ws.locate(args.path) as loc:
+            if not loc.exists:
+                raise missing_file_failure(ctx, args.path, loc)
+            ws.refuse_secret(loc.path)
+            assert loc.st is not None
+            if stat.S_ISDIR(loc.st.st_mode):
+                raise ToolFailure(
+                    "is_directory",
+                    f"{loc.path} is a directory, not a file. Use glob with path={loc.path!r} to list it.",
+                )
+            if not stat.S_ISREG(loc.st.st_mode):
+                raise ToolFailure(
+                    "not_a_regular_file",
+                    f"{loc.path} is not a regular file (a device, socket or pipe); read refuses it "
+                    "because reading could block or never end.",
+                )
+            fd = open_regular(loc.dir_fd, loc.name, loc.path)
+        try:
+            head = os.pread(fd, 8192, 0)
+            kind = binary_kind(head)
+            if kind is not None:
+                raise ToolFailure(
+                    "binary_file",
+                    f"{loc.path} is a binary file ({kind}, {os.fstat(fd).st_size} bytes); read only "
+                    "returns text. Inspect it with a suitable command through bash if you must "
+                    "(e.g. `file`, `xxd | head`).",
+                    details={"binary_kind": kind},
+                )
+            facts = scan(fd)
+            file_state = {"path": loc.path, "sha256": facts.sha256}
+            base = {
+                "path": loc.path,
+                "file_state": file_state,
+                "bytes": facts.size,
+                "total_lines": facts.line_count,
+                "encoding": facts.encoding_label,
+                "line_ending": "CRLF" if facts.newline == "\r\n" else "LF",
+            }
+            if facts.line_count == 0:
+                return success(EMPTY_FILE, **base, start_line=0, end_line=0)
+            start = args.offset or 1
+            limit = args.limit or settings.read_default_limit_lines
+            if start > facts.line_count:
+                raise ToolFailure(
+                    "offset_out_of_range",
+                    f"offset {start} is past the end of {loc.path}, which has {facts.line_count} "
+                    f"lines. Use an offset between 1 and {facts.line_count}.",
+                    details={"total_lines": facts.line_count},
+                )
+            lines, cut = _numbered_lines(fd, facts.encoding, bool(facts.bom), start, limit,
+                                         settings.read_max_line_chars)
+        finally:
+            os.close(fd)
+        end = start + len(lines) - 1
+        body = "\n".join(lines)
+        truncated = end < facts.line_count
+        if truncated:
+            body += (
+                f"\n[truncated: showing lines {start}-{end} of {facts.line_count}. "
+                "Use offset/limit to read more.]"
+            )
+        if facts.newline == "\r\n":
+            body += "\n[note: this file uses CRLF line endings; line ends are shown without \\r]"
+        return success(body, truncated=truncated or bool(cut), **base, start_line=start,
+                       end_line=end, long_lines_cut=cut)
+
+
+def _numbered_lines(
+    fd: int, encoding: str, has_bom: bool, start: int, limit: int, max_chars: int
+) -> tuple[list[str], list[int]]:
+    """Return ``cat -n`` lines start..start+limit-1 and which of them were cut.
+
+    Reads with ``readline(limit)`` so a single gigantic line never sits in
+    memory whole; invalid bytes show as U+FFFD.
+    """
+    raw = io.FileIO(os.dup(fd), "rb")
+    text = io.TextIOWrapper(io.BufferedReader(raw, CHUNK), encoding=encoding, errors="replace",
+                            newline="\n")
+    out: list[str] = []
+    cut: list[int] = []
+    try:
+        number = 0
+        first = True
+        while len(out) < limit:
+            piece = text.readline(max_chars + 1)
+            if not piece:
+                break
+            if first and has_bom and piece.startswith("\ufeff"):
+                piece = piece[1:]
+            first = False
+            number += 1
+            complete = piece.endswith("\n")
+            if not complete and len(piece) > max_chars:
+                # Skip the rest of an over-long line without holding it.
+                while True:
+                    rest = text.readline(CHUNK)
+                    if not rest or rest.endswith("\n"):
+                        break
+                if number >= start:
+                    out.append(f"{number:>6}\t{piece[:max_chars]}{TRUNCATED_LINE}")
+                    cut.append(number)
+                continue
+            if number < start:
+                continue
+            line = piece.rstrip("\n")
+            if line.endswith("\r"):
+                line = line[:-1]
+            if len(line) > max_chars:
+                out.append(f"{number:>6}\t{line[:max_chars]}{TRUNCATED_LINE}")
+                cut.append(number)
+            else:
+                out.append(f"{number:>6}\t{line}")
+    finally:
+        text.close()
+    return out, cut

@@ -1,0 +1,122 @@
+"""write: create a file, or replace one the session has seen, atomically."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import stat
+
+from pydantic import Field
+
+from tools._files import FileFacts, atomic_write, display, encode
+from tools._mutate import check_overwrite, check_target_dir, locate_for_write
+from tools._result import ToolFailure, ToolResult, success
+from tools._tool import Args, Tool, ToolContext
+
+__all__ = ["Write", "WriteArgs"]
+
+_BARE_LF = re.compile(r"(?<!\r)\n")
+_DIFF_MAX_BYTES = 1 << 20
+_DIFF_MAX_CHARS = 64 * 1024
+
+
+class WriteArgs(Args):
+    path: str = Field(description="Absolute path of the file to create or replace.")
+    content: str = Field(description="The complete file content.")
+
+
+class Write(Tool):
+    name = "write"
+    description = (
+        "Create a file, or replace an existing file's entire content. For changing part of an "
+        "existing file use edit instead: it is safer and cheaper. Overwriting requires that you "
+        "read the file in this session and that it has not changed since. Parent directories "
+        "must already exist. The write is atomic (a crash never leaves half a file); an existing "
+        "file keeps its mode, encoding, byte-order mark and CRLF line endings. Returns whether "
+        "the file was created or overwritten and the bytes written; writing the content the "
+        "file already has changes nothing and says so. Path must be absolute, inside the workspace."
+    )
+    args_model = WriteArgs
+    capabilities = frozenset({"fs:write"})
+    mutates = True
+
+    def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+        with locate_for_write(ctx, args.path) as loc:
+            check_target_dir(loc)
+            if not loc.exists:
+                data = args.content.encode("utf-8", "surrogateescape")
+                _check_size(ctx, loc.path, len(data))
+                written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
+                                       mode=ctx.settings.new_file_mode)
+                digest = hashlib.sha256(data).hexdigest()
+                lines = _line_count(args.content)
+                return success(
+                    f"Created {loc.path} ({written} bytes, {lines} lines).",
+                    path=loc.path, created=True, changed=True, bytes_written=written,
+                    sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
+                )
+            fd, facts = check_overwrite(ctx, loc, tool="write")
+            try:
+                content = args.content
+                converted = False
+                if facts.newline == "\r\n" and _BARE_LF.search(content):
+                    content = _BARE_LF.sub("\r\n", content)
+                    converted = True
+                data = facts.bom + encode(content, facts, what="content")
+                _check_size(ctx, loc.path, len(data))
+                digest = hashlib.sha256(data).hexdigest()
+                state = {"path": loc.path, "sha256": digest}
+                if digest == facts.sha256:
+                    return success(
+                        f"No change: {loc.path} already has exactly this content ({len(data)} "
+                        "bytes). Nothing was written.",
+                        path=loc.path, created=False, changed=False, bytes_written=0,
+                        sha256_after=digest, file_state=state,
+                    )
+                diff = _diff(fd, facts, content, loc.path)
+            finally:
+                os.close(fd)
+            assert loc.st is not None
+            written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
+                                   mode=stat.S_IMODE(loc.st.st_mode),
+                                   owner=(loc.st.st_uid, loc.st.st_gid))
+        notes = []
+        if facts.bom or facts.encoding != "utf-8":
+            notes.append(f"kept encoding {facts.encoding_label}")
+        if converted:
+            notes.append("line endings written as CRLF like the original")
+        extra = f"; {', '.join(notes)}" if notes else ""
+        return success(
+            f"Overwrote {loc.path} ({written} bytes, was {facts.size} bytes{extra}).",
+            path=loc.path, created=False, changed=True, bytes_written=written,
+            bytes_before=facts.size, sha256_before=facts.sha256, sha256_after=digest,
+            file_state=state, diff=diff, crlf_converted=converted,
+        )
+
+
+def _check_size(ctx: ToolContext, path: str, size: int) -> None:
+    if size > ctx.settings.edit_max_file_bytes:
+        raise ToolFailure(
+            "too_large",
+            f"The content for {path} is {size} bytes, over the {ctx.settings.edit_max_file_bytes}-"
+            "byte limit for write. Nothing was written.",
+        )
+
+
+def _line_count(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def _diff(fd: int, facts: FileFacts, new_text: str, path: str) -> str | None:
+    """A unified diff for the UI and audit log, when both sides are small."""
+    if facts.size > _DIFF_MAX_BYTES or len(new_text) > _DIFF_MAX_BYTES:
+        return None
+    old = os.pread(fd, facts.size, 0)[len(facts.bom):]
+    old_text = display(old, facts)
+    text = "".join(difflib.unified_diff(old_text.splitlines(keepends=True),
+                                        new_text.splitlines(keepends=True), path, path))
+    return text if len(text) <= _DIFF_MAX_CHARS else text[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
