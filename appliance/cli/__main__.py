@@ -1,0 +1,3 @@
+from appliance.cli import main
+
+main(prog_name="abhed")
