@@ -93,8 +93,11 @@ class EventStore:
             # survives power loss at the cost of an fsync per event.
             conn.execute(f"PRAGMA synchronous={synchronous}")
             conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise EventLogError(f"cannot open the event log {path}: {exc}") from None
+        except (sqlite3.Error, OSError) as exc:
+            raise EventLogError(
+                f"cannot open the event log {path}: {exc}. Check that ABHED_HOME points at a "
+                "writable directory and that the file is an Abhed event log."
+            ) from None
         self.conn = conn
 
     def close(self) -> None:
