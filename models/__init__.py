@@ -1,1 +1,72 @@
-"""Placeholder docstring."""
+"""Model providers and local serving.
+
+Public surface: provider configuration (:class:`ProviderConfig`), the
+OpenAI-compatible client (:class:`OpenAIClient`) and provider
+(:class:`OpenAIProvider`, :func:`open_provider`), the wire-neutral request and
+reply types, sampling checks (:func:`check_sampling`), the model catalog
+(:class:`Catalog`, :class:`CatalogEntry`), the vLLM launcher
+(:class:`VllmServer`) and the scripted test server (:class:`ScriptedServer`).
+
+Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
+httpx is imported only when a client is built, so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
+from models._errors import (
+    ModelNotFound,
+    ModelsError,
+    ProviderConfigError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderProtocolError,
+    ProviderUnavailable,
+    RequestCancelled,
+    ServeError,
+)
+from models._openai import OpenAIClient
+from models._provider import OpenAIProvider, open_provider
+from models._provider_config import SUPPORTED_APIS, ProviderConfig
+from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
+from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
+from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
+from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
+
+__all__ = [
+    "KNOWN_SAMPLING",
+    "OFFLINE_ENV",
+    "SUPPORTED_APIS",
+    "TOOL_CALL_PARSERS",
+    "VLLM_SAMPLING",
+    "CancelToken",
+    "Catalog",
+    "CatalogEntry",
+    "ChatRequest",
+    "Delta",
+    "ModelNotFound",
+    "ModelReply",
+    "ModelsError",
+    "OpenAIClient",
+    "OpenAIProvider",
+    "Provider",
+    "ProviderConfig",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderProtocolError",
+    "ProviderUnavailable",
+    "RequestCancelled",
+    "ScriptStep",
+    "ScriptedCall",
+    "ScriptedServer",
+    "ServeError",
+    "ServeSettings",
+    "ToolCall",
+    "Usage",
+    "VllmServer",
+    "check_sampling",
+    "hash_weights",
+    "load_catalog",
+    "open_provider",
+]

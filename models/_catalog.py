@@ -1,0 +1,164 @@
+"""The model catalog: what a served model is, down to the sha256 of each file.
+
+A catalog entry is everything ``abhed serve`` needs to start vLLM for one model
+and everything a provider needs to know about what that server honours.  The
+weights are checked against the recorded digests before vLLM is started, so an
+altered file is refused by name instead of being served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from models._errors import ProviderConfigError, ServeError
+from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
+
+__all__ = ["TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
+
+TOOL_CALL_PARSERS: tuple[str, ...] = (
+    "hermes", "qwen3_coder", "qwen3_xml", "llama3_json", "llama4_pythonic", "mistral",
+    "pythonic", "granite", "internlm", "jamba", "deepseek_v3", "glm45", "kimi_k2", "openai",
+)
+
+
+class CatalogEntry(BaseModel):
+    """One model that can be served."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    served_name: str = Field(min_length=1, max_length=128,
+                             description="The name clients put in requests' \"model\".")
+    weights_dir: str = Field(description="Absolute, or relative to the catalog file's folder.")
+    files: dict[str, str] = Field(default_factory=dict,
+                                  description="Relative path -> sha256 of every weights file.")
+    chat_template: str | None = Field(
+        default=None, description="Jinja file (relative to weights_dir); default: the tokenizer's own.")
+    tool_call_parser: str = "hermes"
+    max_model_len: int = Field(default=8192, ge=64, le=10_000_000)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    sampling: tuple[str, ...] = Field(default=VLLM_SAMPLING,
+                                      description="Sampling parameters this vLLM version honours.")
+    extra_args: tuple[str, ...] = Field(default=(), description="Further vLLM flags, verbatim.")
+    min_memory_gib: float = Field(default=0, ge=0, description="Memory the model needs (a preflight hint).")
+
+    @field_validator("tool_call_parser")
+    @classmethod
+    def _parser(cls, v: str) -> str:
+        if v not in TOOL_CALL_PARSERS:
+            raise ValueError(f"tool_call_parser {v!r} is unknown; use one of {', '.join(TOOL_CALL_PARSERS)}")
+        return v
+
+    @field_validator("sampling")
+    @classmethod
+    def _sampling(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [s for s in v if s not in KNOWN_SAMPLING]
+        if unknown:
+            raise ValueError(f"sampling lists parameters Abhed cannot check: {', '.join(unknown)}")
+        return v
+
+    @field_validator("files")
+    @classmethod
+    def _files(cls, v: dict[str, str]) -> dict[str, str]:
+        for rel, digest in v.items():
+            if rel.startswith("/") or ".." in Path(rel).parts or not rel:
+                raise ValueError(f"files: {rel!r} must be a relative path inside weights_dir")
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError(f"files: {rel!r} needs a lowercase hex sha256, got {digest!r}")
+        return v
+
+    def weights_path(self, base: Path | None = None) -> Path:
+        p = Path(self.weights_dir).expanduser()
+        return p if p.is_absolute() or base is None else base / p
+
+    def verify_weights(self, base: Path | None = None) -> Path:
+        """Check every recorded file's sha256; raise :class:`ServeError` naming the first bad one."""
+        root = self.weights_path(base)
+        if not root.is_dir():
+            raise ServeError(
+                f"weights for {self.name!r} are missing: {root} is not a directory. Install the "
+                "bundle that carries them, or fix weights_dir in the catalog.", reason="weights_missing")
+        if not self.files:
+            raise ServeError(f"catalog entry {self.name!r} records no file digests; run "
+                             "`abhed serve --hash DIR` and add them", reason="weights_unverified")
+        for rel, want in sorted(self.files.items()):
+            f = root / rel
+            try:
+                got = _sha256(f)
+            except FileNotFoundError:
+                raise ServeError(f"weights file {f} is missing (catalog entry {self.name!r}); "
+                                 "reinstall the model.", reason="weights_missing") from None
+            if got != want:
+                raise ServeError(f"weights file {f} was altered: sha256 {got}, catalog says {want}. "
+                                 "Do not serve it; reinstall the model from the verified bundle.",
+                                 reason="weights_altered")
+        return root
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def hash_weights(root: Path) -> dict[str, str]:
+    """sha256 of every regular file under ``root`` (for writing a catalog entry)."""
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if p.is_file() and not p.is_symlink():
+                out[p.relative_to(root).as_posix()] = _sha256(p)
+    return out
+
+
+class Catalog(BaseModel):
+    """A list of entries, and the folder relative weights_dir values start from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: tuple[CatalogEntry, ...] = ()
+    base_dir: str | None = None
+
+    def get(self, name: str | None) -> CatalogEntry:
+        if not self.models:
+            raise ProviderConfigError("the model catalog is empty; add an entry to catalog.json "
+                                      "(see docs/providers.md)")
+        if name is None:
+            return self.models[0]
+        for m in self.models:
+            if m.name == name or m.served_name == name:
+                return m
+        raise ProviderConfigError(f"no catalog entry named {name!r}; the catalog has: "
+                                  f"{', '.join(m.name for m in self.models)}")
+
+    def base(self) -> Path | None:
+        return Path(self.base_dir) if self.base_dir else None
+
+
+def load_catalog(path: Path) -> Catalog:
+    """Read a catalog JSON file (``{"models": [...]}``); absent means empty."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Catalog(base_dir=str(path.parent))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProviderConfigError(f"cannot read the model catalog {path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ProviderConfigError(f"{path} must hold a JSON object {{\"models\": [...]}}")
+    raw.setdefault("base_dir", str(path.parent))
+    try:
+        return Catalog.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ProviderConfigError(f"{path} is not a valid model catalog: {problems}") from None

@@ -1,0 +1,81 @@
+"""The models package's one error root.
+
+    ModelsError
+    ├── ProviderConfigError     a provider or catalog entry refused at startup:
+    │                           unknown api, undeclared or unhonoured sampling
+    │                           parameter, value out of range
+    ├── ProviderError           a request to a model server failed
+    │   ├── ProviderUnavailable no base URL answered (refused, 502/503/504,
+    │   │                       connect timeout) within the retries and deadline
+    │   ├── ProviderHTTPError   the server answered 4xx/5xx; carries its own message
+    │   │   └── ModelNotFound   the served model name is not on the server
+    │   ├── ProviderProtocolError  the reply is not OpenAI-shaped, or the stream
+    │   │                       ended before it finished (server died mid-stream)
+    │   └── RequestCancelled    the caller interrupted the request
+    └── ServeError              vLLM could not be started or did not become healthy:
+                                port taken, weights missing or altered, out of
+                                memory, server exited
+
+``models`` sits below ``appliance`` (which depends on it), so this root is not an
+``AbhedError``; the CLI catches both.  Every message says what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ModelNotFound",
+    "ModelsError",
+    "ProviderConfigError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderProtocolError",
+    "ProviderUnavailable",
+    "RequestCancelled",
+    "ServeError",
+]
+
+
+class ModelsError(Exception):
+    """Root of every error the models package raises on purpose."""
+
+
+class ProviderConfigError(ModelsError):
+    """A provider or catalog entry is refused before any request is sent."""
+
+
+class ProviderError(ModelsError):
+    """A request to a model server failed."""
+
+
+class ProviderUnavailable(ProviderError):
+    """No configured base URL answered within the retries and the deadline."""
+
+
+class ProviderHTTPError(ProviderError):
+    """The server answered with an error status; ``server_message`` is its own words."""
+
+    def __init__(self, message: str, *, status: int, server_message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.server_message = server_message
+
+
+class ModelNotFound(ProviderHTTPError):
+    """The model name asked for is not served there."""
+
+
+class ProviderProtocolError(ProviderError):
+    """The reply could not be understood, or stopped before it was complete."""
+
+
+class RequestCancelled(ProviderError):
+    """The caller cancelled the request (Ctrl-C, rpc ``abort``)."""
+
+
+class ServeError(ModelsError):
+    """vLLM did not start or did not become healthy; the message says why."""
+
+    def __init__(self, message: str, *, reason: str = "failed", log_tail: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.log_tail = log_tail

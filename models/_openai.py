@@ -1,0 +1,243 @@
+"""An OpenAI-compatible chat client on httpx: streaming, retries, typed errors.
+
+Retries are for transient failures only, where the request cannot have been
+acted on: connection refused, a connect or pool timeout (nothing was sent),
+and 502/503/504 from a proxy or a replica that is starting.  Everything else is
+raised at once with the server's own message.  One deadline covers the whole
+call, retries and backoff included.  ``trust_env=False``: proxy variables in
+the environment cannot route requests anywhere but the configured URLs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from models._assembly import StreamAssembler, reply_from_message
+from models._errors import (
+    ModelNotFound,
+    ProviderHTTPError,
+    ProviderProtocolError,
+    ProviderUnavailable,
+    RequestCancelled,
+)
+from models._types import CancelToken, ChatRequest, Delta, ModelReply
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["OpenAIClient"]
+
+_TRANSIENT_STATUS = frozenset({502, 503, 504})
+_MAX_ERROR_BODY = 64 * 1024
+_MAX_LINE = 8 * 1024 * 1024
+
+
+def server_message(status: int, body: bytes) -> str:
+    """The server's own words from an error body (OpenAI, vLLM or FastAPI shapes)."""
+    text = body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:2000] or f"HTTP {status}"
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])[:2000]
+        for key in ("message", "detail", "error"):
+            if isinstance(data.get(key), str):
+                return str(data[key])[:2000]
+        if isinstance(data.get("detail"), list):
+            return json.dumps(data["detail"])[:2000]
+    return text.strip()[:2000]
+
+
+class OpenAIClient:
+    """Talks to one or more replicas of one OpenAI-compatible server."""
+
+    def __init__(self, base_urls: list[str], *, connect_timeout_s: float = 5.0,
+                 read_timeout_s: float = 300.0, deadline_s: float = 900.0, max_retries: int = 3,
+                 backoff_s: float = 0.2, transport: httpx.BaseTransport | None = None) -> None:
+        if not base_urls:
+            raise ValueError("at least one base URL is needed")
+        import httpx
+
+        self.base_urls = [u.rstrip("/") for u in base_urls]
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.deadline_s = deadline_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._next = 0
+        self._http = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
+                                  headers={"user-agent": "abhed"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- public calls -------------------------------------------------------
+    def list_models(self) -> list[str]:
+        with self._request("GET", "/models", None, None) as resp:
+            body = self._json(resp)
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise ProviderProtocolError(f"/models did not return a list: {str(body)[:200]}")
+        return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+
+    def chat(self, model: str, request: ChatRequest, *,
+             on_delta: Callable[[Delta], None] | None = None,
+             cancel: CancelToken | None = None) -> ModelReply:
+        """One chat completion; ``request.sampling`` is sent as given (check it first)."""
+        body: dict[str, Any] = {"model": model, "messages": request.messages}
+        if request.tools:
+            body["tools"] = request.tools
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+        body.update(request.sampling)
+        body.update(request.extra_body)
+        body["stream"] = request.stream
+        if request.stream:
+            body["stream_options"] = {"include_usage": True}
+        with self._request("POST", "/chat/completions", body, cancel) as resp:
+            if not request.stream:
+                return reply_from_message(self._json(resp))
+            return self._stream(resp, on_delta, cancel)
+
+    # -- plumbing -----------------------------------------------------------
+    def _json(self, resp: httpx.Response) -> Any:
+        try:
+            return json.loads(resp.read())
+        except ValueError:
+            raise ProviderProtocolError(f"{resp.request.url} did not return JSON") from None
+
+    def _stream(self, resp: httpx.Response, on_delta: Callable[[Delta], None] | None,
+                cancel: CancelToken | None) -> ModelReply:
+        import httpx
+
+        asm = StreamAssembler(on_delta)
+        done = False
+        try:
+            for line in resp.iter_lines():
+                if cancel is not None and cancel.cancelled:
+                    raise RequestCancelled(f"request cancelled: {cancel.reason}")
+                if len(line) > _MAX_LINE:
+                    raise ProviderProtocolError("a stream line exceeds 8 MiB; refusing it")
+                if not line.startswith("data:"):
+                    continue  # comments, event:, id:, retry: and blank separators
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    raise ProviderProtocolError(f"stream chunk is not JSON: {data[:200]!r}") from None
+                asm.feed(chunk)
+        except httpx.HTTPError as exc:
+            if cancel is not None and cancel.cancelled:
+                raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
+            raise ProviderProtocolError(
+                f"the stream from {resp.request.url} broke after {len(asm.text)} chunks "
+                f"({type(exc).__name__}: {exc}); the server may have died mid-reply. "
+                "Check the server's log, then retry.") from None
+        if cancel is not None and cancel.cancelled:
+            raise RequestCancelled(f"request cancelled: {cancel.reason}")
+        if not done and asm.finish_reason is None:
+            raise ProviderProtocolError(
+                f"the stream from {resp.request.url} ended without finishing (no finish_reason, "
+                "no [DONE]); the server may have died mid-reply. Check its log, then retry.")
+        return asm.reply()
+
+    @contextmanager
+    def _request(self, method: str, path: str, body: Any,
+                 cancel: CancelToken | None) -> Iterator[httpx.Response]:
+        import httpx
+
+        deadline = time.monotonic() + self.deadline_s
+        attempt = 0
+        last = ""
+        payload = None if body is None else json.dumps(body).encode()
+        while True:
+            if cancel is not None and cancel.cancelled:
+                raise RequestCancelled(f"request cancelled: {cancel.reason}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ProviderUnavailable(
+                    f"no answer within the {self.deadline_s:g} s deadline ({last or 'no attempt'}); "
+                    "check that the model server is running (`abhed serve`) and reachable.")
+            base = self.base_urls[(self._next + attempt) % len(self.base_urls)]
+            url = base + path
+            timeout = httpx.Timeout(connect=min(self.connect_timeout_s, remaining),
+                                    read=min(self.read_timeout_s, remaining),
+                                    write=min(30.0, remaining), pool=min(5.0, remaining))
+            req = self._http.build_request(
+                method, url, content=payload, timeout=timeout,
+                headers={"content-type": "application/json"} if payload is not None else None)
+            transient = False
+            try:
+                resp = self._http.send(req, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                transient, last = True, f"{url}: {type(exc).__name__}: {exc}"
+            except httpx.TimeoutException as exc:
+                raise ProviderUnavailable(
+                    f"{url} accepted the request but sent nothing back in time ({type(exc).__name__}); "
+                    "the server may be overloaded. Not retried, since it may be working on it."
+                ) from None
+            except httpx.HTTPError as exc:
+                raise ProviderUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
+            else:
+                unregister = cancel.on_cancel(resp.close) if cancel is not None else (lambda: None)
+                try:
+                    if resp.status_code in _TRANSIENT_STATUS:
+                        last = f"{url}: HTTP {resp.status_code}"
+                        transient = True
+                    elif resp.status_code >= 400:
+                        self._raise_status(url, resp)
+                    else:
+                        self._next = (self._next + attempt) % len(self.base_urls)
+                        yield resp
+                        return
+                finally:
+                    unregister()
+                    resp.close()
+            assert transient
+            attempt += 1
+            if attempt > self.max_retries * max(1, len(self.base_urls)) or attempt > 50:
+                raise ProviderUnavailable(
+                    f"model server unavailable after {attempt} attempts ({last}); start it with "
+                    "`abhed serve` or check base_url in the provider config.")
+            pause = min(self.backoff_s * (2 ** min(attempt - 1, 6)), 5.0) * (0.5 + random.random() / 2)
+            pause = min(pause, max(0.0, deadline - time.monotonic()))
+            if cancel is not None:
+                if cancel.wait(pause):
+                    raise RequestCancelled(f"request cancelled: {cancel.reason}")
+            else:
+                time.sleep(pause)
+
+    def _raise_status(self, url: str, resp: httpx.Response) -> None:
+        import httpx
+
+        try:
+            raw = resp.read()
+        except httpx.HTTPError:
+            raw = b""
+        msg = server_message(resp.status_code, raw)
+        status = resp.status_code
+        lowered = msg.lower()
+        if status == 404 and ("model" in lowered or "does not exist" in lowered):
+            raise ModelNotFound(
+                f"the server at {url} does not serve that model: {msg}. Use a name "
+                "from its /v1/models list, or fix \"model\" in the provider config.",
+                status=status, server_message=msg)
+        hint = {400: "the request was refused as invalid; fix the value it names",
+                401: "the server wants credentials; Abhed sends none (offline appliance)",
+                413: "the request is too large; shorten the conversation",
+                422: "the request was refused as invalid; fix the value it names",
+                429: "the server is rate-limiting; wait and retry"}.get(
+                    status, "see the server's log for details")
+        raise ProviderHTTPError(f"HTTP {status} from {url}: {msg} ({hint})", status=status,
+                                server_message=msg)

@@ -1,0 +1,83 @@
+"""A provider as the operator configures it (``custom_providers`` in config.json).
+
+The shape is the specification's (``name``, ``api``, ``base_url``,
+``sampling``) plus ``model`` (the served model name) and ``params`` (default
+values for declared sampling parameters).  The ``api`` is named, never guessed
+from the URL: a URL says where, not what protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from models._errors import ProviderConfigError
+from models._sampling import check_sampling
+
+__all__ = ["SUPPORTED_APIS", "ProviderConfig"]
+
+SUPPORTED_APIS: tuple[str, ...] = ("openai",)
+
+
+class ProviderConfig(BaseModel):
+    """One model endpoint (or several replicas of it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    api: str = Field(description="Wire protocol; 'openai' (OpenAI-compatible, as vLLM serves).")
+    base_url: str | list[str] = Field(
+        description="Base URL ending in /v1, or a list of replicas tried in turn.")
+    sampling: list[str] = Field(
+        default_factory=list, description="Sampling parameters the endpoint honours.")
+    model: str | None = Field(default=None, description="Served model name; default: the first one /v1/models lists.")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="Default values for declared sampling parameters.")
+    catalog_entry: str | None = Field(
+        default=None, description="Catalog entry behind this endpoint; its sampling list is what the server honours.")
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=600)
+    read_timeout_s: float = Field(default=300.0, gt=0, le=3600,
+                                  description="Longest silence allowed between streamed chunks.")
+    deadline_s: float = Field(default=900.0, gt=0, le=86400,
+                              description="Whole request, retries included.")
+    max_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient failures only.")
+
+    @field_validator("api")
+    @classmethod
+    def _known_api(cls, v: str) -> str:
+        if v not in SUPPORTED_APIS:
+            raise ValueError(
+                f"api {v!r} is not supported; use one of: {', '.join(SUPPORTED_APIS)} "
+                "(an OpenAI-compatible server such as vLLM is 'openai')")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, v: str | list[str]) -> str | list[str]:
+        urls = [v] if isinstance(v, str) else v
+        if not urls:
+            raise ValueError("base_url needs at least one URL")
+        if len(urls) > 32:
+            raise ValueError("base_url lists more than 32 replicas")
+        for u in urls:
+            parts = urlsplit(u)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"base_url {u!r} must be an http:// or https:// URL with a host")
+            if parts.query or parts.fragment or parts.username or parts.password:
+                raise ValueError(f"base_url {u!r} must not carry a query, fragment or credentials")
+        return v
+
+    @model_validator(mode="after")
+    def _sampling_declared(self) -> ProviderConfig:
+        try:
+            check_sampling(self.name, self.sampling, self.params)
+        except ProviderConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @property
+    def base_urls(self) -> list[str]:
+        urls = [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+        return [u.rstrip("/") for u in urls]

@@ -1,0 +1,266 @@
+"""A scripted OpenAI-compatible server: real HTTP on 127.0.0.1, replies from a script.
+
+Shipped in the package (as httpx ships ``MockTransport``) so the loop, the CLI,
+rpc clients and the TUI can be tested in milliseconds against a real socket,
+with every awkward server behaviour on demand: tool-call deltas split at any
+byte, HTTP errors with a message, a stream that dies half-way, a server that
+goes silent.  It is a test double beside the real vLLM, never instead of it.
+
+Run it standalone::
+
+    python -m models._scripted --script steps.json [--port 0]
+
+It prints ``listening on http://127.0.0.1:PORT/v1`` and serves until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer"]
+
+_MAX_BODY = 64 * 1024 * 1024
+
+
+class ScriptedCall(BaseModel):
+    """A tool call the server will return; ``arguments`` as an object, or raw text (may be broken)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    id: str | None = None
+
+    def raw_arguments(self) -> str:
+        return self.arguments if isinstance(self.arguments, str) else json.dumps(self.arguments)
+
+
+class ScriptStep(BaseModel):
+    """One reply.  Defaults give a plain streamed text answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = ""
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    chunk_chars: int = Field(default=8, ge=1, description="Split text and arguments into pieces this long.")
+    delay_s: float = Field(default=0.0, ge=0, le=60, description="Pause before each chunk.")
+    status: int = Field(default=200, ge=200, le=599)
+    error: str = Field(default="", description="Message of an error reply (status >= 400).")
+    die_after_chunks: int | None = Field(default=None, ge=0,
+                                         description="Drop the connection after this many chunks.")
+    hang: bool = Field(default=False, description="Send headers, then nothing until the client leaves.")
+    completion_tokens: int | None = None
+
+
+def _split(text: str, n: int) -> list[str]:
+    return [text[i:i + n] for i in range(0, len(text), n)] or []
+
+
+class ScriptedServer:
+    """Serves ``steps`` in order (or asks ``responder``), recording each request body.
+
+    Use as a context manager; ``base_url`` is ready once it returns.
+    """
+
+    def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]] = (), *,
+                 responder: Callable[[dict[str, Any]], ScriptStep] | None = None,
+                 model: str = "scripted", port: int = 0) -> None:
+        self.steps = [s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps]
+        self.responder = responder
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *steps: ScriptStep | dict[str, Any]) -> None:
+        with self._lock:
+            self.steps.extend(s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps)
+
+    def start(self) -> ScriptedServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="scripted-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next_step(self, body: dict[str, Any]) -> ScriptStep:
+        with self._lock:
+            self.requests.append(body)
+            if self.responder is not None:
+                return self.responder(body)
+            if not self.steps:
+                return ScriptStep(status=500, error="scripted server: the script has no more steps")
+            return self.steps.pop(0)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _json(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path in ("/health", "/v1/health"):
+                    self._json(200, {})
+                elif self.path == "/v1/models":
+                    self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                else:
+                    self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+            def do_POST(self) -> None:
+                if self.path != "/v1/chat/completions":
+                    self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+                    return
+                length = int(self.headers.get("content-length") or 0)
+                if length > _MAX_BODY:
+                    self._json(413, {"error": {"message": "request body too large", "code": 413}})
+                    return
+                try:
+                    body = json.loads(self.rfile.read(length))
+                except ValueError:
+                    self._json(400, {"error": {"message": "body is not JSON", "code": 400}})
+                    return
+                if not isinstance(body, dict):
+                    self._json(400, {"error": {"message": "body must be an object", "code": 400}})
+                    return
+                if body.get("model") != server.model:
+                    self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                               "type": "NotFoundError", "code": 404}})
+                    return
+                step = server._next_step(body)
+                if step.status >= 400:
+                    self._json(step.status, {"error": {"message": step.error or "scripted error",
+                                                       "type": "BadRequestError", "code": step.status}})
+                elif body.get("stream"):
+                    self._stream(step, body)
+                else:
+                    self._whole(step, body)
+
+            def _usage(self, step: ScriptStep, body: dict[str, Any]) -> dict[str, int]:
+                prompt = len(json.dumps(body.get("messages", []))) // 4
+                done = step.completion_tokens
+                if done is None:
+                    done = (len(step.text) + sum(len(c.raw_arguments()) for c in step.tool_calls)) // 4 + 1
+                return {"prompt_tokens": prompt, "completion_tokens": done,
+                        "total_tokens": prompt + done}
+
+            def _finish(self, step: ScriptStep) -> str:
+                return step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
+
+            def _whole(self, step: ScriptStep, body: dict[str, Any]) -> None:
+                calls = [{"id": c.id or f"call-{i}", "type": "function",
+                          "function": {"name": c.name, "arguments": c.raw_arguments()}}
+                         for i, c in enumerate(step.tool_calls)]
+                msg: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+                if calls:
+                    msg["tool_calls"] = calls
+                self._json(200, {"id": "cmpl-scripted", "object": "chat.completion",
+                                 "model": server.model, "usage": self._usage(step, body),
+                                 "choices": [{"index": 0, "message": msg,
+                                              "finish_reason": self._finish(step)}]})
+
+            def _stream(self, step: ScriptStep, body: dict[str, Any]) -> None:
+                chunks: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+                chunks += [{"content": piece} for piece in _split(step.text, step.chunk_chars)]
+                for i, c in enumerate(step.tool_calls):
+                    chunks.append({"tool_calls": [{"index": i, "id": c.id or f"call-{i}", "type": "function",
+                                                   "function": {"name": c.name, "arguments": ""}}]})
+                    chunks += [{"tool_calls": [{"index": i, "function": {"arguments": piece}}]}
+                               for piece in _split(c.raw_arguments(), step.chunk_chars)]
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                if step.hang:
+                    self.wfile.flush()
+                    server._stop.wait(600)
+                    return
+
+                def send(obj: Any) -> None:
+                    self.wfile.write(b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode())
+                                     + b"\n\n")
+                    self.wfile.flush()
+
+                try:
+                    for n, delta in enumerate(chunks):
+                        if step.die_after_chunks is not None and n >= step.die_after_chunks:
+                            self.close_connection = True
+                            return
+                        if step.delay_s:
+                            if server._stop.wait(step.delay_s):
+                                return
+                        send({"id": "cmpl-scripted", "object": "chat.completion.chunk", "model": server.model,
+                              "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                    send({"id": "cmpl-scripted", "object": "chat.completion.chunk", "model": server.model,
+                          "choices": [{"index": 0, "delta": {}, "finish_reason": self._finish(step)}]})
+                    send({"id": "cmpl-scripted", "object": "chat.completion.chunk", "model": server.model,
+                          "choices": [], "usage": self._usage(step, body)})
+                    send(b"[DONE]")
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+        return Handler
+
+
+def _main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m models._scripted", description=__doc__.splitlines()[0])
+    ap.add_argument("--script", type=Path, required=True, help="JSON list of steps (ScriptStep fields).")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--model", default="scripted")
+    ns = ap.parse_args(argv)
+    steps = json.loads(ns.script.read_text(encoding="utf-8"))
+    server = ScriptedServer(steps, model=ns.model, port=ns.port).start()
+    print(f"listening on {server.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    _main()

