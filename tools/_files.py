@@ -25,6 +25,7 @@ __all__ = [
     "decode",
     "display",
     "encode",
+    "encode_new",
     "open_regular",
     "scan",
 ]
@@ -108,6 +109,7 @@ class FileFacts:
     lf: int
     crlf: int
     ends_with_newline: bool
+    data: bytes | None = None  # the whole file, when the caller asked to keep it
 
     @property
     def line_count(self) -> int:
@@ -126,8 +128,12 @@ class FileFacts:
         return label + (" (with invalid bytes)" if self.lossy else "")
 
 
-def scan(fd: int) -> FileFacts:
-    """Hash a file and learn its encoding and line endings in one streaming pass."""
+def scan(fd: int, *, keep_bytes: int = 0) -> FileFacts:
+    """Hash a file and learn its encoding and line endings in one streaming pass.
+
+    When the file is at most ``keep_bytes`` long its bytes are kept in
+    ``FileFacts.data``, saving callers a second read of small files.
+    """
     os.lseek(fd, 0, os.SEEK_SET)
     digest = hashlib.sha256()
     size = lf = crlf = 0
@@ -139,10 +145,16 @@ def scan(fd: int) -> FileFacts:
     bom = b""
     encoding = "utf-8"
     wide = False
+    kept: list[bytes] | None = [] if keep_bytes > 0 else None
     while True:
         chunk = os.read(fd, CHUNK)
         if not chunk:
             break
+        if kept is not None:
+            if size + len(chunk) <= keep_bytes:
+                kept.append(chunk)
+            else:
+                kept = None
         if size == 0:
             found = bom_of(chunk)
             if found:
@@ -175,7 +187,7 @@ def scan(fd: int) -> FileFacts:
             crlf += chunk.count(b"\r\n") + (1 if prev_cr and chunk.startswith(b"\n") else 0)
             prev_cr = chunk.endswith(b"\r")
             last = chunk[-1:]
-        if not bom and not multibyte and _MULTIBYTE.search(chunk):
+        if not bom and not multibyte and not chunk.isascii() and _MULTIBYTE.search(chunk):
             multibyte = True
     if decoder is not None and utf8_ok:
         try:
@@ -198,6 +210,7 @@ def scan(fd: int) -> FileFacts:
         lf=lf,
         crlf=crlf,
         ends_with_newline=last == b"\n",
+        data=b"".join(kept) if kept is not None else None,
     )
 
 
@@ -222,6 +235,23 @@ def encode(text: str, facts: FileFacts, *, what: str) -> bytes:
             f"{what} contains {bad!r}, which the file's encoding ({facts.encoding_label}) cannot "
             "represent. The file was not changed. Use characters the encoding holds, or convert the "
             "file with bash if changing its encoding is intended.",
+        ) from None
+
+
+def encode_new(text: str, *, what: str) -> bytes:
+    """Bytes of a new file: UTF-8, with surrogate escapes giving back the bytes they stand for.
+
+    A lone surrogate outside U+DC80..U+DCFF stands for no byte at all, so it is
+    refused as an encoding error rather than crashing the call.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end]
+        raise ToolFailure(
+            "encoding_error",
+            f"{what} contains {bad!r} at position {exc.start}, a lone surrogate that UTF-8 cannot "
+            "represent. Nothing was written. Remove it or use the character you meant.",
         ) from None
 
 

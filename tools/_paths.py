@@ -21,10 +21,23 @@ from dataclasses import dataclass
 
 from tools._result import ToolFailure
 
-__all__ = ["Located", "SecretMatcher", "Workspace"]
+__all__ = ["Located", "SecretMatcher", "Workspace", "shorten"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_SYMLINK_HOPS = 40
+# Linux PATH_MAX and NAME_MAX, in bytes: longer paths can never name a file,
+# so they are refused up front instead of surfacing as ENAMETOOLONG later.
+_MAX_PATH_BYTES = 4095
+_MAX_NAME_BYTES = 255
+_SHOWN_CHARS = 200
+
+
+def shorten(text: str, limit: int = _SHOWN_CHARS) -> str:
+    """``text`` cut in the middle to at most ``limit`` characters, for echoing model input."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]}[...]{text[-half:]}"
 
 
 @dataclass
@@ -109,12 +122,26 @@ class Workspace:
             raise ToolFailure("invalid_path", f"`{field}` is empty. Give an absolute path inside {self.root}.")
         if "\x00" in user_path:
             raise ToolFailure("invalid_path", f"`{field}` contains a NUL byte, which no file name can hold.")
+        try:
+            size = len(os.fsencode(user_path))
+        except UnicodeEncodeError as exc:
+            raise ToolFailure(
+                "invalid_path",
+                f"`{field}` contains {exc.object[exc.start:exc.end]!r} at position {exc.start}, a lone "
+                "surrogate that no file name can hold. Use the path exactly as glob returns it.",
+            ) from None
+        if size > _MAX_PATH_BYTES:
+            raise ToolFailure(
+                "path_too_long",
+                f"`{field}` is {size} bytes long ({shorten(user_path)!r}); paths hold at most "
+                f"{_MAX_PATH_BYTES} bytes, so no such file can exist. Use glob to find the real path.",
+            )
         if not os.path.isabs(user_path):
             suggestion = os.path.normpath(os.path.join(self.root, user_path))
             raise ToolFailure(
                 "relative_path",
-                f"`{field}` must be an absolute path; got relative path {user_path!r}. "
-                f"Relative to the workspace root that is {suggestion!r}: call again with that.",
+                f"`{field}` must be an absolute path; got relative path {shorten(user_path)!r}. "
+                f"Relative to the workspace root that is {shorten(suggestion)!r}: call again with that.",
                 details={"suggestion": suggestion},
             )
         norm = os.path.normpath(user_path)
@@ -123,9 +150,17 @@ class Workspace:
         if not self.contains(norm):
             raise ToolFailure(
                 "outside_workspace",
-                f"{user_path!r} resolves to {norm!r}, which is outside the workspace {self.root}. "
-                "Tools only reach files beneath the workspace root.",
+                f"{shorten(user_path)!r} resolves to {shorten(norm)!r}, which is outside the workspace "
+                f"{self.root}. Tools only reach files beneath the workspace root.",
             )
+        for comp in norm.split("/"):
+            if len(os.fsencode(comp)) > _MAX_NAME_BYTES:
+                raise ToolFailure(
+                    "name_too_long",
+                    f"`{field}` has a component {len(os.fsencode(comp))} bytes long "
+                    f"({shorten(comp)!r}); file names hold at most {_MAX_NAME_BYTES} bytes, so no such "
+                    "file can exist. Use glob to find the real path.",
+                )
         return norm
 
     def contains(self, abs_path: str) -> bool:

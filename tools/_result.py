@@ -8,11 +8,32 @@ the tool path raises into the agent loop.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["ErrorInfo", "ToolResult", "ToolFailure", "failure", "success"]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD.
+
+    Surrogates reach results from model input echoed back (JSON allows
+    ``"\\ud800"``) and from file names that are not UTF-8 (``os`` decodes them
+    with surrogateescape).  JSON encoders and SQLite refuse them, so a result
+    holding one could be neither printed nor recorded.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if not value.isascii() else value
+    if isinstance(value, dict):
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 class ErrorInfo(BaseModel):
@@ -23,6 +44,11 @@ class ErrorInfo(BaseModel):
     code: str
     message: str
     retryable: bool = False
+
+    @field_validator("message")
+    @classmethod
+    def _no_lone_surrogates(cls, value: str) -> str:
+        return str(_json_safe(value))
 
 
 class ToolResult(BaseModel):
@@ -35,6 +61,11 @@ class ToolResult(BaseModel):
     truncated: bool = False
     error: ErrorInfo | None = None
     details: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content", "details")
+    @classmethod
+    def _no_lone_surrogates(cls, value: Any) -> Any:
+        return _json_safe(value)
 
 
 class ToolFailure(Exception):

@@ -138,7 +138,12 @@ def _json_type(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, (list, dict)) and len(value) > 20:
+        return f"({_json_type(value)} of {len(value)} items)"
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        return f"({_json_type(value)} nested too deeply to show)"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

@@ -15,6 +15,7 @@ whitespace, indentation, a byte-order mark).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import mmap
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pydantic import Field
 from rapidfuzz import fuzz, process
 
-from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode
+from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
 from tools._mutate import check_overwrite, check_target_dir, locate_for_write
 from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
@@ -69,7 +70,7 @@ class Edit(Tool):
     capabilities = frozenset({"fs:write"})
     mutates = True
 
-    def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
         if args.old_string == args.new_string:
             raise ToolFailure(
                 "no_change",
@@ -81,7 +82,7 @@ class Edit(Tool):
             if not loc.exists:
                 if args.old_string:
                     raise missing_file_failure(ctx, args.path, loc)
-                data = args.new_string.encode("utf-8", "surrogateescape")
+                data = encode_new(args.new_string, what="new_string")
                 written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
                                        mode=ctx.settings.new_file_mode)
                 digest = hashlib.sha256(data).hexdigest()
@@ -215,7 +216,7 @@ class _Plan:
 def _apply(
     args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: FileFacts
 ) -> tuple[_Plan, Iterator[bytes]] | None:
-    search_enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    search_enc = _search_facts(body, facts)
     try:
         needle = encode(args.old_string, search_enc, what="old_string")
     except ToolFailure:
@@ -261,6 +262,11 @@ def _apply(
     return _Plan(offsets, lines, snippets, diff, crlf), chunks()
 
 
+def _search_facts(body: _Body, facts: FileFacts) -> FileFacts:
+    """How to encode text for searching ``body``: wide files are searched as UTF-8."""
+    return dataclasses.replace(facts, encoding="utf-8", lossy=False) if body.wide else facts
+
+
 def _out(piece: bytes, body: _Body, facts: FileFacts) -> bytes:
     if not body.wide:
         return piece
@@ -279,7 +285,7 @@ def _snippets(
     body: _Body, offsets: list[int], lines: list[int], needle: bytes, replacement: bytes,
     facts: FileFacts,
 ) -> tuple[list[str], str]:
-    enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    enc = _search_facts(body, facts)
     shown: list[str] = []
     diffs: list[str] = []
     for off, line in list(zip(offsets, lines))[:_MAX_SNIPPETS]:
@@ -322,7 +328,7 @@ def _no_match(args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: F
             f"{base} The file is too large to search for a near match; grep for a distinctive "
             "line of old_string, read around it, and copy the text exactly.",
         )
-    enc = FileFacts(**{**facts.__dict__, "encoding": "utf-8"}) if body.wide else facts
+    enc = _search_facts(body, facts)
     text = display(bytes(body.data[body.start : body.end]), enc)
     file_lines = text.split("\n")
     want = old.split("\n")

@@ -8,6 +8,7 @@ import stat
 
 from pydantic import Field
 
+from tools._paths import shorten
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 from tools._walk import walk_files
@@ -15,6 +16,7 @@ from tools._walk import walk_files
 __all__ = ["Glob", "GlobArgs", "compile_glob"]
 
 _MAGIC = re.compile(r"[*?\[{]")
+_MAX_PATTERN_CHARS = 4096  # no path can be longer, so neither can a useful pattern
 
 
 class GlobArgs(Args):
@@ -38,7 +40,7 @@ class Glob(Tool):
     args_model = GlobArgs
     capabilities = frozenset({"fs:read"})
 
-    def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         ws = ctx.workspace
         base = ws.root
         if args.path is not None:
@@ -96,6 +98,12 @@ def _relative_pattern(pattern: str, base: str) -> str:
         raise ToolFailure("invalid_pattern", "pattern is empty. Give a glob such as '**/*.py'.")
     if "\x00" in pattern:
         raise ToolFailure("invalid_pattern", "pattern contains a NUL byte.")
+    if len(pattern) > _MAX_PATTERN_CHARS:
+        raise ToolFailure(
+            "invalid_pattern",
+            f"pattern is {len(pattern)} characters long ({shorten(pattern)!r}); globs are limited to "
+            f"{_MAX_PATTERN_CHARS}. Use a shorter pattern such as '**/*.py'.",
+        )
     if os.path.isabs(pattern):
         root = base.rstrip("/") + "/"
         if not pattern.startswith(root):

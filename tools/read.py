@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import stat
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -17,6 +17,8 @@ from tools._tool import Args, Tool, ToolContext
 __all__ = ["Read", "ReadArgs"]
 
 TRUNCATED_LINE = "[...line truncated]"
+# Files up to this size are decoded whole (fast path); larger ones stream.
+_WHOLE_FILE_BYTES = 4 << 20
 EMPTY_FILE = "[file exists but is empty]"
 
 
@@ -45,7 +47,7 @@ class Read(Tool):
     args_model = ReadArgs
     capabilities = frozenset({"fs:read"})
 
-    def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
         ws = ctx.workspace
         settings = ctx.settings
         ws.refuse_secret(ws.absolute(args.path))
@@ -77,9 +79,9 @@ class Read(Tool):
                     "(e.g. `file`, `xxd | head`).",
                     details={"binary_kind": kind},
                 )
-            facts = scan(fd)
+            facts = scan(fd, keep_bytes=_WHOLE_FILE_BYTES)
             file_state = {"path": loc.path, "sha256": facts.sha256}
-            base = {
+            base: dict[str, Any] = {
                 "path": loc.path,
                 "file_state": file_state,
                 "bytes": facts.size,
@@ -98,8 +100,13 @@ class Read(Tool):
                     f"lines. Use an offset between 1 and {facts.line_count}.",
                     details={"total_lines": facts.line_count},
                 )
-            lines, cut = _numbered_lines(fd, facts.encoding, bool(facts.bom), start, limit,
-                                         settings.read_max_line_chars)
+            if facts.data is not None:
+                lines, cut = _numbered_small(facts.data[len(facts.bom):],
+                                             facts.encoding, start, limit,
+                                             settings.read_max_line_chars)
+            else:
+                lines, cut = _numbered_lines(fd, facts.encoding, bool(facts.bom), start, limit,
+                                             settings.read_max_line_chars)
         finally:
             os.close(fd)
         end = start + len(lines) - 1
@@ -114,6 +121,28 @@ class Read(Tool):
             body += "\n[note: this file uses CRLF line endings; line ends are shown without \\r]"
         return success(body, truncated=truncated or bool(cut), **base, start_line=start,
                        end_line=end, long_lines_cut=cut)
+
+
+def _numbered_small(
+    data: bytes, encoding: str, start: int, limit: int, max_chars: int
+) -> tuple[list[str], list[int]]:
+    """The same as :func:`_numbered_lines` for a file small enough to decode whole."""
+    text = data.decode(encoding, "replace")
+    rows = text.split("\n")
+    if text.endswith("\n"):
+        rows.pop()
+    window = rows[start - 1 : start - 1 + limit]
+    out: list[str] = []
+    cut: list[int] = []
+    for number, line in enumerate(window, start):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if len(line) > max_chars:
+            out.append(f"{number:>6}\t{line[:max_chars]}{TRUNCATED_LINE}")
+            cut.append(number)
+        else:
+            out.append(f"{number:>6}\t{line}")
+    return out, cut
 
 
 def _numbered_lines(

@@ -10,7 +10,7 @@ import stat
 
 from pydantic import Field
 
-from tools._files import FileFacts, atomic_write, display, encode
+from tools._files import FileFacts, atomic_write, display, encode, encode_new
 from tools._mutate import check_overwrite, check_target_dir, locate_for_write
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
@@ -42,11 +42,11 @@ class Write(Tool):
     capabilities = frozenset({"fs:write"})
     mutates = True
 
-    def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
         with locate_for_write(ctx, args.path) as loc:
             check_target_dir(loc)
             if not loc.exists:
-                data = args.content.encode("utf-8", "surrogateescape")
+                data = encode_new(args.content, what="content")
                 _check_size(ctx, loc.path, len(data))
                 written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
                                        mode=ctx.settings.new_file_mode)
