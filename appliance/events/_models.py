@@ -19,6 +19,14 @@ from tools import ToolResult
 __all__ = [
     "SCHEMA_VERSION",
     "ActionEvent",
+    "ApprovalEvent",
+    "ModelTurn",
+    "RunEndReason",
+    "RunEnded",
+    "RunStarted",
+    "TurnToolCall",
+    "TurnUsage",
+    "UserMessage",
     "Event",
     "EVENT_ADAPTER",
     "ObservationEvent",
@@ -77,8 +85,97 @@ class SessionEnded(_Base):
     reason: str
 
 
+# -- the agent loop's events (one run = one prompt worked to an end) ----------
+
+RunEndReason = Literal[
+    "done",            # the model answered without calling a tool
+    "max_turns",       # limits.max_turns model turns were used
+    "max_tokens",      # limits.max_tokens (prompt + completion, summed) were used
+    "deadline",        # limits.deadline_s of wall-clock time passed
+    "interrupted",     # Ctrl-C, rpc abort, or the caller's cancel
+    "provider_error",  # the model server failed in a way retrying did not fix
+]
+
+
+class RunStarted(_Base):
+    """The loop began working on a prompt: with which model, limits and prompt prefix."""
+
+    type: Literal["run_started"] = "run_started"
+    run_id: str
+    provider: str
+    model: str
+    mode: str = Field(description="Approval mode: auto, ask.")
+    limits: dict[str, Any] = Field(default_factory=dict)
+    sampling: dict[str, Any] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list, description="Tool names offered, in prompt order.")
+    system_prompt_sha256: str = Field(description="Identifies the stable prompt prefix.")
+
+
+class UserMessage(_Base):
+    """Text a person (or caller) gave the agent: the prompt, or a steer mid-run."""
+
+    type: Literal["user_message"] = "user_message"
+    run_id: str
+    kind: Literal["prompt", "steer"] = "prompt"
+    text: str
+
+
+class TurnToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    arguments: str = Field(description="Raw JSON text as the model wrote it; may be malformed.")
+
+
+class TurnUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ModelTurn(_Base):
+    """One assistant reply, assembled from the stream, before any of its calls run."""
+
+    type: Literal["model_turn"] = "model_turn"
+    run_id: str
+    turn: int = Field(ge=1)
+    text: str
+    tool_calls: list[TurnToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: TurnUsage | None = None
+    duration_ms: float = Field(description="Time waiting on the model for this turn.")
+
+
+class ApprovalEvent(_Base):
+    """A call that needed an answer, and the answer: who gave it and why."""
+
+    type: Literal["approval"] = "approval"
+    run_id: str
+    call_id: str
+    tool: str
+    decision: Literal["allow", "deny"]
+    decided_by: str = Field(description="auto, rpc, tui, headless ...")
+    reason: str = ""
+
+
+class RunEnded(_Base):
+    """The run stopped; ``reason`` says why, ``answer`` is the final text if the model finished."""
+
+    type: Literal["run_ended"] = "run_ended"
+    run_id: str
+    reason: RunEndReason
+    message: str = Field(description="A sentence for a person: what ended the run and what to do.")
+    turns: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    answer: str | None = None
+
+
 Event = Annotated[
-    SessionStarted | ActionEvent | ObservationEvent | SessionEnded,
+    SessionStarted | ActionEvent | ObservationEvent | SessionEnded
+    | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded,
     Field(discriminator="type"),
 ]
 
