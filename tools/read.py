@@ -132,6 +132,11 @@ def _numbered_small(
     if text.endswith("\n"):
         rows.pop()
     window = rows[start - 1 : start - 1 + limit]
+    if "\r" in text:
+        window = [line[:-1] if line.endswith("\r") else line for line in window]
+    if max(map(len, window), default=0) <= max_chars:
+        # The common case, kept to C-speed builtins: no line needs cutting.
+        return [f"{n:>6}\t{line}" for n, line in enumerate(window, start)], []
     out: list[str] = []
     cut: list[int] = []
     for number, line in enumerate(window, start):

@@ -5,12 +5,12 @@ Table layout (documented in docs/event-log.md)::
     events(seq INTEGER PRIMARY KEY,      -- global order, 1, 2, 3 ... no gaps
            session_id TEXT, session_seq INTEGER,   -- per-session order, no gaps
            type TEXT, ts TEXT,
-           body TEXT,                     -- the event, canonical JSON
+           body TEXT,                     -- the event as JSON (pydantic's field order)
            prev_hash TEXT, hash TEXT)     -- the chain
     sessions(id TEXT PRIMARY KEY, workspace TEXT, created_at TEXT)
 
-``hash = sha256(canonical JSON of [seq, session_id, session_seq, type, ts,
-body, prev_hash])`` and ``prev_hash`` is the previous row's hash (64 zeros for
+``hash = sha256(JSON [seq, session_id, session_seq, type, ts, prev_hash]
++ "\\n" + body)`` and ``prev_hash`` is the previous row's hash (64 zeros for
 the first), so altering, deleting or reordering any row breaks the chain at
 that row.  Triggers refuse UPDATE and DELETE as a first line; the chain is
 what an auditor relies on, since anyone with the file can drop a trigger.
@@ -66,8 +66,17 @@ def canonical(value: Any) -> str:
 
 def chain_hash(seq: int, session_id: str, session_seq: int, type_: str, ts: str, body: str,
                prev: str) -> str:
-    material = canonical([seq, session_id, session_seq, type_, ts, body, prev])
-    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+    """sha256 over a JSON header line (position, identity, link) then the body as stored.
+
+    The header is JSON, so no field can smuggle a separator; the body is
+    hashed as the exact text in the row, so verification needs no
+    re-serialisation and cannot be fooled by one.
+    """
+    header = canonical([seq, session_id, session_seq, type_, ts, prev])
+    digest = hashlib.sha256(header.encode("utf-8", "surrogatepass"))
+    digest.update(b"\n")
+    digest.update(body.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class EventStore:
 
     def append(self, event: Event) -> StoredEvent:
         """Persist one event at the end of the chain; returns it with its position."""
-        body = canonical(event.model_dump(mode="json"))
+        body = event.model_dump_json()
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
