@@ -115,7 +115,7 @@ class EventStore:
     # -- writing ---------------------------------------------------------
     def create_session(self, session_id: str, workspace: str, created_at: str) -> None:
         try:
-            self.db["sessions"].insert(
+            self.db.table("sessions").insert(
                 {"id": session_id, "workspace": workspace, "created_at": created_at}
             )
         except sqlite3.IntegrityError:
