@@ -232,7 +232,7 @@ class Workspace:
                             f"Permission denied looking up {self._join(walked + [name])}.",
                         ) from None
                     if stat.S_ISLNK(st.st_mode) and follow_final:
-                        link = os.readlink(name, dir_fd=fd)
+                        link = self._readlink(fd, name, walked + [name])
                         logical = self._rejoin_link(walked, link, [], user_path)
                         os.close(fd)
                         fd = -1
@@ -267,8 +267,20 @@ class Workspace:
             return None
         if not stat.S_ISLNK(st.st_mode):
             return None
-        link = os.readlink(comp, dir_fd=fd)
+        link = self._readlink(fd, comp, walked + [comp])
         return self._rejoin_link(walked, link, [], user_path)
+
+    def _readlink(self, fd: int, name: str, parts: list[str]) -> str:
+        # The link was seen a moment ago; if it is gone or replaced now, someone
+        # is changing the tree under us: say so instead of crashing.
+        try:
+            return os.readlink(name, dir_fd=fd)
+        except OSError:
+            raise ToolFailure(
+                "changed_during_call",
+                f"{self._join(parts)} changed while its path was being resolved; retry.",
+                retryable=True,
+            ) from None
 
     def _rejoin_link(self, walked: list[str], link: str, rest: list[str], user_path: str) -> str:
         base = self._join(walked)

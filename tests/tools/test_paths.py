@@ -238,6 +238,25 @@ def test_concurrent_directory_symlink_flipping_never_leaks_outside(h: Any, outsi
                     "changed_during_call"}
 
 
+@pytest.mark.parametrize("where", ["intermediate", "final"])
+def test_regression_symlink_vanishing_before_readlink_was_internal_error(
+    h: Any, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Found by the flipping test: the link was gone between lstat and readlink."""
+    (h.root / "real").mkdir()
+    (h.root / "real" / "f.txt").write_text("x\n")
+    os.symlink("real", h.root / "d")
+    os.symlink("real/f.txt", h.root / "fl")
+
+    def vanished(*args: Any, **kwargs: Any) -> str:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "readlink", vanished)
+    target = h.root / "d" / "f.txt" if where == "intermediate" else h.root / "fl"
+    res = h.err(h.read(target), "changed_during_call")
+    assert res.error.retryable
+
+
 # -- secret paths -------------------------------------------------------------
 
 SECRETS = [
