@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance.loop._limits import Limits
+from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
 __all__ = ["Config", "load_config"]
@@ -24,6 +26,26 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    # -- models and the loop (docs/providers.md) --
+    custom_providers: tuple[ProviderConfig, ...] = Field(
+        default=(), description="Model endpoints, in the specification's shape.")
+    default_provider: str | None = Field(
+        default=None, description="Provider used when none is named; default: the first.")
+    catalog: str | None = Field(
+        default=None, description="Model catalog file; default: ABHED_HOME/catalog.json.")
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    loop: Limits = Field(default_factory=Limits)
+
+    @model_validator(mode="after")
+    def _providers_unique(self) -> Config:
+        names = [p.name for p in self.custom_providers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"custom_providers names must be unique; repeated: {', '.join(dupes)}")
+        if self.default_provider is not None and self.default_provider not in names:
+            raise ValueError(f"default_provider {self.default_provider!r} is not in custom_providers "
+                             f"({', '.join(names) or 'none configured'})")
+        return self
 
 
 def load_config(path: Path | None = None) -> Config:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -73,8 +74,11 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self._next = 0
+        # No keep-alive: every request gets its own connection, whose socket an
+        # interrupt can shut down even while a read is blocked on it.
         self._http = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
-                                  headers={"user-agent": "abhed"})
+                                  headers={"user-agent": "abhed"},
+                                  limits=httpx.Limits(max_keepalive_connections=0))
 
     def close(self) -> None:
         self._http.close()
@@ -178,6 +182,7 @@ class OpenAIClient:
                 method, url, content=payload, timeout=timeout,
                 headers={"content-type": "application/json"} if payload is not None else None)
             transient = False
+            unhook = self._hook_cancel(req, cancel)
             try:
                 resp = self._http.send(req, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -203,7 +208,9 @@ class OpenAIClient:
                         return
                 finally:
                     unregister()
+                    unhook()
                     resp.close()
+            unhook()
             assert transient
             attempt += 1
             if attempt > self.max_retries * max(1, len(self.base_urls)) or attempt > 50:
@@ -217,6 +224,32 @@ class OpenAIClient:
                     raise RequestCancelled(f"request cancelled: {cancel.reason}")
             else:
                 time.sleep(pause)
+
+    @staticmethod
+    def _hook_cancel(req: httpx.Request, cancel: CancelToken | None) -> Callable[[], None]:
+        """On cancel, shut the request's socket down, unblocking a read in another thread."""
+        if cancel is None:
+            return lambda: None
+        removers: list[Callable[[], None]] = []
+
+        def trace(name: str, info: dict[str, Any]) -> None:
+            if name.endswith(("connect_tcp.complete", "connect_unix_socket.complete")):
+                stream = info.get("return_value")
+                sock = stream.get_extra_info("socket") if stream is not None else None
+                if isinstance(sock, socket.socket):
+                    def shut(s: socket.socket = sock) -> None:
+                        try:
+                            s.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                    removers.append(cancel.on_cancel(shut))
+
+        req.extensions["trace"] = trace
+
+        def unhook() -> None:
+            while removers:
+                removers.pop()()
+        return unhook
 
     def _raise_status(self, url: str, resp: httpx.Response) -> None:
         import httpx

@@ -1,0 +1,281 @@
+"""The agent loop: ask the model, run the calls it makes, repeat until it answers.
+
+One run works one prompt to an end.  Everything that can end it early (a
+limit, an interrupt, a provider failure) is a :class:`StopRun` caught in
+:meth:`Agent.run`; every tool call, good or malformed, becomes a tool result
+the model reads, never an exception.  Tools run through
+:class:`appliance.Dispatcher` only.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from appliance._dispatch import Dispatcher
+from appliance.events import (
+    ApprovalEvent,
+    ModelTurn,
+    RunEnded,
+    RunEndReason,
+    RunStarted,
+    TurnToolCall,
+    TurnUsage,
+    UserMessage,
+)
+from appliance.loop._approver import MODES, ApprovalRequest, Approver, AutoApprover
+from appliance.loop._limits import Limits, StopRun
+from appliance.loop._observed import ObservedSession
+from appliance.loop._prompt import SystemPrompt, tool_specs
+from appliance.loop._untrusted import wrap_result
+from models import CancelToken, ChatRequest, Delta, ModelReply, ProviderError, RequestCancelled, ToolCall
+from models import Provider
+from tools import Tool, ToolResult
+from tools._result import failure
+
+__all__ = ["Agent", "RunOutcome"]
+
+_REPEAT_HINT_AT = 3
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    reason: RunEndReason
+    message: str
+    answer: str | None
+    turns: int
+
+    @property
+    def ok(self) -> bool:
+        return self.reason == "done"
+
+
+def _signature(tool: dict[str, Any]) -> str:
+    """``read(path: string, offset?: integer)``: what a correction shows the model."""
+    fn = tool["function"]
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    parts = []
+    for name, prop in (params.get("properties") or {}).items():
+        kind = prop.get("type") or "/".join(
+            str(p.get("type")) for p in prop.get("anyOf", []) if isinstance(p, dict)) or "value"
+        parts.append(f"{name}{'' if name in required else '?'}: {kind}")
+    return f"{fn['name']}({', '.join(parts)})"
+
+
+class Agent:
+    """Runs prompts in one session against one provider."""
+
+    def __init__(self, *, session: ObservedSession, dispatcher: Dispatcher, provider: Provider,
+                 system_prompt: SystemPrompt, tools: dict[str, Tool], limits: Limits | None = None,
+                 approver: Approver | None = None, mode: str = "auto",
+                 first_tool_choice: str | dict[str, Any] | None = None,
+                 on_delta: Callable[[Delta], None] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.session = session
+        self.dispatcher = dispatcher
+        self.provider = provider
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.specs = tool_specs(tools)
+        self.signatures = {s["function"]["name"]: _signature(s) for s in self.specs}
+        self.limits = limits or Limits()
+        self.approver = approver or AutoApprover()
+        self.mode = mode
+        self.first_tool_choice = first_tool_choice
+        self.on_delta = on_delta
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt.text}]
+        self._steers: list[str] = []
+        self._lock = threading.Lock()
+        self._cancel = CancelToken()
+        self.running = False
+
+    # -- control from other threads ------------------------------------------
+    def steer(self, text: str) -> None:
+        """Queue a message for the model; it is sent before the next model call."""
+        with self._lock:
+            self._steers.append(text)
+
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """Stop the model stream (at once) and the run (after the running tool returns)."""
+        self._cancel.cancel(reason)
+
+    # -- the loop -------------------------------------------------------------
+    def run(self, prompt: str) -> RunOutcome:
+        run_id = "r-" + secrets.token_hex(4)
+        self._cancel = CancelToken()
+        self.running = True
+        started = time.monotonic()
+        timer = threading.Timer(self.limits.deadline_s, self._cancel.cancel, args=("deadline",))
+        timer.daemon = True
+        timer.start()
+        turns = prompt_tokens = completion_tokens = 0
+        answer: str | None = None
+        sid = self.session.id
+        try:
+            self.session.append(RunStarted(
+                session_id=sid, run_id=run_id, provider=self.provider.name, model=self.provider.model,
+                mode=self.mode, limits=self.limits.model_dump(mode="json"),
+                sampling=dict(getattr(self.provider, "sampling", {}) or {}),
+                tools=[s["function"]["name"] for s in self.specs],
+                system_prompt_sha256=self.system_prompt.sha256))
+            self._user(run_id, prompt, "prompt")
+            failures: list[tuple[str, str]] = []
+            while True:
+                self._check_cancel()
+                self._drain_steers(run_id)
+                if turns >= self.limits.max_turns:
+                    raise StopRun("max_turns", f"stopped after {turns} model turns (limit "
+                                  f"max_turns={self.limits.max_turns}); raise it or split the task")
+                if prompt_tokens + completion_tokens >= self.limits.max_tokens:
+                    raise StopRun("max_tokens", f"stopped after {prompt_tokens + completion_tokens} "
+                                  f"tokens (limit max_tokens={self.limits.max_tokens})")
+                turns += 1
+                reply, waited_ms = self._ask(turns)
+                if reply.usage is not None:
+                    prompt_tokens += reply.usage.prompt_tokens
+                    completion_tokens += reply.usage.completion_tokens
+                call_ids = [f"{run_id}.{turns}.{i}" for i in range(len(reply.tool_calls))]
+                self.session.append(ModelTurn(
+                    session_id=sid, run_id=run_id, turn=turns, text=reply.text,
+                    tool_calls=[TurnToolCall(id=cid, name=c.name, arguments=c.arguments)
+                                for cid, c in zip(call_ids, reply.tool_calls)],
+                    finish_reason=reply.finish_reason,
+                    usage=TurnUsage(prompt_tokens=reply.usage.prompt_tokens,
+                                    completion_tokens=reply.usage.completion_tokens)
+                    if reply.usage else None,
+                    duration_ms=round(waited_ms, 3)))
+                self._assistant(reply)
+                if not reply.tool_calls:
+                    answer = reply.text
+                    raise StopRun("done", "the model finished" + (
+                        " (its reply was cut at the token limit)" if reply.finish_reason == "length" else ""))
+                for i, (cid, call) in enumerate(zip(call_ids, reply.tool_calls)):
+                    if self._cancel.cancelled:
+                        self._tool_message(call, failure(
+                            "cancelled", "Not run: the run was interrupted before this call."), "")
+                        continue
+                    result = self._call(run_id, cid, call)
+                    key = (call.name, result.error.code if result.error else "")
+                    failures = failures + [key] if not result.ok else []
+                    hint = ""
+                    if result.error is not None and result.error.code == "invalid_arguments" \
+                            and call.name in self.signatures:
+                        hint += f"\n[abhed: {call.name} expects {self.signatures[call.name]}]"
+                    if len(failures) >= _REPEAT_HINT_AT and len(set(failures[-_REPEAT_HINT_AT:])) == 1:
+                        hint += (f"\n[abhed: {len(failures)} failed {call.name} calls in a row with the same "
+                                f"error ({key[1]}). This approach is not converging: re-read the error, "
+                                "change approach, or answer explaining what blocks you.]")
+                    self._tool_message(call, result, hint)
+        except StopRun as stop:
+            return self._end(run_id, stop.reason, stop.message, turns, prompt_tokens,
+                             completion_tokens, answer)
+        finally:
+            timer.cancel()
+            self.running = False
+            _ = started
+
+    # -- pieces ---------------------------------------------------------------
+    def _check_cancel(self) -> None:
+        if self._cancel.cancelled:
+            reason = self._cancel.reason
+            if reason == "deadline":
+                raise StopRun("deadline", f"stopped at the wall-clock limit (deadline_s="
+                              f"{self.limits.deadline_s:g})")
+            raise StopRun("interrupted", f"interrupted ({reason})")
+
+    def _user(self, run_id: str, text: str, kind: str) -> None:
+        self.session.append(UserMessage(session_id=self.session.id, run_id=run_id,
+                                        kind="steer" if kind == "steer" else "prompt", text=text))
+        self.messages.append({"role": "user", "content": text})
+
+    def _drain_steers(self, run_id: str) -> None:
+        with self._lock:
+            steers, self._steers = self._steers, []
+        for text in steers:
+            self._user(run_id, text, "steer")
+
+    def _ask(self, turn: int) -> tuple[ModelReply, float]:
+        tool_choice = self.first_tool_choice if turn == 1 else None
+        sampling: dict[str, Any] = {}
+        if self.limits.max_completion_tokens is not None:
+            sampling["max_tokens"] = self.limits.max_completion_tokens
+        request = ChatRequest(messages=self.messages, tools=self.specs, tool_choice=tool_choice,
+                              sampling=sampling, stream=True)
+        t0 = time.perf_counter()
+        try:
+            reply = self.provider.complete(request, on_delta=self.on_delta, cancel=self._cancel)
+        except RequestCancelled:
+            self._check_cancel()
+            raise StopRun("interrupted", "interrupted") from None
+        except ProviderError as exc:
+            raise StopRun("provider_error", str(exc)) from None
+        return reply, (time.perf_counter() - t0) * 1000
+
+    def _assistant(self, reply: ModelReply) -> None:
+        msg: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in reply.tool_calls]
+        self.messages.append(msg)
+
+    def _tool_message(self, call: ToolCall, result: ToolResult, hint: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call.id,
+                              "content": wrap_result(call.name, result) + hint})
+
+    def _refuse(self, call_id: str, call: ToolCall, args: Any, result: ToolResult) -> ToolResult:
+        """Record a call that was never dispatched (unparseable, or denied) and its result."""
+        self.session.record_call(call_id, call.name, args, "model")
+        self.session.record_result(call_id, call.name, result, 0.0)
+        return result
+
+    def _call(self, run_id: str, call_id: str, call: ToolCall) -> ToolResult:
+        tool = self.tools.get(call.name)
+        expected = self.signatures.get(call.name, "")
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            return self._refuse(call_id, call, call.arguments[:4096], failure(
+                "malformed_arguments",
+                f"The arguments of your {call.name or 'tool'} call are not valid JSON "
+                f"({exc.__class__.__name__} at character {getattr(exc, 'pos', '?')}). "
+                + (f"Expected a JSON object: {expected}. " if expected else "")
+                + "Nothing was run; send the call again with a valid JSON object."))
+        if tool is not None and not isinstance(args, dict):
+            return self._refuse(call_id, call, args, failure(
+                "invalid_arguments",
+                f"The arguments of {call.name} must be a JSON object, not a JSON "
+                f"{type(args).__name__}: {expected}. Nothing was run."))
+        if tool is not None and self.mode == "ask" and tool.mutates:
+            answer = self.approver.approve(ApprovalRequest(call_id, call.name, args,
+                                                           f"{call.name} changes files"))
+            self.session.append(ApprovalEvent(
+                session_id=self.session.id, run_id=run_id, call_id=call_id, tool=call.name,
+                decision=answer.decision, decided_by=answer.decided_by, reason=answer.reason))
+            if answer.decision != "allow":
+                return self._refuse(call_id, call, args, failure(
+                    "denied", f"{call.name} was not approved ({answer.reason or 'denied'}). "
+                    "Nothing was run; do not retry it unchanged: ask the user or take another approach."))
+        return self.dispatcher.call(call.name, args, call_id=call_id, source="model")
+
+    def _end(self, run_id: str, reason: RunEndReason, message: str, turns: int, prompt_tokens: int,
+             completion_tokens: int, answer: str | None) -> RunOutcome:
+        # Every tool call the model made must be answered before the conversation goes on.
+        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
+        for m in self.messages:
+            for c in m.get("tool_calls") or []:
+                if c["id"] not in answered:
+                    self.messages.append({"role": "tool", "tool_call_id": c["id"],
+                                          "content": "Not run: the run ended first."})
+        self.session.append(RunEnded(session_id=self.session.id, run_id=run_id, reason=reason,
+                                     message=message, turns=turns, prompt_tokens=prompt_tokens,
+                                     completion_tokens=completion_tokens, answer=answer))
+        return RunOutcome(run_id, reason, message, answer, turns)

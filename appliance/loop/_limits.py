@@ -1,0 +1,36 @@
+"""Limits on one run, and the small control-flow signal that ends it.
+
+A limit is not an error: reaching ``max_turns`` is a normal way for a run to
+end, so it is a :class:`StopRun` carrying its reason, raised where it is
+noticed and caught in exactly one place in the loop (as mini-swe-agent does).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from appliance.events import RunEndReason
+
+__all__ = ["Limits", "StopRun"]
+
+
+class Limits(BaseModel):
+    """Bounds on one run (config section ``loop``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_turns: int = Field(default=50, ge=1, le=10_000, description="Model replies per run.")
+    max_tokens: int = Field(default=2_000_000, ge=1,
+                            description="Prompt + completion tokens summed over the run's turns.")
+    deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="Wall-clock time per run.")
+    max_completion_tokens: int | None = Field(
+        default=None, ge=1, description="max_tokens sent with each request; default: the server's.")
+
+
+class StopRun(Exception):
+    """Ends a run: caught once in the loop, turned into a ``run_ended`` event."""
+
+    def __init__(self, reason: RunEndReason, message: str) -> None:
+        super().__init__(message)
+        self.reason: RunEndReason = reason
+        self.message = message

@@ -1,0 +1,72 @@
+"""Wire a session, its tools, a provider and the loop together from config.
+
+``abhed run``, ``abhed rpc`` and (later) the TUI all start an agent this way,
+so they refuse the same bad configurations with the same words, before the
+first request.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from typing import TYPE_CHECKING
+from appliance._dispatch import Dispatcher
+from appliance._errors import ConfigError
+from appliance._home import abhed_home
+from appliance.events import EventStore
+from appliance.loop._agent import Agent
+from appliance.loop._approver import Approver
+from appliance.loop._observed import ObservedSession
+from appliance.loop._prompt import build_system_prompt
+from models import Catalog, OpenAIProvider, ProviderConfig, load_catalog, open_provider
+from tools import ToolContext, Workspace, native_tools
+
+if TYPE_CHECKING:
+    from appliance._config import Config
+
+__all__ = ["choose_provider", "load_config_catalog", "start_agent"]
+
+
+def load_config_catalog(config: Config) -> Catalog:
+    path = Path(config.catalog).expanduser() if config.catalog else abhed_home() / "catalog.json"
+    return load_catalog(path)
+
+
+def choose_provider(config: Config, name: str | None) -> ProviderConfig:
+    providers = {p.name: p for p in config.custom_providers}
+    if not providers:
+        raise ConfigError("no model provider is configured: add one to \"custom_providers\" in "
+                          "config.json (see docs/providers.md), e.g. a local `abhed serve`")
+    wanted = name or config.default_provider or config.custom_providers[0].name
+    if wanted not in providers:
+        raise ConfigError(f"no provider named {wanted!r}; configured: {', '.join(providers)}")
+    return providers[wanted]
+
+
+def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_name: str | None = None,
+                model: str | None = None, mode: str = "auto", approver: Approver | None = None,
+                sampling: dict[str, Any] | None = None, session_id: str | None = None,
+                first_tool_choice: str | dict[str, Any] | None = None,
+                check_model: bool = True) -> tuple[Agent, OpenAIProvider]:
+    """Refuse bad config, open (or resume) the session, and return a ready agent."""
+    pconf = choose_provider(config, provider_name)
+    catalog = load_config_catalog(config) if pconf.catalog_entry else None
+    provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
+                             check_model=check_model)
+    tools = native_tools()
+    ws = Workspace(str(workspace), config.tools.secret_paths)
+    if session_id:
+        session = ObservedSession.open(store, session_id, ws.root)
+    else:
+        session = ObservedSession.create(store, ws.root, version=version("abhed"), settings={
+            "tools": config.tools.model_dump(mode="json"), "provider": pconf.name,
+            "model": provider.model, "mode": mode})
+    assert isinstance(session, ObservedSession)
+    ctx = ToolContext(workspace=ws, settings=config.tools, ledger=session)
+    agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx), provider=provider,
+                  system_prompt=build_system_prompt(ws.root, tools), tools=tools,
+                  limits=config.loop, approver=approver, mode=mode,
+                  first_tool_choice=first_tool_choice)
+    return agent, provider
