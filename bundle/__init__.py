@@ -1,1 +1,79 @@
-"""Placeholder docstring."""
+"""The offline bundle: one signed file that carries everything across the air gap.
+
+A bundle is an uncompressed POSIX tar: ``manifest.json`` first,
+``manifest.json.minisig`` second (Ed25519, minisign format, so a stock
+``minisign -V`` checks it), then the payload members the manifest lists with
+their lengths and sha256 digests.  ``docs/bundle.md`` specifies the format
+fully, for third-party verifiers.
+
+The public surface, modelled on python-tuf's ngclient (a few names, length
+and hash caps, monotonic versions, thresholds), is what the installer uses:
+
+* keys and trust: ``SecretKey``, ``PublicKey``, ``TrustPolicy``,
+  ``make_rotation``, ``rotate_trust``;
+* ``build_bundle(spec, out, keys)``;
+* ``verify_bundle(path, trust, installed_version=, allow_downgrade=, stage_to=)``
+  returning a ``VerifiedBundle`` (signature first, then one streaming pass;
+  nothing written outside the staging directory, which is removed on failure);
+* ``inspect_bundle`` / ``BundleInfo`` and ``diff_bundles`` / ``BundleDiff``
+  (no unpacking);
+* ``split_bundle`` / ``join_volumes`` / ``JoinResult`` for removable media;
+* ``Manifest`` and ``Member`` (``staged_name`` says where a member unpacks);
+* the errors::
+
+    BundleError
+    ├── FormatError
+    │   └── UnsafeMember
+    ├── SignatureError
+    ├── DigestMismatch
+    ├── RollbackRefused
+    ├── VolumeError
+    ├── SpecError
+    └── StagingError
+
+This package imports nothing from ``appliance`` and nothing heavy (zstandard
+loads only to compress or unpack), so the installer can be frozen without the
+agent.
+"""
+
+from __future__ import annotations
+
+from ._build import build_bundle
+from ._errors import (BundleError, DigestMismatch, FormatError, RollbackRefused, SignatureError,
+                      SpecError, StagingError, UnsafeMember, VolumeError)
+from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
+from ._manifest import Manifest, Member, staged_name
+from ._minisign import PublicKey, SecretKey
+from ._trust import TrustPolicy, make_rotation, rotate_trust
+from ._verify import VerifiedBundle, verify_bundle
+from ._volumes import JoinResult, join_volumes, split_bundle
+
+__all__ = [
+    "BundleDiff",
+    "BundleError",
+    "BundleInfo",
+    "DigestMismatch",
+    "FormatError",
+    "JoinResult",
+    "Manifest",
+    "Member",
+    "PublicKey",
+    "RollbackRefused",
+    "SecretKey",
+    "SignatureError",
+    "SpecError",
+    "StagingError",
+    "TrustPolicy",
+    "UnsafeMember",
+    "VerifiedBundle",
+    "VolumeError",
+    "build_bundle",
+    "diff_bundles",
+    "inspect_bundle",
+    "join_volumes",
+    "make_rotation",
+    "rotate_trust",
+    "split_bundle",
+    "staged_name",
+    "verify_bundle",
+]

@@ -1,0 +1,385 @@
+"""Build a bundle from a spec: gather, compress, describe, sign, write.
+
+Reproducible by construction: members in a fixed order (components in spec
+order, files sorted), tar headers with mtime 0 and owner 0, single-threaded
+zstd at a fixed level, canonical JSON, and Ed25519 (deterministic) signatures.
+The same inputs and keys give a byte-identical bundle.
+
+The manifest must come first in the tar but lists every member's digest, so
+building is two passes: the first compresses members into a work directory
+beside the output and hashes them; the second writes the tar, hashing every
+byte again as it copies and refusing if an input changed in between.  The
+output appears by an atomic rename only when complete.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from ._errors import BundleError, SpecError
+from ._manifest import (FORMAT, MANIFEST_NAME, SIGNATURE_NAME, Component, Input, Manifest,
+                        Member, Provenance, canonical_json)
+from ._minisign import SecretKey
+from ._sbom import SbomComponent, SbomFile, render_sbom
+from ._spec import BuildSpec, load_spec, normalize, parse_lock
+from ._tar import CHUNK, end_of_archive, member_header, padding
+from ._trust import sign_set
+
+__all__ = ["BuildProgress", "build_bundle"]
+
+BuildProgress = Callable[[str, int, int], None]
+"""Called as ``progress(step, bytes_done, bytes_total)`` during long steps."""
+
+SBOM_NAME = "sbom.cdx.json"
+# Formats that are already compressed: zstd would spend time and save nothing.
+_INCOMPRESSIBLE = (".whl", ".zip", ".gz", ".tgz", ".xz", ".bz2", ".zst", ".7z", ".png",
+                   ".jpg", ".jpeg", ".gif", ".webp", ".squashfs")
+_MIN_COMPRESS_BYTES = 4096
+_KEEP_RATIO = 0.9  # keep the zstd form only when it saves at least 10%
+
+
+def _builder_name() -> str:
+    try:
+        return f"abhed-bundle {version('abhed')}"
+    except PackageNotFoundError:
+        return "abhed-bundle"
+
+
+@dataclass
+class _Source:
+    member: str  # member name before any .zst suffix
+    path: Path
+    label: str | None = None  # how provenance names the input, when not by its path
+
+
+@dataclass
+class _Part:
+    kind: str
+    name: str
+    version: str | None
+    sources: list[_Source]
+    licence: str | None = None
+    source: str | None = None
+    purl: str | None = None
+
+
+@dataclass
+class _Prepared:
+    member: Member
+    path: Path  # where the stored bytes are (the input, or its compressed copy)
+
+
+def _sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    return h.hexdigest(), size
+
+
+def _resolve(base: Path, rel: str, what: str) -> Path:
+    path = (base / rel) if not Path(rel).is_absolute() else Path(rel)
+    if path.is_symlink():
+        raise SpecError(f"{what} {path} is a symbolic link; name the file itself")
+    if not path.is_file():
+        raise SpecError(f"{what} {path} does not exist or is not a regular file")
+    return path
+
+
+def _wheel_info(path: Path) -> tuple[str, str, str | None]:
+    """(name, version, licence) of a wheel, from its file name and METADATA."""
+    parts = path.name[:-4].split("-")
+    if not path.name.endswith(".whl") or len(parts) not in (5, 6):
+        raise SpecError(f"{path.name} is not a wheel file name (PEP 427)")
+    name, ver = parts[0], parts[1]
+    licence: str | None = None
+    try:
+        with zipfile.ZipFile(path) as zf:
+            meta = [n for n in zf.namelist()
+                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if meta:
+                with zf.open(meta[0]) as fh:
+                    headers = email.parser.BytesParser().parsebytes(fh.read(1 << 20),
+                                                                    headersonly=True)
+                expr = headers.get("License-Expression") or headers.get("License")
+                if expr and "\n" not in expr.strip() and len(expr) <= 100:
+                    licence = expr.strip()
+    except zipfile.BadZipFile:
+        raise SpecError(f"{path} is not a valid wheel (bad zip)") from None
+    return name, ver, licence
+
+
+def _build_project_wheel(project: Path, work: Path, source_date_epoch: int | None) -> Path:
+    out = work / "agent-wheel"
+    out.mkdir()
+    # bdist_wheel stamps zip entries with SOURCE_DATE_EPOCH when set: the same source then
+    # gives the same wheel bytes (1980-01-01, the zip format's earliest date, by default).
+    env = dict(os.environ, SOURCE_DATE_EPOCH=str(max(source_date_epoch or 0, 315532800)))
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+           "--no-index", "--disable-pip-version-check", "-q", "-w", str(out), str(project)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env,
+                          start_new_session=True)
+    wheels = sorted(out.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) != 1:
+        raise SpecError(f"building the agent wheel from {project} failed: "
+                        f"{done.stderr.strip()[-400:] or 'no wheel produced'}")
+    return wheels[0]
+
+
+def _gather(spec: BuildSpec, base: Path, work: Path) -> list[_Part]:
+    parts: list[_Part] = []
+    if spec.agent is not None:
+        if spec.agent.wheel is not None:
+            wheel = _resolve(base, spec.agent.wheel, "agent wheel")
+        else:
+            project = base / (spec.agent.project or ".")
+            if not (project / "pyproject.toml").is_file():
+                raise SpecError(f"agent project {project} has no pyproject.toml")
+            wheel = _build_project_wheel(project, work, spec.source_date_epoch)
+        label = (None if spec.agent.project is None
+                 else f"{spec.agent.project} (built as {wheel.name})")
+        name, ver, lic = _wheel_info(wheel)
+        parts.append(_Part("agent", normalize(name), ver,
+                           [_Source(f"agent/{wheel.name}", wheel, label)],
+                           licence=lic, purl=f"pkg:pypi/{normalize(name)}@{ver}"))
+    if spec.wheelhouse is not None:
+        parts.extend(_gather_wheelhouse(spec, base))
+    for model in spec.model:
+        root = base / model.dir
+        if not root.is_dir():
+            raise SpecError(f"model {model.name!r}: {root} is not a directory")
+        files = []
+        for path in sorted(root.rglob("*")):
+            if path.is_symlink():
+                raise SpecError(f"model {model.name!r}: {path} is a symbolic link; copy the "
+                                "real file into the model directory")
+            if path.is_file():
+                rel = path.relative_to(root).as_posix()
+                files.append(_Source(f"models/{model.name}/{rel}", path))
+        if not files:
+            raise SpecError(f"model {model.name!r}: {root} holds no files")
+        parts.append(_Part("model", model.name, model.version, files, licence=model.licence,
+                           source=model.source))
+    if spec.image is not None:
+        img = spec.image
+        names = [("kernel", img.kernel), ("initrd", img.initrd), ("rootfs", img.rootfs),
+                 ("packages", img.packages)]
+        files = [_Source(f"image/{role}-{Path(rel).name}", _resolve(base, rel, f"image {role}"))
+                 for role, rel in names if rel is not None]
+        parts.append(_Part("image", "microvm-image", img.version, files))
+        if img.packages is not None:
+            parts.extend(_debian_packages(_resolve(base, img.packages, "image packages")))
+    if spec.installer is not None:
+        binary = _resolve(base, spec.installer.binary, "installer binary")
+        parts.append(_Part("installer", "abhed-installer", spec.installer.version,
+                           [_Source(f"installer/{binary.name}", binary)]))
+    if spec.docs is not None:
+        docs = [_resolve(base, rel, "doc") for rel in spec.docs.files]
+        seen = [d.name for d in docs]
+        if len(set(seen)) != len(seen):
+            raise SpecError("two [docs] files share a file name")
+        parts.append(_Part("docs", "docs", None, [_Source(f"docs/{d.name}", d) for d in docs]))
+    if not any(p.sources for p in parts):
+        raise SpecError("the spec names no inputs: add [agent], [wheelhouse], [[model]], "
+                        "[image], [installer] or [docs]")
+    return parts
+
+
+def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
+    assert spec.wheelhouse is not None
+    house = base / spec.wheelhouse.dir
+    lock = parse_lock(base / spec.wheelhouse.lock)
+    if not house.is_dir():
+        raise SpecError(f"wheelhouse {house} is not a directory")
+    parts: list[_Part] = []
+    found: set[str] = set()
+    for wheel in sorted(house.glob("*.whl")):
+        name, ver, lic = _wheel_info(wheel)
+        key = normalize(name)
+        digest, _ = _sha256_file(wheel)
+        locked = lock.get(key)
+        if locked is None:
+            raise SpecError(f"{wheel.name} is in the wheelhouse but not in the lock file: "
+                            "lock it or remove it")
+        if locked[0] != ver or digest not in locked[1]:
+            raise SpecError(f"{wheel.name} does not match the lock ({key}=={locked[0]} with "
+                            f"its hashes); the wheelhouse holds a different file than was "
+                            "locked: download it again")
+        found.add(key)
+        kind = "vllm" if key == "vllm" else "wheel"
+        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{wheel.name}", wheel)],
+                           licence=lic, purl=f"pkg:pypi/{key}@{ver}"))
+    missing = sorted(set(lock) - found)
+    if missing:
+        raise SpecError(f"the lock names wheels the wheelhouse lacks: {', '.join(missing)}")
+    return parts
+
+
+def _debian_packages(path: Path) -> list[_Part]:
+    out = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+        fields = line.split()
+        if not fields or line.startswith("#"):
+            continue
+        if len(fields) != 3:
+            raise SpecError(f"{path}: line {n} is not `name version arch`")
+        name, ver, arch = fields
+        out.append(_Part("deb", name, ver, [],
+                         purl=f"pkg:deb/debian/{name}@{ver}?arch={arch}"))
+    return out
+
+
+def _compress(src: Path, dest: Path, level: int) -> None:
+    import zstandard  # lazily: only building and unpacking need it
+
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, threads=0)
+    with open(src, "rb") as fin, open(dest, "wb") as fout:
+        cctx.copy_stream(fin, fout, size=src.stat().st_size, read_size=CHUNK, write_size=CHUNK)
+
+
+def _prepare(spec: BuildSpec, source: _Source, work: Path, index: int,
+             tick: Callable[[int], None]) -> _Prepared:
+    content_sha, content_size = _sha256_file(source.path, tick)
+    mode = spec.compression
+    if mode == "auto" and (source.path.name.lower().endswith(_INCOMPRESSIBLE)
+                           or content_size < _MIN_COMPRESS_BYTES):
+        mode = "none"
+    if mode != "none":
+        packed = work / f"member-{index}.zst"
+        _compress(source.path, packed, spec.zstd_level)
+        sha, size = _sha256_file(packed)
+        if spec.compression == "zstd" or size <= content_size * _KEEP_RATIO:
+            member = Member(name=source.member + ".zst", size=size, sha256=sha,
+                            compression="zstd", content_size=content_size,
+                            content_sha256=content_sha)
+            return _Prepared(member, packed)
+        packed.unlink()
+    member = Member(name=source.member, size=content_size, sha256=content_sha,
+                    compression="none", content_size=content_size, content_sha256=content_sha)
+    return _Prepared(member, source.path)
+
+
+def _rel(base: Path, path: Path) -> str:
+    try:
+        return Path(os.path.relpath(path, base)).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
+                 progress: BuildProgress | None = None) -> Manifest:
+    """Build the bundle ``spec_path`` describes into ``out``, signed by every key in ``keys``.
+
+    Raises:
+        SpecError: the spec or one of its inputs is wrong (named).
+        BundleError: writing failed; no partial ``out`` is left behind.
+    """
+    if not keys:
+        raise SpecError("no signing key given: pass --key (make one with `abhed bundle keygen`)")
+    spec = load_spec(spec_path)
+    base = spec_path.parent
+    out_dir = out.parent if str(out.parent) else Path(".")
+    if not out_dir.is_dir():
+        raise SpecError(f"output directory {out_dir} does not exist")
+    with tempfile.TemporaryDirectory(prefix=".abhed-build-", dir=out_dir) as tmp:
+        work = Path(tmp)
+        parts = _gather(spec, base, work)
+        sources = [s for p in parts for s in p.sources]
+        total = sum(s.path.stat().st_size for s in sources)
+        done = 0
+
+        def tick(step: str) -> Callable[[int], None]:
+            def inner(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress is not None:
+                    progress(step, done, total)
+            return inner
+
+        prepared: dict[str, _Prepared] = {}
+        for i, source in enumerate(sources):
+            if source.member in prepared:
+                raise SpecError(f"two inputs would both be stored as {source.member!r}")
+            prepared[source.member] = _prepare(spec, source, work, i, tick("compress"))
+        builder = _builder_name()
+        sbom = render_sbom(spec.name, spec.version, builder, [
+            SbomComponent(kind=p.kind, name=p.name, version=p.version, licence=p.licence,
+                          source=p.source, purl=p.purl,
+                          files=tuple(SbomFile(s.member, prepared[s.member].member
+                                               .content_sha256) for s in p.sources))
+            for p in parts], spec.source_date_epoch)
+        sbom_path = work / SBOM_NAME
+        sbom_path.write_bytes(sbom)
+        sbom_sha = hashlib.sha256(sbom).hexdigest()
+        members = [Member(name=SBOM_NAME, size=len(sbom), sha256=sbom_sha, compression="none",
+                          content_size=len(sbom), content_sha256=sbom_sha)]
+        members += [prepared[s.member].member for s in sources]
+        spec_sha, _ = _sha256_file(spec_path)
+        manifest = Manifest(
+            format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
+            members=tuple(members),
+            components=tuple(Component(kind=p.kind, name=p.name, version=p.version,  # type: ignore[arg-type]
+                                       licence=p.licence, source=p.source,
+                                       members=tuple(prepared[s.member].member.name
+                                                     for s in p.sources))
+                             for p in parts if p.kind != "deb"),
+            sbom=SBOM_NAME,
+            provenance=Provenance(
+                builder=builder, source_date_epoch=spec.source_date_epoch, spec_sha256=spec_sha,
+                inputs=tuple(Input(path=s.label or _rel(base, s.path),
+                                   sha256=prepared[s.member].member.content_sha256,
+                                   size=prepared[s.member].member.content_size)
+                             for s in sources)))
+        raw_manifest = canonical_json(manifest.model_dump(mode="json"))
+        signature = sign_set(raw_manifest, keys,
+                             f"abhed-bundle {spec.name} version {spec.version}")
+        stored = [(members[0], sbom_path)] + [(prepared[s.member].member,
+                                               prepared[s.member].path) for s in sources]
+        done = 0
+        partial = work / "bundle.partial"
+        try:
+            _write(partial, raw_manifest, signature, stored, tick("write"))
+            os.replace(partial, out)
+        except OSError as exc:
+            raise BundleError(f"writing {out} failed ({exc.strerror}); nothing was left "
+                              "behind: free space and build again") from None
+    return manifest
+
+
+def _write(partial: Path, raw_manifest: bytes, signature: bytes,
+           stored: list[tuple[Member, Path]], tick: Callable[[int], None]) -> None:
+    with open(partial, "wb") as out:
+        for name, data in ((MANIFEST_NAME, raw_manifest), (SIGNATURE_NAME, signature)):
+            out.write(member_header(name, len(data)) + data + padding(len(data)))
+        for member, path in stored:
+            out.write(member_header(member.name, member.size))
+            h = hashlib.sha256()
+            size = 0
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    h.update(chunk)
+                    size += len(chunk)
+                    out.write(chunk)
+                    tick(len(chunk))
+            if size != member.size or h.hexdigest() != member.sha256:
+                raise SpecError(f"input for {member.name!r} changed while the bundle was being "
+                                "built; build again from a stable copy")
+            out.write(padding(member.size))
+        out.write(end_of_archive())
+        out.flush()
+        os.fsync(out.fileno())
+    os.chmod(partial, 0o644)

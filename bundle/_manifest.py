@@ -1,0 +1,222 @@
+"""The signed manifest: what a bundle holds, for which platform, made from what.
+
+The manifest is the only thing the signature covers; every payload byte is
+bound to it by a length and a sha256.  It is parsed only after its signature
+has been checked, and then strictly: unknown fields, duplicate JSON keys,
+non-finite numbers and wrong types are refused, so that two verifiers can
+never read the same signed bytes two ways.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ._errors import FormatError
+from ._tar import check_member_name
+
+__all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
+           "Input", "Manifest", "Member", "Platform", "Provenance", "canonical_json",
+           "parse_manifest", "staged_name", "strict_json"]
+
+FORMAT: Final = "abhed-bundle/1"
+MANIFEST_NAME = "manifest.json"
+SIGNATURE_NAME = "manifest.json.minisig"
+MAX_MANIFEST_BYTES = 8 * 1024 * 1024
+MAX_MEMBERS = 100_000
+_SHA256 = r"^[0-9a-f]{64}$"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Platform(_Model):
+    """Where the bundle can run.  ``accelerator`` "cpu" needs no GPU fields."""
+
+    os: Literal["linux"]
+    arch: Literal["x86_64", "aarch64"]
+    glibc: str = Field(pattern=r"^\d+\.\d+$", description="minimum glibc, e.g. 2.36")
+    python: str = Field(pattern=r"^3\.\d+$", description="CPython of the wheels, e.g. 3.11")
+    accelerator: Literal["cpu", "nvidia"]
+    nvidia_driver_min: str | None = Field(default=None, pattern=r"^\d+(\.\d+)*$")
+    cuda: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
+
+    @model_validator(mode="after")
+    def _gpu_fields(self) -> Platform:
+        gpu = (self.nvidia_driver_min, self.cuda)
+        if self.accelerator == "nvidia" and None in gpu:
+            raise ValueError("accelerator 'nvidia' needs nvidia_driver_min and cuda")
+        if self.accelerator == "cpu" and gpu != (None, None):
+            raise ValueError("accelerator 'cpu' takes no nvidia_driver_min or cuda")
+        return self
+
+
+class Member(_Model):
+    """One payload file of the outer tar, as stored and as unpacked."""
+
+    name: str
+    size: int = Field(ge=0, description="bytes stored in the tar")
+    sha256: str = Field(pattern=_SHA256)
+    compression: Literal["none", "zstd"]
+    content_size: int = Field(ge=0, description="bytes after decompression")
+    content_sha256: str = Field(pattern=_SHA256)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Member:
+        check_member_name(self.name)
+        if self.name in (MANIFEST_NAME, SIGNATURE_NAME):
+            raise ValueError(f"{self.name!r} is reserved for the manifest and its signature")
+        if self.compression == "none" and (self.content_size, self.content_sha256) != (
+                self.size, self.sha256):
+            raise ValueError(f"member {self.name!r} is uncompressed but its content size/hash "
+                             "differ from its stored size/hash")
+        if self.compression == "zstd" and not self.name.endswith(".zst"):
+            raise ValueError(f"zstd member {self.name!r} must be named *.zst")
+        return self
+
+
+def staged_name(member: Member) -> str:
+    """Where a member lands once unpacked: its name without the ``.zst`` suffix."""
+    return member.name[:-4] if member.compression == "zstd" else member.name
+
+
+class Component(_Model):
+    kind: ComponentKind
+    name: str
+    version: str | None = None
+    members: tuple[str, ...]
+    licence: str | None = None
+    source: str | None = None
+
+
+class Input(_Model):
+    """A build input, as named in the spec, with its digest."""
+
+    path: str
+    sha256: str = Field(pattern=_SHA256)
+    size: int = Field(ge=0)
+
+
+class Provenance(_Model):
+    builder: str
+    source_date_epoch: int | None = Field(default=None, ge=0)
+    spec_sha256: str = Field(pattern=_SHA256)
+    inputs: tuple[Input, ...]
+
+
+class Manifest(_Model):
+    """The signed description of a bundle (format ``abhed-bundle/1``)."""
+
+    format: Literal["abhed-bundle/1"]
+    name: str
+    version: int = Field(ge=1, description="monotonic; a host refuses anything older")
+    platform: Platform
+    members: tuple[Member, ...] = Field(max_length=MAX_MEMBERS)
+    components: tuple[Component, ...]
+    sbom: str
+    provenance: Provenance
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Manifest:
+        if not _NAME.match(self.name):
+            raise ValueError(f"bundle name {self.name!r} must match {_NAME.pattern}")
+        seen: set[str] = set()
+        for m in self.members:
+            # Case-folded, and by unpacked name too: two members must never land on the same
+            # file, not even on a case-insensitive file system.
+            for key in {m.name.casefold(), staged_name(m).casefold()}:
+                if key in seen:
+                    raise ValueError(f"member {m.name!r} collides with another member")
+                seen.add(key)
+        names = {m.name for m in self.members}
+        owned: dict[str, str] = {}
+        for c in self.components:
+            for name in c.members:
+                if name not in names:
+                    raise ValueError(f"component {c.name!r} lists unknown member {name!r}")
+                if name in owned:
+                    raise ValueError(f"member {name!r} belongs to both {owned[name]!r} and "
+                                     f"{c.name!r}")
+                owned[name] = c.name
+        if self.sbom not in names:
+            raise ValueError(f"sbom {self.sbom!r} is not a member")
+        orphans = names - set(owned) - {self.sbom}
+        if orphans:
+            raise ValueError(f"members belong to no component: {sorted(orphans)[:5]}")
+        return self
+
+    def member(self, name: str) -> Member:
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    @property
+    def payload_size(self) -> int:
+        return sum(m.size for m in self.members)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise FormatError(f"duplicate JSON key {key!r}: refused (two readers could see "
+                              "different values)")
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise FormatError(f"non-finite number {name} in JSON: refused")
+
+
+def strict_json(data: bytes, what: str, cap: int) -> Any:
+    """Parse JSON refusing oversize input, duplicate keys and NaN/Infinity."""
+    if len(data) > cap:
+        raise FormatError(f"{what} is {len(data)} bytes, over its {cap}-byte cap: refused")
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise FormatError(f"{what} is not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise FormatError(f"{what} nests too deeply: refused") from None
+
+
+def parse_manifest(data: bytes) -> Manifest:
+    """Parse and check a manifest; call only after its signature was verified."""
+    raw = strict_json(data, "manifest.json", MAX_MANIFEST_BYTES)
+    if not isinstance(raw, dict):
+        raise FormatError("manifest.json is not a JSON object")
+    if raw.get("format") != FORMAT:
+        raise FormatError(f"manifest format {raw.get('format')!r} is not {FORMAT!r}: this "
+                          "bundle needs a newer (or different) verifier")
+    try:
+        # Validate the bytes themselves (lists stay JSON arrays in strict mode); strict_json
+        # above has already refused duplicate keys and non-finite numbers.
+        return Manifest.model_validate_json(data, strict=True)
+    except ValidationError as exc:
+        unknown = [".".join(map(str, e["loc"])) for e in exc.errors()
+                   if e["type"] == "extra_forbidden"]
+        if unknown:
+            raise FormatError(f"manifest.json has fields this verifier does not know: "
+                              f"{', '.join(unknown[:5])}; it was made by a newer builder, "
+                              "verify it with that version") from None
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top level)"
+        raise FormatError(f"manifest.json is invalid at {where}: {first['msg']}") from None
+
+
+def canonical_json(value: Any) -> bytes:
+    """The one byte form we write: sorted keys, two-space indent, ASCII, final newline."""
+    return (json.dumps(value, sort_keys=True, indent=2, ensure_ascii=True,
+                       allow_nan=False) + "\n").encode()
