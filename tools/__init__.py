@@ -38,8 +38,9 @@ def native_tools() -> dict[str, Tool]:
     """A fresh instance of every native tool built so far, by name."""
     from tools.edit import Edit
     from tools.glob import Glob
+    from tools.grep import Grep
     from tools.read import Read
     from tools.write import Write
 
-    tools: list[Tool] = [Read(), Write(), Edit(), Glob()]
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep()]
     return {t.name: t for t in tools}

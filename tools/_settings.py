@@ -7,6 +7,8 @@ subagent can be given a stricter copy.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["DEFAULT_EXCLUDES", "DEFAULT_SECRET_PATHS", "ToolSettings"]
@@ -79,4 +81,9 @@ class ToolSettings(BaseModel):
         default=8 * 1024 * 1024,
         ge=0,
         description="Largest file searched for a nearest partial match when an edit finds nothing.",
+    )
+    grep_engine: Literal["auto", "ripgrep", "python"] = Field(
+        default="auto",
+        description="grep's engine: auto (ripgrep when an rg binary is found, else pure Python), "
+        "or force one.",
     )

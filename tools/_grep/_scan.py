@@ -1,0 +1,235 @@
+"""Searching one file with RE2, as fast as Python allows.
+
+What makes it fast (each measured, see docs/performance.md):
+
+* RE2 runs over a whole buffer at a time, not line by line: one C call per
+  chunk of up to 4 MiB, so Python's per-line cost disappears.
+* The buffer is one reused ``bytearray`` filled with ``readv``: no
+  allocation per file.
+* When every match must contain one of a few literal strings, ``bytes.find``
+  (a vectorised two-way search) skips to the next occurrence and RE2 only
+  runs on that line.
+* Counting and listing stop at one match per line: after a match the search
+  resumes on the next line, so a pattern that matches everywhere costs one
+  call per line, not per match.
+
+Memory is bounded: in line mode a file is read in chunks cut at a newline
+(a single line longer than the chunk grows the buffer to hold it); multiline
+mode needs the whole file in view, which is done with a read-only ``mmap``
+for files larger than one chunk, so the data stays in the page cache instead
+of the heap.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from re2 import _re2
+
+from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine
+from tools._grep._query import Query
+
+__all__ = ["FileOutcome", "search_file"]
+
+CHUNK = 4 << 20
+_MAX_LINE_BUFFER = 256 << 20
+_UNANCHORED = _re2.RE2.Anchor.UNANCHORED
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NOATIME", 0)
+_NL = 10
+
+
+class FileOutcome:
+    """What one file gave: ``matched`` lines count (or 1 for 'any'), ``binary``, ``error``."""
+
+    __slots__ = ("binary", "count", "error", "lines")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.binary = False
+        self.error = False
+        self.lines: list[MatchLine] = []
+
+
+def _open(path: str) -> int:
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except PermissionError:
+        # O_NOATIME is refused on files we do not own; retry without it.
+        return os.open(path, _OPEN_FLAGS & ~getattr(os, "O_NOATIME", 0))
+
+
+def search_file(path: str, query: Query, mode: str, buf: bytearray, max_lines: int = 0) -> FileOutcome:
+    """Search one file.  ``mode``: 'any' (stop at the first match), 'count', 'lines'."""
+    out = FileOutcome()
+    try:
+        fd = _open(path)
+    except OSError:
+        out.error = True
+        return out
+    try:
+        _search_fd(fd, query, mode, buf, max_lines, out)
+    except OSError:
+        out.error = True
+        out.count = 0
+        out.lines = []
+    finally:
+        os.close(fd)
+    return out
+
+
+def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out: FileOutcome) -> None:
+    n = os.readv(fd, [buf])
+    if n == 0:
+        return
+    out.binary = buf.find(b"\0", 0, min(n, BINARY_SNIFF_BYTES)) >= 0
+    want = "any" if out.binary else mode
+    final = n < len(buf)
+    if q.multiline:
+        if final:
+            _multiline(buf, n, q, want, max_lines, out)
+            return
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as data:
+            _multiline(data, len(data), q, want, max_lines, out)
+        return
+    line_base = 0
+    while True:
+        if final:
+            end = n
+        else:
+            end = buf.rfind(b"\n", 0, n) + 1
+            if end == 0:  # one line longer than the buffer: grow to hold it
+                if len(buf) >= _MAX_LINE_BUFFER:
+                    end = n
+                else:
+                    buf.extend(bytes(len(buf)))
+                    n += os.readv(fd, [memoryview(buf)[n:]])
+                    final = n < len(buf)
+                    continue
+        done = _line_chunk(buf, end, final, q, want, max_lines, line_base, out)
+        if done or final:
+            return
+        line_base += buf.count(b"\n", 0, end)
+        rest = n - end
+        buf[0:rest] = buf[end:n]
+        got = os.readv(fd, [memoryview(buf)[rest:]])
+        n = rest + got
+        final = n < len(buf)
+        if n == 0:
+            return
+
+
+def _match_spans(data: Any, end: int, final: bool, q: Query) -> Iterator[tuple[int, int]]:
+    """(line start, line end) of each line with a match, in line mode, within data[:end]."""
+    regex = q.regex
+    lits = q.literals
+    pos = 0
+    while pos <= end:
+        if lits is not None:
+            hit = -1
+            for lit in lits:
+                i = data.find(lit, pos, end)
+                if i >= 0 and (hit < 0 or i < hit):
+                    hit = i
+            if hit < 0:
+                return
+            ls = data.rfind(b"\n", pos, hit) + 1
+            if ls == 0:
+                ls = pos
+            le = data.find(b"\n", hit, end)
+            if le < 0:
+                le = end
+            span = regex.Match(_UNANCHORED, data, ls, le)[0]
+            if span[0] < 0:
+                pos = le + 1
+                continue
+            yield ls, le
+            pos = le + 1
+            continue
+        s = regex.Match(_UNANCHORED, data, pos, end)[0][0]
+        if s < 0:
+            return
+        if s == end and (not final or end == 0 or data[end - 1] == _NL):
+            return  # an empty match after the last newline is not on any line
+        ls = data.rfind(b"\n", 0, s) + 1
+        le = data.find(b"\n", s, end)
+        if le < 0:
+            le = end
+        yield ls, le
+        pos = le + 1
+
+
+def _line_chunk(data: bytearray, end: int, final: bool, q: Query, mode: str, max_lines: int,
+                line_base: int, out: FileOutcome) -> bool:
+    """Search complete lines data[:end]; True when the caller can stop reading."""
+    if mode == "any":
+        for _ in _match_spans(data, end, final, q):
+            out.count = 1
+            return True
+        return False
+    if mode == "count":
+        for _ in _match_spans(data, end, final, q):
+            out.count += 1
+        return False
+    last_pos, last_line = 0, line_base + 1
+    for ls, le in _match_spans(data, end, final, q):
+        last_line += data.count(b"\n", last_pos, ls)
+        last_pos = ls
+        out.count += 1
+        out.lines.append(MatchLine(last_line, bytes(data[ls:le])))
+        if len(out.lines) >= max_lines:
+            return True
+    return False
+
+
+def _multiline(data: Any, n: int, q: Query, mode: str, max_lines: int, out: FileOutcome) -> None:
+    """Whole-file search: each line touched by a match counts once."""
+    regex = q.regex
+    if q.literals is not None and not any(data.find(lit, 0, n) >= 0 for lit in q.literals):
+        return
+    pos = 0
+    covered_end = -1  # offset of the end of the last line already counted
+    last_pos, last_line = 0, 1
+    while pos <= n:
+        s, e = regex.Match(_UNANCHORED, data, pos, n)[0]
+        if s < 0:
+            break
+        if s == n and (n == 0 or data[n - 1] == _NL):
+            break
+        if mode == "any":
+            out.count = 1
+            return
+        ls = data.rfind(b"\n", 0, s) + 1
+        le = data.find(b"\n", max(s, e - 1), n)
+        if le < 0:
+            le = n
+        if ls <= covered_end:  # shares a line with the previous match
+            ls = covered_end + 1
+        if ls <= le and not (ls == le and ls == n and n > 0 and data[n - 1] == _NL):
+            first = ls
+            while first <= le:
+                nl = data.find(b"\n", first, le)
+                stop = le if nl < 0 else nl
+                out.count += 1
+                if mode == "lines":
+                    last_line += data.count(b"\n", last_pos, first)
+                    last_pos = first
+                    out.lines.append(MatchLine(last_line, bytes(data[first:stop])))
+                    if len(out.lines) >= max_lines:
+                        return
+                first = stop + 1
+                if nl < 0:
+                    break
+            covered_end = max(covered_end, le)
+        if e > s:
+            pos = e
+        else:
+            nxt = data.find(b"\n", s, n)
+            if nxt < 0:
+                break
+            pos = nxt + 1
