@@ -112,7 +112,7 @@ class RipgrepEngine:
     def _base(self, query: Query) -> list[str]:
         args = [
             self.rg, "--no-config", "--no-ignore", "--hidden", "--text", "--encoding", "none",
-            "--color", "never", "--threads", str(self.threads),
+            "--color", "never", "--with-filename", "--threads", str(self.threads),
         ]
         if query.multiline:
             args.append("--multiline")
