@@ -290,7 +290,9 @@ def _snippets(
     diffs: list[str] = []
     for off, line in list(zip(offsets, lines))[:_MAX_SNIPPETS]:
         lo = body.line_start(off, _CONTEXT_LINES)
-        hi = body.line_end(off + len(needle), _CONTEXT_LINES)
+        # A match ending in a newline ends on that newline's line, not the next one.
+        end = off + len(needle) - (1 if needle.endswith(b"\n") else 0)
+        hi = body.line_end(max(end, off), _CONTEXT_LINES)
         before = display(bytes(body.data[lo:hi]), enc)
         after = display(
             bytes(body.data[lo:off]) + replacement + bytes(body.data[off + len(needle) : hi]), enc
@@ -384,6 +386,11 @@ def _why_different(old: str, cand: str, facts: FileFacts) -> str | None:
     def lines(s: str) -> list[str]:
         return s.split("\n")
 
+    if cand.endswith("\r") and not old.endswith("\r"):
+        cand = cand[:-1]  # the CR of the last line's CRLF lies outside old_string
+    if old == cand and facts.lossy and "\ufffd" in old:
+        return ("old_string contains U+FFFD where the file has an invalid byte; edit around that "
+                "spot, since the byte cannot be typed")
     if old.replace("\r\n", "\n") == cand.replace("\r\n", "\n"):
         if "\r\n" in cand and "\r\n" not in old:
             return ("line endings differ: the file uses CRLF (\\r\\n) and old_string uses LF "
