@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance.sandbox._settings import SandboxSettings
 from appliance.loop._limits import Limits
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
@@ -26,6 +27,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     # -- models and the loop (docs/providers.md) --
     custom_providers: tuple[ProviderConfig, ...] = Field(
         default=(), description="Model endpoints, in the specification's shape.")

@@ -36,11 +36,12 @@ __all__ = [
 
 def native_tools() -> dict[str, Tool]:
     """A fresh instance of every native tool built so far, by name."""
+    from tools.bash import Bash
     from tools.edit import Edit
     from tools.glob import Glob
     from tools.grep import Grep
     from tools.read import Read
     from tools.write import Write
 
-    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep()]
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
     return {t.name: t for t in tools}

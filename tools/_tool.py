@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tools._paths import Workspace
 from tools._result import ToolFailure, ToolResult, failure
+from tools._sandbox import ShellSandbox
 from tools._settings import ToolSettings
 
 __all__ = [
@@ -75,6 +76,7 @@ class ToolContext:
     workspace: Workspace
     settings: ToolSettings = field(default_factory=ToolSettings)
     ledger: FileLedger = field(default_factory=MemoryLedger)
+    sandbox: ShellSandbox | None = None  # where bash runs; None: bash refuses
 
 
 class Tool:

@@ -1,0 +1,473 @@
+"""Abhed's command runner, and the guest agent that serves it inside the microVM.
+
+This one file is both:
+
+* a library the host-side backends (``bwrap``, ``host``) import to run
+  commands with the same lifecycle rules as the microVM, and
+* the guest agent: copied into the microVM image as ``/opt/abhed/agent.py`` and
+  started by the image's init as PID 1 (``python3 agent.py serve PORT``).
+
+It therefore uses the Python standard library only, and nothing from Abhed.
+
+Process lifecycle (every command, foreground or background):
+
+* ``/bin/bash --noprofile --norc -c SCRIPT`` in a new session
+  (``start_new_session``), stdin from ``/dev/null``, stdout and stderr combined
+  into one pipe so their interleaving is kept;
+* on timeout or kill: ``SIGTERM`` to the whole process group, then ``SIGKILL``
+  after ``grace_s``; when a foreground shell exits, whatever it left running
+  in its group is killed too (servers belong in background jobs);
+* output is kept as head + tail (``keep_bytes`` each) with the total counted;
+  past ``max_output_bytes`` the command is killed and the result says
+  ``output_limited`` (an overflow, not a failure of the command);
+* the working directory the shell ends in is reported on a private pipe
+  (an ``EXIT`` trap writes ``pwd -P`` to it), so the caller can carry the cwd
+  to the next call while shell state (variables, functions) does not carry.
+
+Wire protocol (guest agent; one JSON object per line, UTF-8, both ways, over a
+virtio-serial port; requests carry an integer ``id`` the reply repeats)::
+
+    -> {"id": 1, "op": "hello"}
+    <- {"id": 1, "ok": true, "result": {"agent": "abhed-guest-agent",
+                                         "protocol": 1, "kernel": "6.1.0-...", "pid": 1}}
+    -> {"id": 2, "op": "run", "command": "make test", "cwd": "/ws", "env": {...},
+        "timeout_s": 120}
+    <- {"id": 2, "ok": true, "result": RUN}
+    -> {"id": 3, "op": "start", "command": "...", "cwd": "/ws", "env": {...}}
+    <- {"id": 3, "ok": true, "result": {"job_id": "job-1", "pid": 42}}
+    -> {"id": 4, "op": "job", "job_id": "job-1", "offset": 0, "kill": false}
+    <- {"id": 4, "ok": true, "result": JOB}
+    -> {"id": 5, "op": "shutdown"}
+    <- {"id": 5, "ok": true, "result": {}}          (then the VM powers off)
+
+    RUN = {"exit_code": int|null, "signal": int|null, "timed_out": bool,
+           "output_limited": bool, "head_b64": str, "tail_b64": str,
+           "output_bytes": int, "duration_ms": float, "cwd": str|null}
+    JOB = {"job_id", "state": "running"|"exited"|"killed", "exit_code", "signal",
+           "data_b64": output from "offset" on, "offset": start of data,
+           "next_offset": int, "dropped_bytes": int}
+
+A failed request answers ``{"id": n, "ok": false, "error": "what to do"}``.
+Requests are served concurrently (one thread each), replies may come out of
+order; the ``id`` pairs them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["PROTOCOL_VERSION", "Runner", "serve"]
+
+PROTOCOL_VERSION = 1
+AGENT_NAME = "abhed-guest-agent"
+
+Wrap = Callable[[list[str], str], list[str]]
+
+
+def _shell_script(command: str, cwd_fd: int | None) -> str:
+    if cwd_fd is None:
+        return f'builtin cd -- "$1" || exit 127\n{command}\n'
+    # The brace group runs in this shell (so `cd` inside it counts) with the
+    # cwd pipe closed (so no child inherits it and holds it open).  The EXIT
+    # trap runs in the outer shell, where the pipe is still open.
+    return (
+        f"trap '{{ builtin pwd -P >&{cwd_fd}; }} 2>/dev/null' EXIT\n"
+        'builtin cd -- "$1" || exit 127\n'
+        "{\n"
+        f"{command}\n"
+        f"}} {cwd_fd}>&-\n"
+    )
+
+
+class _Capture:
+    """Combined output of one process: head and tail kept, everything counted."""
+
+    def __init__(self, keep_bytes: int, limit_bytes: int, on_limit: Callable[[], None]) -> None:
+        self.keep = keep_bytes
+        self.limit = limit_bytes
+        self.on_limit = on_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.limited = False
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self.total += len(chunk)
+            room = self.keep - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self.tail += chunk
+                if len(self.tail) > self.keep:
+                    del self.tail[: len(self.tail) - self.keep]
+            over = self.total > self.limit and not self.limited
+            if over:
+                self.limited = True
+        if over:
+            self.on_limit()
+
+    def pump(self, fd: int) -> None:
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                self.feed(chunk)
+        except OSError:
+            pass
+        finally:
+            self.done.set()
+
+
+class _Log:
+    """A background job's output, readable by absolute offset; old bytes dropped past a cap."""
+
+    def __init__(self, cap_bytes: int) -> None:
+        self.cap = cap_bytes
+        self.buf = bytearray()
+        self.start = 0  # absolute offset of buf[0]
+        self.lock = threading.Lock()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self.buf += chunk
+            extra = len(self.buf) - self.cap
+            if extra > 0:
+                del self.buf[:extra]
+                self.start += extra
+
+    def read(self, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """(data, offset data starts at, bytes dropped before it)."""
+        with self.lock:
+            begin = max(offset, self.start)
+            dropped = begin - offset if offset < self.start else 0
+            rel = begin - self.start
+            data = bytes(self.buf[rel: rel + max_bytes])
+            return data, begin, dropped
+
+
+class _Job:
+    def __init__(self, job_id: str, proc: subprocess.Popen[bytes], log: _Log) -> None:
+        self.id = job_id
+        self.proc = proc
+        self.log = log
+        self.killed = False
+        self.reader: threading.Thread | None = None
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Runner:
+    """Runs shell commands with the lifecycle rules in the module docstring.
+
+    ``wrap(argv, cwd)`` turns the plain bash argv into the argv actually
+    executed (the ``bwrap`` backend puts its sandbox in front); ``cwd`` is
+    where the shell should start.
+    """
+
+    def __init__(
+        self,
+        *,
+        wrap: Wrap | None = None,
+        grace_s: float = 2.0,
+        keep_bytes: int = 64 * 1024,
+        max_output_bytes: int = 64 * 1024 * 1024,
+        job_log_bytes: int = 4 * 1024 * 1024,
+        bash: str = "/bin/bash",
+        pass_fds: Sequence[int] = (),
+    ) -> None:
+        self.wrap = wrap
+        self.grace_s = grace_s
+        self.keep_bytes = keep_bytes
+        self.max_output_bytes = max_output_bytes
+        self.job_log_bytes = job_log_bytes
+        self.bash = bash
+        self.pass_fds = tuple(pass_fds)
+        self._jobs: dict[str, _Job] = {}
+        self._next_job = 1
+        self._lock = threading.Lock()
+
+    # -- spawning ---------------------------------------------------------
+    def _spawn(self, command: str, cwd: str, env: dict[str, str],
+               cwd_fd: int | None) -> subprocess.Popen[bytes]:
+        if "\x00" in command:
+            raise ValueError("the command contains a NUL byte, which no shell can run; remove it")
+        argv = [self.bash, "--noprofile", "--norc", "-c", _shell_script(command, cwd_fd), "bash",
+                cwd]
+        if self.wrap is not None:
+            argv = self.wrap(argv, cwd)
+        fds = self.pass_fds + ((cwd_fd,) if cwd_fd is not None else ())
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True, pass_fds=fds, close_fds=True,
+        )
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the group, SIGKILL it after the grace period."""
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(self.grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    # -- foreground -------------------------------------------------------
+    def run(self, command: str, cwd: str, env: dict[str, str], timeout_s: float) -> dict[str, Any]:
+        started = time.monotonic()
+        cwd_r, cwd_w = os.pipe()
+        try:
+            proc = self._spawn(command, cwd, env, cwd_w)
+        except BaseException:
+            os.close(cwd_r)
+            raise
+        finally:
+            os.close(cwd_w)
+        assert proc.stdout is not None
+        limit_hit = threading.Event()
+        cap = _Capture(self.keep_bytes, self.max_output_bytes, limit_hit.set)
+        reader = threading.Thread(target=cap.pump, args=(proc.stdout.fileno(),), daemon=True)
+        reader.start()
+        timed_out = False
+        deadline = started + timeout_s
+        while proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            if limit_hit.wait(min(left, 0.05)):
+                break
+        if proc.poll() is None:
+            self._stop(proc)
+        # Anything the shell left behind in its group goes with it.
+        _signal_group(proc.pid, signal.SIGKILL)
+        if not cap.done.wait(2.0):
+            # A descendant escaped the group and holds the pipe: stop reading.
+            pass
+        proc.stdout.close()
+        with os.fdopen(cwd_r, "rb") as f:
+            os.set_blocking(f.fileno(), False)
+            try:
+                raw = f.read() or b""
+            except OSError:
+                raw = b""
+        cwd_after = raw.decode("utf-8", "surrogateescape").strip() or None
+        rc = proc.returncode
+        with cap.lock:
+            head, tail, total = bytes(cap.head), bytes(cap.tail), cap.total
+        return {
+            "exit_code": rc if rc >= 0 else None,
+            "signal": -rc if rc < 0 else None,
+            "timed_out": timed_out,
+            "output_limited": cap.limited,
+            "head_b64": base64.b64encode(head).decode(),
+            "tail_b64": base64.b64encode(tail).decode(),
+            "output_bytes": total,
+            "duration_ms": round((time.monotonic() - started) * 1000, 3),
+            "cwd": cwd_after,
+        }
+
+    # -- background -------------------------------------------------------
+    def start(self, command: str, cwd: str, env: dict[str, str]) -> dict[str, Any]:
+        proc = self._spawn(command, cwd, env, None)
+        assert proc.stdout is not None
+        log = _Log(self.job_log_bytes)
+        with self._lock:
+            job_id = f"job-{self._next_job}"
+            self._next_job += 1
+            job = _Job(job_id, proc, log)
+            self._jobs[job_id] = job
+        fd = proc.stdout.fileno()
+
+        def pump() -> None:
+            try:
+                while True:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    log.feed(chunk)
+            except OSError:
+                pass
+
+        job.reader = threading.Thread(target=pump, daemon=True)
+        job.reader.start()
+        return {"job_id": job_id, "pid": proc.pid}
+
+    def job(self, job_id: str, offset: int = 0, kill: bool = False,
+            max_bytes: int = 1 << 20) -> dict[str, Any]:
+        job = self._jobs.get(job_id)
+        if job is None:
+            known = ", ".join(sorted(self._jobs)) or "none"
+            raise KeyError(f"no background job {job_id!r} in this session (jobs: {known})")
+        if kill and job.proc.poll() is None:
+            job.killed = True
+            self._stop(job.proc)
+        if job.proc.poll() is not None and job.reader is not None:
+            _signal_group(job.proc.pid, signal.SIGKILL)
+            job.reader.join(1.0)
+        data, begin, dropped = job.log.read(max(0, offset), max_bytes)
+        rc = job.proc.poll()
+        state = "running" if rc is None else ("killed" if job.killed else "exited")
+        return {
+            "job_id": job_id,
+            "state": state,
+            "exit_code": rc if rc is not None and rc >= 0 else None,
+            "signal": -rc if rc is not None and rc < 0 else None,
+            "data_b64": base64.b64encode(data).decode(),
+            "offset": begin,
+            "next_offset": begin + len(data),
+            "dropped_bytes": dropped,
+        }
+
+    def jobs(self) -> list[str]:
+        return sorted(self._jobs)
+
+    def close(self) -> None:
+        """Kill every background job (jobs die with the session)."""
+        for job in list(self._jobs.values()):
+            if job.proc.poll() is None:
+                job.killed = True
+                self._stop(job.proc)
+            else:
+                _signal_group(job.proc.pid, signal.SIGKILL)
+
+
+# -- the guest agent ------------------------------------------------------
+
+def _find_port(name: str) -> str:
+    """The /dev node of the virtio-serial port called ``name`` (no udev in the guest)."""
+    link = f"/dev/virtio-ports/{name}"
+    if os.path.exists(link):
+        return link
+    base = "/sys/class/virtio-ports"
+    for _ in range(200):
+        if os.path.isdir(base):
+            for entry in os.listdir(base):
+                try:
+                    with open(f"{base}/{entry}/name", encoding="utf-8") as f:
+                        if f.read().strip() == name:
+                            return f"/dev/{entry}"
+                except OSError:
+                    continue
+        time.sleep(0.05)
+    raise SystemExit(f"abhed agent: no virtio-serial port named {name}")
+
+
+class _Server:
+    def __init__(self, port: str) -> None:
+        self.fd = os.open(port, os.O_RDWR)
+        self.wlock = threading.Lock()
+        self.runner = Runner()
+
+    def send(self, obj: dict[str, Any]) -> None:
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        with self.wlock:
+            view = memoryview(data)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+
+    def handle(self, req: dict[str, Any]) -> None:
+        rid = req.get("id")
+        try:
+            result = self.dispatch(req)
+            self.send({"id": rid, "ok": True, "result": result})
+        except Exception as exc:  # noqa: BLE001 - every failure is answered, never dropped
+            self.send({"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+        if req.get("op") == "shutdown":
+            _power_off()
+
+    def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "hello":
+            return {"agent": AGENT_NAME, "protocol": PROTOCOL_VERSION, "kernel": os.uname().release,
+                    "pid": os.getpid()}
+        if op == "run":
+            return self.runner.run(str(req["command"]), str(req["cwd"]), dict(req["env"]),
+                                   float(req["timeout_s"]))
+        if op == "start":
+            return self.runner.start(str(req["command"]), str(req["cwd"]), dict(req["env"]))
+        if op == "job":
+            return self.runner.job(str(req["job_id"]), int(req.get("offset", 0)),
+                                   bool(req.get("kill", False)))
+        if op == "shutdown":
+            self.runner.close()
+            return {}
+        raise ValueError(f"unknown op {op!r}; ops: hello, run, start, job, shutdown")
+
+    def loop(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                # Host side not connected (yet, or any more): poll again.
+                time.sleep(0.05)
+                continue
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                try:
+                    req = json.loads(line)
+                    if not isinstance(req, dict):
+                        raise ValueError("request must be a JSON object")
+                except ValueError as exc:
+                    self.send({"id": None, "ok": False, "error": f"bad request line: {exc}"})
+                    continue
+                threading.Thread(target=self.handle, args=(req,), daemon=True).start()
+
+
+def _power_off() -> None:
+    os.sync()
+    try:
+        with open("/proc/sysrq-trigger", "w") as f:
+            f.write("o")
+    except OSError:
+        os._exit(0)
+
+
+def serve(port_name: str) -> None:
+    """Run as the guest's PID 1: fork the agent, reap orphans, power off when it ends."""
+    if os.getpid() == 1:
+        child = os.fork()
+        if child:
+            while True:
+                try:
+                    pid, _ = os.wait()
+                except ChildProcessError:
+                    break
+                if pid == child:
+                    break
+            _power_off()
+            return
+        os.setsid()
+    _Server(_find_port(port_name)).loop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        serve(sys.argv[2])
+    else:
+        raise SystemExit("usage: agent.py serve PORT_NAME")

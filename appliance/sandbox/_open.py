@@ -1,0 +1,47 @@
+"""Choose and create the session's sandbox from the operator's settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from appliance._home import abhed_home
+from appliance.sandbox._errors import SandboxUnavailable
+from appliance.sandbox._local import BwrapSandbox, HostSandbox
+from appliance.sandbox._microvm import MicroVM, VMImage
+from appliance.sandbox._settings import SandboxSettings
+from tools._sandbox import ShellSandbox
+
+__all__ = ["image_dir", "open_sandbox"]
+
+
+def image_dir(settings: SandboxSettings) -> Path:
+    return Path(settings.image_dir) if settings.image_dir else abhed_home() / "image"
+
+
+def open_sandbox(workspace: str | os.PathLike[str],
+                 settings: SandboxSettings | None = None) -> ShellSandbox:
+    """The sandbox for one session (a microVM boots on its first command).
+
+    ``auto`` picks the microVM when an image is installed, else bubblewrap;
+    it never falls back to ``host``.  Close it when the session ends: that
+    kills its background jobs and stops the VM.
+    """
+    settings = settings or SandboxSettings()
+    ws = os.fspath(workspace)
+    if settings.backend == "host":
+        return HostSandbox(ws, settings)
+    if settings.backend == "bwrap":
+        return BwrapSandbox(ws, settings)
+    if settings.backend == "microvm":
+        return MicroVM(ws, VMImage.load(image_dir(settings)), settings)
+    try:
+        return MicroVM(ws, VMImage.load(image_dir(settings)), settings)
+    except SandboxUnavailable as vm_problem:
+        try:
+            return BwrapSandbox(ws, settings)
+        except SandboxUnavailable as bwrap_problem:
+            raise SandboxUnavailable(
+                f"no sandbox can run here: microvm: {vm_problem}; bwrap: {bwrap_problem}. "
+                "Fix one of them (see `abhed sandbox check`), or set sandbox.backend to \"host\" "
+                "to run commands unsandboxed on purpose") from None

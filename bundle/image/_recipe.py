@@ -1,0 +1,89 @@
+"""An image recipe: which Debian userland, which kernel, which pinned versions.
+
+A recipe is a small JSON file (``recipes/*.json``).  The image built from it
+is keyed by the hash of the recipe *and* of everything else that goes into the
+image (the guest agent, the initramfs init, the builder's own format version),
+so a changed agent can never hide behind a cached image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bundle.image._errors import ImageError
+
+__all__ = ["BUILD_FORMAT", "Recipe", "load_recipe", "recipe_path"]
+
+# Bump when the builder's output changes for the same inputs.
+BUILD_FORMAT = 1
+
+_PKG = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+_HERE = Path(__file__).resolve().parent
+
+
+class Recipe(BaseModel):
+    """What goes into one microVM image."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,40}$")
+    description: str = ""
+    suite: str = Field(default="bookworm", pattern=r"^[a-z]+$")
+    mirror: str = Field(
+        default="http://deb.debian.org/debian",
+        description="Debian mirror debootstrap reads; a snapshot.debian.org URL makes builds repeatable.",
+    )
+    packages: tuple[str, ...] = Field(
+        default=(), description="Packages added to debootstrap's minbase (--include)."
+    )
+    pins: dict[str, str] = Field(
+        default_factory=dict,
+        description="package -> exact Debian version; the build fails if the mirror resolves another.",
+    )
+    kernel_package: str = Field(
+        default="linux-image-cloud-amd64",
+        description="Installed Debian kernel package whose vmlinuz and modules the image uses.",
+    )
+    slim: bool = Field(default=True, description="Drop docs, man pages, locales and apt lists.")
+
+    def check(self) -> None:
+        for pkg in (*self.packages, *self.pins, self.kernel_package):
+            if not _PKG.match(pkg):
+                raise ImageError(f"recipe {self.name}: {pkg!r} is not a Debian package name")
+
+
+def recipe_path(name_or_path: str) -> Path:
+    """A recipe file by path, or by name from the recipes shipped here."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" or "/" in name_or_path:
+        return path
+    return _HERE / "recipes" / f"{name_or_path}.json"
+
+
+def load_recipe(name_or_path: str) -> tuple[Recipe, bytes]:
+    """The recipe and its exact bytes (hashed into the image key)."""
+    path = recipe_path(name_or_path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        shipped = ", ".join(sorted(p.stem for p in (_HERE / "recipes").glob("*.json")))
+        raise ImageError(f"cannot read recipe {path}: {exc.strerror}; shipped recipes: {shipped}") from None
+    try:
+        recipe = Recipe.model_validate(json.loads(raw))
+    except (ValueError, ValidationError) as exc:
+        raise ImageError(f"recipe {path} is not valid: {exc}") from None
+    recipe.check()
+    return recipe, raw
+
+
+def input_key(recipe_bytes: bytes, *extra: bytes) -> str:
+    h = hashlib.sha256()
+    h.update(f"abhed-image-format-{BUILD_FORMAT}\0".encode())
+    for part in (recipe_bytes, *extra):
+        h.update(hashlib.sha256(part).digest())
+    return h.hexdigest()[:24]
