@@ -230,6 +230,13 @@ def _apply(
     offsets = body.find_all(needle)
     if not offsets:
         return None
+    if len(offsets) == 1 and not args.replace_all:
+        # find_all skips occurrences overlapping the one found ("aa" in "aaa"):
+        # they all start inside the first match, and make the edit just as ambiguous.
+        pos = body.data.find(needle, offsets[0] + 1)
+        while pos != -1:
+            offsets.append(pos)
+            pos = body.data.find(needle, pos + 1)
     lines: list[int] = []
     line = 1
     last = body.start

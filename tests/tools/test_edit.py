@@ -350,3 +350,20 @@ def test_regression_invalid_byte_reason_was_reported_as_crlf(h: Any) -> None:
     target = _prep(h, "é\n".encode() + b"bad \xff here\n")
     res = h.err(h.edit(target, "é\nbad \ufffd here", "x"), "no_match")
     assert "U+FFFD" in res.details["reason"] and "CRLF" not in res.content
+
+
+@pytest.mark.parametrize(
+    ("data", "old", "lines"),
+    [(b"aaa\n", "aa", [1, 1]), (b"x\n----\n", "---", [2, 2]), (b"ab\nab\nab\n", "ab\nab", [1, 2]),
+     (b"aaaaaa\n", "aaaa", [1, 1, 1])],
+)
+def test_regression_overlapping_occurrences_were_treated_as_unique(
+    h: Any, data: bytes, old: str, lines: list[int]
+) -> None:
+    """str.find-style counting saw one match in "aaa" for "aa"; replacing it was a guess."""
+    target = _prep(h, data)
+    res = h.err(h.edit(target, old, "Z"), "ambiguous_match")
+    assert res.details == {"count": len(lines), "lines": lines}
+    assert target.read_bytes() == data
+    h.ok(h.edit(target, old, "Z", replace_all=True))  # replace_all: non-overlapping, left to right
+    assert target.read_bytes() == data.replace(old.encode(), b"Z")
