@@ -160,8 +160,10 @@ def forge(path: Path, manifest: dict[str, object] | bytes, members: list[tuple[s
           head: list[tuple[str, bytes]] | None = None) -> Path:
     """Write a bundle from raw parts, signing the manifest bytes as given (for hostile cases)."""
     raw = manifest if isinstance(manifest, bytes) else canonical_json(manifest)
-    sig = signature if signature is not None else sign_set(raw, keys, "forged for a test")
-    parts = head if head is not None else [("manifest.json", raw), ("manifest.json.minisig", sig)]
+    if head is None:
+        sig = signature if signature is not None else sign_set(raw, keys, "forged for a test")
+        head = [("manifest.json", raw), ("manifest.json.minisig", sig)]
+    parts = head
     with open(path, "wb") as f:
         for name, data in parts + members:
             f.write(member_header(name, len(data)) + data + padding(len(data)))
