@@ -14,7 +14,7 @@ The search runs in three steps, whichever engine is used:
 from __future__ import annotations
 
 import stat
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -82,7 +82,7 @@ class Grep(Tool):
     args_model = GrepArgs
     capabilities = frozenset({"fs:read"})
 
-    def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         ws = ctx.workspace
         if args.context and args.output_mode != "content":
             raise ToolFailure(
@@ -131,7 +131,7 @@ def _search(engine: Engine, query: Query, files: list[str], args: GrepArgs,
     mode = args.output_mode
     scan = engine.scan(files, query, count=(mode == "count"))
     matched = sorted(scan.counts)
-    details: dict[str, object] = {
+    details: dict[str, Any] = {
         "engine": engine.name,
         "base": base,
         "files_searched": len(files),
@@ -157,7 +157,7 @@ def _search(engine: Engine, query: Query, files: list[str], args: GrepArgs,
 
 
 def _listing(rows: list[str], matched: list[str], notes: list[str],
-             details: dict[str, object], what: str) -> ToolResult:
+             details: dict[str, Any], what: str) -> ToolResult:
     truncated = len(rows) > MAX_FILES
     body = rows[:MAX_FILES]
     if truncated:
@@ -168,7 +168,7 @@ def _listing(rows: list[str], matched: list[str], notes: list[str],
 
 
 def _content(engine: Engine, query: Query, matched: list[str], args: GrepArgs, notes: list[str],
-             details: dict[str, object]) -> ToolResult:
+             details: dict[str, Any]) -> ToolResult:
     # Every matched file has at least one matching line, so the first
     # MAX_MATCH_LINES files always suffice to fill the page.
     wanted = matched[:MAX_MATCH_LINES]
