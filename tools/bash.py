@@ -234,7 +234,7 @@ class Bash(Tool):
     capabilities = frozenset({"shell:exec", "fs:write"})
     mutates = True
 
-    def run(self, args: BashArgs, ctx: ToolContext) -> ToolResult:  # type: ignore[override]
+    def run(self, args: BashArgs, ctx: ToolContext) -> ToolResult:
         description = args.description.strip()
         if not description:
             raise ToolFailure("invalid_arguments", "`description` is empty; say in a few words what "

@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["PROTOCOL_VERSION", "Runner", "serve"]
+__all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
 
 PROTOCOL_VERSION = 1
 AGENT_NAME = "abhed-guest-agent"
@@ -320,9 +320,8 @@ class Runner:
         if kill and job.proc.poll() is None:
             job.killed = True
             self._stop(job.proc)
-        if job.proc.poll() is not None and job.reader is not None:
-            _signal_group(job.proc.pid, signal.SIGKILL)
-            job.reader.join(1.0)
+        if job.proc.poll() is not None:
+            self._reap(job)
         data, begin, dropped = job.log.read(max(0, offset), max_bytes)
         rc = job.proc.poll()
         state = "running" if rc is None else ("killed" if job.killed else "exited")
@@ -337,6 +336,15 @@ class Runner:
             "dropped_bytes": dropped,
         }
 
+    @staticmethod
+    def _reap(job: _Job) -> None:
+        """After a job's shell ended: kill its group's leftovers, drain, close the pipe."""
+        _signal_group(job.proc.pid, signal.SIGKILL)
+        if job.reader is not None:
+            job.reader.join(1.0)
+            if not job.reader.is_alive() and job.proc.stdout is not None:
+                job.proc.stdout.close()
+
     def jobs(self) -> list[str]:
         return sorted(self._jobs)
 
@@ -346,8 +354,7 @@ class Runner:
             if job.proc.poll() is None:
                 job.killed = True
                 self._stop(job.proc)
-            else:
-                _signal_group(job.proc.pid, signal.SIGKILL)
+            self._reap(job)
 
 
 # -- the guest agent ------------------------------------------------------
@@ -371,11 +378,15 @@ def _find_port(name: str) -> str:
     raise SystemExit(f"abhed agent: no virtio-serial port named {name}")
 
 
-class _Server:
-    def __init__(self, port: str) -> None:
-        self.fd = os.open(port, os.O_RDWR)
+class Server:
+    """Serves the wire protocol on one file descriptor (the virtio-serial port)."""
+
+    def __init__(self, fd: int, runner: Runner | None = None) -> None:
+        self.fd = fd
         self.wlock = threading.Lock()
-        self.runner = Runner()
+        self.runner = runner or Runner()
+        self.eof_exits = False  # tests: stop at end of input instead of waiting for a host
+        self.pid1_child = -1  # the pid that may power the guest off on "shutdown"
 
     def send(self, obj: dict[str, Any]) -> None:
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
@@ -392,7 +403,7 @@ class _Server:
             self.send({"id": rid, "ok": True, "result": result})
         except Exception as exc:  # noqa: BLE001 - every failure is answered, never dropped
             self.send({"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
-        if req.get("op") == "shutdown":
+        if req.get("op") == "shutdown" and os.getpid() == self.pid1_child:
             _power_off()
 
     def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -421,6 +432,8 @@ class _Server:
             except OSError:
                 chunk = b""
             if not chunk:
+                if self.eof_exits:
+                    return
                 # Host side not connected (yet, or any more): poll again.
                 time.sleep(0.05)
                 continue
@@ -463,7 +476,9 @@ def serve(port_name: str) -> None:
             _power_off()
             return
         os.setsid()
-    _Server(_find_port(port_name)).loop()
+    server = Server(os.open(_find_port(port_name), os.O_RDWR))
+    server.pid1_child = os.getpid()
+    server.loop()
 
 
 if __name__ == "__main__":

@@ -331,7 +331,7 @@ class MicroVM:
 
     def _boot(self) -> _Guest:
         key = (self.settings.qemu_binary, str(self.image.kernel))
-        accel = self.settings.accel
+        accel: str = self.settings.accel
         if accel == "auto":
             accel = _ACCEL_CHOICE.get(key, "")
             if not accel:

@@ -45,10 +45,10 @@ def module_order(modules_dir: Path, wanted: tuple[str, ...] = MODULES) -> list[s
         order.append(mod)
 
     for name in wanted:
-        mod = by_name.get(name)
-        if mod is None:
+        found = by_name.get(name)
+        if found is None:
             continue  # built into this kernel
-        visit(mod)
+        visit(found)
     return order
 
 

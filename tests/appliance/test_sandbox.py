@@ -1,0 +1,296 @@
+"""Sandbox pieces without a VM: the guest agent's wire protocol, the runner's
+process lifecycle, bubblewrap's confinement (capabilities, seccomp, Landlock),
+backend selection, the image folder checks and ``abhed sandbox check``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from appliance.cli import main
+from appliance.sandbox import (
+    BwrapSandbox,
+    HostSandbox,
+    MicroVM,
+    SandboxSettings,
+    SandboxUnavailable,
+    VMImage,
+    check_backends,
+    open_sandbox,
+)
+from appliance.sandbox._agent import PROTOCOL_VERSION, Runner, Server
+from appliance.sandbox._confine import seccomp_program
+
+CONFINE = Path(__file__).resolve().parents[2] / "appliance" / "sandbox" / "_confine.py"
+
+
+# -- the wire protocol, over a real socket pair -------------------------------
+
+class AgentPeer:
+    """The host end of a guest agent served on a socketpair (as over virtio-serial)."""
+
+    def __init__(self) -> None:
+        self.host, guest = socket.socketpair()
+        self.guest_fd = guest.detach()
+        self.server = Server(self.guest_fd, Runner(grace_s=0.5))
+        self.server.eof_exits = True
+        self.thread = threading.Thread(target=self.server.loop, daemon=True)
+        self.thread.start()
+        self.buf = b""
+        self.host.settimeout(30)
+
+    def send_raw(self, data: bytes) -> None:
+        self.host.sendall(data)
+
+    def reply(self) -> dict[str, Any]:
+        while b"\n" not in self.buf:
+            chunk = self.host.recv(65536)
+            assert chunk, "agent closed the channel"
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        obj = json.loads(line)
+        assert isinstance(obj, dict)
+        return obj
+
+    def call(self, **req: Any) -> dict[str, Any]:
+        self.send_raw((json.dumps(req) + "\n").encode())
+        return self.reply()
+
+    def close(self) -> None:
+        self.server.runner.close()
+        self.host.close()
+        self.thread.join(5)
+        os.close(self.guest_fd)
+
+
+@pytest.fixture
+def agent() -> Any:
+    peer = AgentPeer()
+    yield peer
+    peer.close()
+
+
+def test_agent_hello_names_protocol_and_kernel(agent: AgentPeer) -> None:
+    r = agent.call(id=1, op="hello")
+    assert r["id"] == 1 and r["ok"] is True
+    assert r["result"]["protocol"] == PROTOCOL_VERSION
+    assert r["result"]["kernel"] == os.uname().release
+
+
+def test_agent_runs_a_command_and_reports_everything(agent: AgentPeer, tmp_path: Path) -> None:
+    r = agent.call(id=7, op="run", command="cd sub; echo out; echo err >&2; exit 5",
+                   cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"}, timeout_s=20)
+    (tmp_path / "sub").mkdir(exist_ok=True)
+    res = r["result"]
+    assert r["ok"] and res["exit_code"] == 5 and res["signal"] is None
+    assert base64.b64decode(res["head_b64"]).endswith(b"out\nerr\n")
+    assert res["timed_out"] is False and res["output_limited"] is False
+    assert res["cwd"] == str(tmp_path)  # `cd sub` failed: sub did not exist yet
+
+
+def test_agent_background_job_round_trip(agent: AgentPeer, tmp_path: Path) -> None:
+    started = agent.call(id=1, op="start", command="echo bg-line; sleep 60", cwd=str(tmp_path),
+                         env={"PATH": "/usr/bin:/bin"})
+    job_id = started["result"]["job_id"]
+    for i in range(300):  # wait for the line (condition, not a fixed sleep)
+        seen = agent.call(id=10 + i, op="job", job_id=job_id, offset=0)["result"]
+        if seen["data_b64"]:
+            break
+        threading.Event().wait(0.05)
+    assert seen["state"] == "running"
+    killed = agent.call(id=2, op="job", job_id=job_id, offset=0, kill=True)["result"]
+    assert killed["state"] == "killed" and killed["signal"] is not None
+    assert base64.b64decode(killed["data_b64"]) == b"bg-line\n"
+    assert killed["next_offset"] == len(b"bg-line\n")
+
+
+@pytest.mark.parametrize("line, expect", [
+    (b"not json\n", "bad request line"),
+    (b"[1, 2]\n", "must be a JSON object"),
+    (b'{"id": 3, "op": "format-disk"}\n', "unknown op"),
+    (b'{"id": 4, "op": "run"}\n', "KeyError"),
+    (b'{"id": 5, "op": "job", "job_id": "job-42"}\n', "no background job"),
+    (b'{"id": 6, "op": "run", "command": "echo \\u0000", "cwd": "/", "env": {}, "timeout_s": 1}\n',
+     "NUL"),
+])
+def test_agent_answers_malformed_requests_with_an_error(agent: AgentPeer, line: bytes,
+                                                        expect: str) -> None:
+    agent.send_raw(line)
+    r = agent.reply()
+    assert r["ok"] is False and expect in r["error"]
+    assert agent.call(id=99, op="hello")["ok"]  # and keeps serving
+
+
+def test_agent_survives_an_oversized_request(agent: AgentPeer) -> None:
+    big = json.dumps({"id": 1, "op": "hello", "pad": "x" * 3_000_000}).encode() + b"\n"
+    agent.send_raw(big)
+    assert agent.reply()["ok"] is True
+
+
+def test_agent_serves_requests_concurrently(agent: AgentPeer, tmp_path: Path) -> None:
+    agent.send_raw((json.dumps({"id": 1, "op": "run", "command": "sleep 5", "cwd": str(tmp_path),
+                                "env": {}, "timeout_s": 0.5}) + "\n").encode())
+    agent.send_raw(b'{"id": 2, "op": "hello"}\n')
+    first = agent.reply()
+    assert first["id"] == 2  # hello was not stuck behind the running command
+    assert agent.reply()["result"]["timed_out"] is True
+
+
+# -- the runner's lifecycle -----------------------------------------------------
+
+def test_runner_keeps_head_and_tail_and_counts_everything(tmp_path: Path) -> None:
+    r = Runner(keep_bytes=1000).run("seq 1 100000", str(tmp_path), {"PATH": "/usr/bin:/bin"}, 30)
+    head, tail = base64.b64decode(r["head_b64"]), base64.b64decode(r["tail_b64"])
+    assert head.startswith(b"1\n2\n") and tail.endswith(b"99999\n100000\n")
+    assert len(head) == len(tail) == 1000
+    assert r["output_bytes"] == len(b"".join(b"%d\n" % i for i in range(1, 100001)))
+
+
+def test_runner_grace_then_sigkill_for_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
+    r = Runner(grace_s=0.3).run("trap '' TERM; sleep 30", str(tmp_path), {"PATH": "/usr/bin:/bin"},
+                                0.5)
+    assert r["timed_out"] is True and r["signal"] == 9
+
+
+def test_jobs_die_with_the_session(tmp_path: Path) -> None:
+    box = HostSandbox(str(tmp_path))
+    job = box.start("sleep 543.25", cwd=str(tmp_path), env={})
+    pid = box._runner._jobs[job].proc.pid  # noqa: SLF001 - checking the real process
+    box.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+# -- bubblewrap confinement -----------------------------------------------------
+
+@pytest.mark.slow
+def test_bwrap_drops_capabilities_and_installs_seccomp_and_landlock(tmp_path: Path) -> None:
+    box = BwrapSandbox(str(tmp_path))
+    try:
+        run = box.run("grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; "
+                      "unshare -U true && echo UNSHARED; mount -t tmpfs x /tmp && echo MOUNTED; "
+                      "touch /usr/evil && echo WROTE-USR; hostname",
+                      cwd=str(tmp_path), env={}, timeout_s=30)
+    finally:
+        box.close()
+    out = (run.head + run.tail).decode()
+    assert "CapEff:\t0000000000000000" in out and "CapBnd:\t0000000000000000" in out
+    assert "NoNewPrivs:\t1" in out and "Seccomp:\t2" in out
+    assert "UNSHARED" not in out and "MOUNTED" not in out and "WROTE-USR" not in out
+    assert "abhed-sandbox" in out
+
+
+def test_landlock_allows_writes_only_beneath_the_given_dirs(tmp_path: Path) -> None:
+    allowed, other = tmp_path / "ws", tmp_path / "other"
+    allowed.mkdir()
+    other.mkdir()
+    proc = subprocess.run(
+        ["/usr/bin/python3", "-I", "-S", str(CONFINE), str(allowed), "--", "/bin/sh", "-c",
+         f"echo a > {allowed}/ok && echo wrote-ok; echo b > {other}/no && echo wrote-other; "
+         f"cat {other}/../ws/ok"],
+        capture_output=True, text=True, timeout=30, env={"ABHED_CONFINE_STRICT": "1"})
+    assert "wrote-ok" in proc.stdout and "wrote-other" not in proc.stdout
+    assert "Permission denied" in proc.stderr
+    assert not (other / "no").exists()
+    assert proc.stdout.splitlines()[-1] == "a"  # reading stays allowed
+
+
+def test_confine_refuses_a_missing_separator_or_command() -> None:
+    for argv in ([str(CONFINE), "/tmp"], [str(CONFINE), "/tmp", "--"]):
+        proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=30)
+        assert proc.returncode != 0 and "_confine.py" in proc.stderr
+
+
+def test_seccomp_program_is_well_formed() -> None:
+    prog = seccomp_program()
+    assert len(prog) % 8 == 0 and 10 < len(prog) // 8 < 4096  # kernel limit is 4096
+    assert prog[-8:-4] == b"\x06\x00\x00\x00"  # last instruction: RET
+
+
+# -- choosing a backend -----------------------------------------------------------
+
+def test_auto_without_an_image_falls_back_to_bwrap(tmp_path: Path) -> None:
+    box = open_sandbox(tmp_path)
+    try:
+        assert box.backend == "bwrap"
+    finally:
+        box.close()
+
+
+def test_host_is_used_only_when_set(tmp_path: Path) -> None:
+    box = open_sandbox(tmp_path, SandboxSettings(backend="host"))
+    try:
+        assert box.backend == "host"
+    finally:
+        box.close()
+
+
+def test_microvm_without_an_image_says_how_to_get_one(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailable, match="python -m bundle.image build"):
+        open_sandbox(tmp_path, SandboxSettings(backend="microvm", image_dir=str(tmp_path / "x")))
+
+
+@pytest.mark.parametrize("manifest", [b"{not json", b"[]"])
+def test_a_broken_image_manifest_is_refused(tmp_path: Path, manifest: bytes) -> None:
+    for name in ("vmlinuz", "initrd.img", "rootfs.ext4"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "manifest.json").write_bytes(manifest)
+    with pytest.raises(SandboxUnavailable, match="rebuild the image"):
+        VMImage.load(tmp_path)
+
+
+def test_a_vm_that_cannot_boot_reports_why(tmp_path: Path) -> None:
+    for name in ("vmlinuz", "initrd.img", "rootfs.ext4"):
+        (tmp_path / name).write_bytes(b"garbage")
+    (tmp_path / "manifest.json").write_text("{}")
+    vm = MicroVM(str(tmp_path), tmp_path, SandboxSettings(accel="tcg", boot_timeout_s=5))
+    with pytest.raises(SandboxUnavailable) as info:
+        vm.boot()
+    assert "QEMU" in str(info.value) or "VM" in str(info.value)
+    vm.close()
+
+
+def test_config_rejects_unknown_or_bad_sandbox_settings() -> None:
+    from pydantic import ValidationError
+    with pytest.raises(ValidationError):
+        SandboxSettings.model_validate({"backend": "docker"})
+    with pytest.raises(ValidationError):
+        SandboxSettings.model_validate({"memory_mib": 1})
+    with pytest.raises(ValidationError):
+        SandboxSettings.model_validate({"network": True})
+
+
+# -- abhed sandbox check ------------------------------------------------------------
+
+def test_check_reports_each_backend_and_why(tmp_path: Path) -> None:
+    reports = {r.backend: r for r in check_backends(
+        SandboxSettings(image_dir=str(tmp_path / "none")), boot=False)}
+    assert set(reports) == {"microvm", "bwrap", "host"}
+    assert not reports["microvm"].ok and "incomplete" in reports["microvm"].reason
+    assert reports["bwrap"].ok and reports["bwrap"].command_ms is not None
+    assert "only used when" in reports["host"].reason
+
+
+def test_cli_sandbox_check_json(abhed_home: Path) -> None:
+    result = CliRunner().invoke(main, ["sandbox", "check", "--json", "--no-boot"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["configured"] == "auto" and data["usable"] is True
+    assert [b["backend"] for b in data["backends"]] == ["microvm", "bwrap", "host"]
+
+
+def test_cli_sandbox_check_fails_when_the_configured_backend_cannot_run(abhed_home: Path) -> None:
+    (abhed_home / "config.json").write_text(json.dumps({"sandbox": {"backend": "microvm"}}))
+    result = CliRunner().invoke(main, ["sandbox", "check", "--no-boot"])
+    assert result.exit_code == 1
+    assert "FAIL microvm" in result.output
