@@ -68,14 +68,21 @@ def walk_files(ws: Workspace, start: str, settings: ToolSettings) -> Iterator[Wa
     Order is unspecified; callers sort.
     """
     filters = _Filters(ws, settings)
-    listed = _git_list(start)
+    listed = _git_list(start, ws.root)
     if listed is not None:
         yield from _from_git(start, listed, filters)
     else:
         yield from _scan(start, filters)
 
 
-def _git_list(start: str) -> list[str] | None:
+def _git_list(start: str, root: str) -> list[str] | None:
+    """Git's own file list for ``start``, or ``None`` when git's rules do not apply.
+
+    They do not apply outside a work tree, and not when the workspace root is
+    itself ignored by an enclosing repository (a project inside a dot-files
+    repository that ignores ``*``, or inside pyenv's clone): that repository
+    is not the project's, and honouring it would hide every file.
+    """
     git = shutil.which("git")
     if git is None:
         return None
@@ -83,11 +90,20 @@ def _git_list(start: str) -> list[str] | None:
     env["GIT_OPTIONAL_LOCKS"] = "0"
     try:
         inside = subprocess.run(
-            [git, "rev-parse", "--is-inside-work-tree"], cwd=start, env=env,
+            [git, "rev-parse", "--is-inside-work-tree", "--show-toplevel"], cwd=start, env=env,
             capture_output=True, timeout=30,
         )
-        if inside.returncode != 0 or inside.stdout.strip() != b"true":
+        lines = inside.stdout.decode("utf-8", "surrogateescape").splitlines()
+        if inside.returncode != 0 or not lines or lines[0] != "true":
             return None
+        top = os.path.realpath(lines[1]) if len(lines) > 1 else ""
+        if top and top != root and root.startswith(top.rstrip("/") + "/"):
+            ignored = subprocess.run(
+                [git, "check-ignore", "-q", "--", root], cwd=start, env=env,
+                capture_output=True, timeout=30,
+            )
+            if ignored.returncode == 0:
+                return None
         out = subprocess.run(
             [git, "ls-files", "--cached", "--others", "--exclude-standard", "-z", "--deduplicate"],
             cwd=start, env=env, capture_output=True, timeout=300,
