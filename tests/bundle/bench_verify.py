@@ -1,0 +1,64 @@
+"""Benchmark: bundle verify vs `sha256sum`, and build vs `zstd`, on a synthetic bundle.
+
+    .venv/bin/python tests/bundle/bench_verify.py [SIZE_MIB]   # default 2048 (2 GiB)
+
+Prints seconds and the two ratios the issue asks for: verify / sha256sum over
+the same bundle file (target <= 1.2), and build / `zstd -3 -T1` over the same
+input (building should be bound by compression).  Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
+
+
+def _time(fn: object) -> float:
+    start = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    size = int(sys.argv[1]) * 2**20 if len(sys.argv) > 1 else 2 * 2**30
+    key = SecretKey.generate()
+    trust = TrustPolicy(keys=(key.public_key(),))
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
+        root = Path(tmp)
+        (root / "m").mkdir()
+        # Half random (incompressible), half text-like (compressible): like weights + docs.
+        with open(root / "m" / "weights.bin", "wb") as f:
+            block = os.urandom(1 << 20)
+            text = (b"the quick brown fox jumps over the lazy dog %d\n" * 20000)[: 1 << 20]
+            for i in range(size >> 20):
+                f.write(block if i % 2 else text)
+        spec = root / "spec.json"
+        spec.write_text(json.dumps({
+            "format": "abhed-bundle-spec/1", "name": "bench", "version": 1,
+            "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.36", "python": "3.11",
+                         "accelerator": "cpu"},
+            "model": [{"name": "m", "dir": "m", "licence": "none", "source": "bench"}]}))
+        out = root / "b.abhed"
+        zstd = _time(lambda: subprocess.run(["zstd", "-q", "-3", "-T1", "-f", "-o",
+                                             str(root / "w.zst"), str(root / "m" / "weights.bin")],
+                                            check=True))
+        build = _time(lambda: build_bundle(spec, out, [key]))
+        subprocess.run(["cat", str(out)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+        sha = _time(lambda: subprocess.run(["sha256sum", str(out)], stdout=subprocess.DEVNULL,
+                                           check=True))
+        verify = _time(lambda: verify_bundle(out, trust))
+        print(f"bundle {out.stat().st_size / 2**20:.0f} MiB (input {size / 2**20:.0f} MiB)")
+        print(f"sha256sum {sha:.2f} s   verify {verify:.2f} s   ratio {verify / sha:.2f} "
+              "(target <= 1.2)")
+        print(f"zstd -3 -T1 {zstd:.2f} s   build {build:.2f} s   ratio {build / zstd:.2f}")
+
+
+if __name__ == "__main__":
+    main()
