@@ -171,9 +171,8 @@ def main(argv: list[str]) -> None:
     if not cmd:
         raise SystemExit("_confine.py: nothing to run after --")
     abi = landlock(rw)
-    if abi == 0:
-        if os.environ.get("ABHED_CONFINE_STRICT") == "1":
-            raise SystemExit("abhed sandbox: this kernel has no Landlock; refusing to run")
+    if abi == 0 and os.environ.get("ABHED_CONFINE_STRICT") == "1":
+        raise SystemExit("abhed sandbox: this kernel has no Landlock; refusing to run")
     seccomp()
     os.execv(cmd[0], cmd)
 

@@ -93,10 +93,14 @@ def find_virtiofsd() -> str | None:
     return shutil.which("virtiofsd")
 
 
+_PRCTL: Any = None
+
+
 def _die_with_parent() -> None:
     # Only armed when the VM is started from the main thread: PDEATHSIG fires
     # when the *thread* that forked exits.
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    # Runs in the forked child: only calls a function resolved before the fork.
+    _PRCTL(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def _stop(proc: subprocess.Popen[bytes] | None, grace_s: float = 3.0) -> None:
@@ -143,6 +147,10 @@ class _Guest:
         if qemu is None:
             raise SandboxUnavailable(f"{settings.qemu_binary} is not installed (apt-get install "
                                      "qemu-system-x86)")
+        global _PRCTL
+        if _PRCTL is None:
+            _PRCTL = ctypes.CDLL(None).prctl
+        # So that QEMU and virtiofsd die even if this process is killed -9.
         preexec = _die_with_parent if threading.current_thread() is threading.main_thread() else None
         fs_sock = os.path.join(self.dir, "fs.sock")
         agent_sock = os.path.join(self.dir, "agent.sock")
@@ -154,7 +162,7 @@ class _Guest:
                 [vfsd, f"--socket-path={fs_sock}", f"--shared-dir={workspace}", "--cache=auto",
                  "--sandbox=none"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                preexec_fn=preexec)
+                preexec_fn=preexec)  # noqa: PLW1509 - PDEATHSIG needs it; armed on the main thread only
         deadline = time.monotonic() + 10
         while not os.path.exists(fs_sock):
             if self.vfsd.poll() is not None or time.monotonic() > deadline:
@@ -186,7 +194,8 @@ class _Guest:
         qlog = open(os.path.join(self.dir, "qemu.log"), "wb")  # noqa: SIM115
         with qlog:
             self.qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=qlog,
-                                         start_new_session=True, preexec_fn=preexec)
+                                         start_new_session=True,
+                                         preexec_fn=preexec)  # noqa: PLW1509 - as above
         deadline = time.monotonic() + 10
         while True:
             if self.qemu.poll() is not None:
@@ -295,7 +304,8 @@ class _AgentRefused(Exception):
 
 def _rust_virtiofsd(path: str) -> bool:
     try:
-        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10,
+                             check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--shared-dir" in out
