@@ -39,8 +39,17 @@ agent.
 from __future__ import annotations
 
 from ._build import build_bundle
-from ._errors import (BundleError, DigestMismatch, FormatError, RollbackRefused, SignatureError,
-                      SpecError, StagingError, UnsafeMember, VolumeError)
+from ._errors import (
+                      BundleError,
+                      DigestMismatch,
+                      FormatError,
+                      RollbackRefused,
+                      SignatureError,
+                      SpecError,
+                      StagingError,
+                      UnsafeMember,
+                      VolumeError,
+)
 from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
 from ._manifest import Manifest, Member, staged_name
 from ._minisign import PublicKey, SecretKey

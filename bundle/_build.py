@@ -27,8 +27,17 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ._errors import BundleError, SpecError
-from ._manifest import (FORMAT, MANIFEST_NAME, SIGNATURE_NAME, Component, Input, Manifest,
-                        Member, Provenance, canonical_json)
+from ._manifest import (
+    FORMAT,
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    Component,
+    Input,
+    Manifest,
+    Member,
+    Provenance,
+    canonical_json,
+)
 from ._minisign import SecretKey
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
@@ -363,8 +372,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,
            stored: list[tuple[Member, Path]], tick: Callable[[int], None]) -> None:
     with open(partial, "wb") as out:
-        for name, data in ((MANIFEST_NAME, raw_manifest), (SIGNATURE_NAME, signature)):
-            out.write(member_header(name, len(data)) + data + padding(len(data)))
+        out.writelines(member_header(name, len(data)) + data + padding(len(data)) for name, data in ((MANIFEST_NAME, raw_manifest), (SIGNATURE_NAME, signature)))
         for member, path in stored:
             out.write(member_header(member.name, member.size))
             h = hashlib.sha256()

@@ -33,8 +33,15 @@ from pathlib import Path
 from typing import IO, BinaryIO, cast
 
 from ._errors import BundleError, DigestMismatch, FormatError, RollbackRefused, StagingError
-from ._manifest import (MANIFEST_NAME, MAX_MANIFEST_BYTES, SIGNATURE_NAME, Manifest, Member,
-                        parse_manifest, staged_name)
+from ._manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    SIGNATURE_NAME,
+    Manifest,
+    Member,
+    parse_manifest,
+    staged_name,
+)
 from ._minisign import MAX_SIGNATURE_FILE_BYTES, Signature, parse_signatures
 from ._tar import TarReader
 from ._trust import TrustPolicy, check_threshold

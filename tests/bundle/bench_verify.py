@@ -36,8 +36,7 @@ def main() -> None:
         # Half random (incompressible), half text-like (compressible): like weights + docs.
         with open(root / "m" / "weights.bin", "wb") as f:
             text = (b"the quick brown fox jumps over the lazy dog %d\n" * 20000)[: 1 << 20]
-            for i in range(size >> 20):
-                f.write(os.urandom(1 << 20) if i % 2 else text)
+            f.writelines(os.urandom(1 << 20) if i % 2 else text for i in range(size >> 20))
         spec = root / "spec.json"
         spec.write_text(json.dumps({
             "format": "abhed-bundle-spec/1", "name": "bench", "version": 1,

@@ -165,8 +165,7 @@ def forge(path: Path, manifest: dict[str, object] | bytes, members: list[tuple[s
         head = [("manifest.json", raw), ("manifest.json.minisig", sig)]
     parts = head
     with open(path, "wb") as f:
-        for name, data in parts + members:
-            f.write(member_header(name, len(data)) + data + padding(len(data)))
+        f.writelines(member_header(name, len(data)) + data + padding(len(data)) for name, data in parts + members)
         f.write(end_of_archive())
     return path
 

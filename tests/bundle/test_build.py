@@ -11,8 +11,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bundle import (FormatError, SecretKey, SignatureError, SpecError, TrustPolicy, build_bundle,
-                    diff_bundles, inspect_bundle, make_rotation, rotate_trust, verify_bundle)
+from bundle import (
+    FormatError,
+    SecretKey,
+    SignatureError,
+    SpecError,
+    TrustPolicy,
+    build_bundle,
+    diff_bundles,
+    inspect_bundle,
+    make_rotation,
+    rotate_trust,
+    verify_bundle,
+)
 
 from .conftest import make_wheel, write_inputs
 

@@ -11,8 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from bundle import (DigestMismatch, FormatError, RollbackRefused, SecretKey, SignatureError,
-                    StagingError, TrustPolicy, UnsafeMember, staged_name, verify_bundle)
+from bundle import (
+    DigestMismatch,
+    FormatError,
+    RollbackRefused,
+    SecretKey,
+    SignatureError,
+    StagingError,
+    TrustPolicy,
+    UnsafeMember,
+    staged_name,
+    verify_bundle,
+)
 from bundle._manifest import canonical_json, parse_manifest
 from bundle._tar import TarReader
 
@@ -61,7 +71,7 @@ def test_staged_wheelhouse_installs_with_pip_offline(built: Path, trust: TrustPo
         [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet",
          "--disable-pip-version-check", "--target", str(tmp_path / "site"),
          *map(str, sorted((tmp_path / "s" / "wheels").glob("*.whl")))],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "beta" / "__init__.py").read_text() == "NAME = 'beta'\n"
 
@@ -281,7 +291,7 @@ except StagingError as exc:
     print("STAGING", exc)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, check=False)
     assert "STAGING staging ran out of space" in done.stdout, done.stderr
     assert "partial staging was removed" in done.stdout
     assert not (tmp_path / "st").exists()

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from bundle import (FormatError, SecretKey, SignatureError, TrustPolicy, VolumeError,
-                    join_volumes, split_bundle)
+from bundle import (
+    FormatError,
+    SecretKey,
+    SignatureError,
+    TrustPolicy,
+    VolumeError,
+    join_volumes,
+    split_bundle,
+)
 
 
 @pytest.fixture
