@@ -94,6 +94,16 @@ def check_overwrite(ctx: ToolContext, loc: Located, *, tool: str) -> tuple[int, 
             f"{loc.path} is read-only (mode {stat.S_IMODE(loc.st.st_mode):04o}); it was not changed. "
             "If changing it is intended, ask the user, or make it writable with bash (chmod u+w).",
         )
+    if not os.access(loc.name, os.W_OK, dir_fd=loc.dir_fd, follow_symlinks=False):
+        # The mode has a write bit, but not for us.  The directory may still let
+        # us replace the file by rename, which would silently take it over from
+        # its owner: refuse instead, as the file's permissions intend.
+        raise ToolFailure(
+            "permission_denied",
+            f"Permission denied: {loc.path} is not writable by the agent's user (owner uid "
+            f"{loc.st.st_uid}, mode {stat.S_IMODE(loc.st.st_mode):04o}); it was not changed. Ask "
+            "the user to change its permissions if changing it is intended.",
+        )
     if loc.st.st_size > ctx.settings.edit_max_file_bytes:
         raise ToolFailure(
             "too_large",
