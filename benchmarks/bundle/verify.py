@@ -1,6 +1,6 @@
 """Benchmark: bundle verify vs `sha256sum`, and build vs `zstd`, on a synthetic bundle.
 
-    .venv/bin/python tests/bundle/bench_verify.py [SIZE_MIB]   # default 2048 (2 GiB)
+    .venv/bin/python benchmarks/bundle/verify.py [SIZE_MIB]   # default 2048 (2 GiB)
 
 Prints seconds and the two ratios the issue asks for: verify / sha256sum over
 the same bundle file (target <= 1.2), and build / `zstd -3 -T1` over the same
