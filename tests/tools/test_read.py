@@ -13,7 +13,17 @@ from typing import Any
 
 import pytest
 
+import tools.read
+
 NOTE = "[truncated: showing lines {a}-{b} of {n}. Use offset/limit to read more.]"
+
+
+@pytest.fixture(autouse=True, params=["whole", "stream"])
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run every test on both code paths: small files decoded whole, large ones streamed."""
+    if request.param == "stream":
+        monkeypatch.setattr(tools.read, "_WHOLE_FILE_BYTES", 0)
+    return str(request.param)
 
 
 def _lines(n: int) -> str:
@@ -357,3 +367,50 @@ def test_read_changes_nothing_on_disk(h: Any) -> None:
     assert (before.st_mtime_ns, before.st_size, before.st_mode) == (
         after.st_mtime_ns, after.st_size, after.st_mode)
     assert sorted(os.listdir(h.root)) == ["f.txt"]
+
+
+# -- regressions ----------------------------------------------------------------
+
+
+def test_regression_paging_deep_into_a_large_file_decoded_every_line_before_it(
+    h: Any, monkeypatch: pytest.MonkeyPatch, read_path: str
+) -> None:
+    """Reading lines 2,600,000+ of a 100 MB file took ~40 s: every earlier line was decoded."""
+    (h.root / "f.txt").write_text(_lines(300_000))
+    decoded: list[int] = []
+    real = tools.read.io.TextIOWrapper
+
+    class Counting(real):  # type: ignore[misc,valid-type]
+        def readline(self, size: int = -1) -> str:
+            piece = super().readline(size)
+            decoded.append(len(piece))
+            return piece
+
+    monkeypatch.setattr(tools.read.io, "TextIOWrapper", Counting)
+    res = h.ok(h.read(h.root / "f.txt", offset=299_990, limit=3))
+    assert res.content.split("\n")[:3] == [f"{n:>6}\tline {n}" for n in (299_990, 299_991, 299_992)]
+    if read_path == "stream":
+        assert sum(decoded) < 1000
+
+
+@pytest.mark.parametrize("offset", [2, 3, 4, 5])
+def test_paging_by_bytes_agrees_with_decoding_for_tricky_lines(h: Any, offset: int) -> None:
+    data = (codecs.BOM_UTF8 + "é1\r\n".encode() + b"a\rb\n" + ("☃" * 3000 + "\n").encode()
+            + b"x\r\n" + b"last")
+    (h.root / "f.txt").write_bytes(data)
+    res = h.ok(h.read(h.root / "f.txt", offset=offset, limit=1))
+    expected = {2: "a\rb", 3: "☃" * 2000 + "[...line truncated]", 4: "x", 5: "last"}
+    assert res.content.split("\n")[0] == f"{offset:>6}\t{expected[offset]}"
+
+
+def test_paging_latin1_by_bytes(h: Any) -> None:
+    (h.root / "f.txt").write_bytes("".join(f"ligne {i} é\n" for i in range(1, 50)).encode("latin-1"))
+    res = h.ok(h.read(h.root / "f.txt", offset=40, limit=2))
+    assert res.content.split("\n")[:2] == ["    40\tligne 40 é", "    41\tligne 41 é"]
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-32"])
+def test_paging_wide_encodings(h: Any, codec: str) -> None:
+    (h.root / "f.txt").write_bytes("".join(f"zeile {i} ü\n" for i in range(1, 30)).encode(codec))
+    res = h.ok(h.read(h.root / "f.txt", offset=20, limit=2))
+    assert res.content.split("\n")[:2] == ["    20\tzeile 20 ü", "    21\tzeile 21 ü"]
