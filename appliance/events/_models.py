@@ -20,6 +20,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "ActionEvent",
     "ApprovalEvent",
+    "ExtensionDied",
+    "ExtensionLog",
+    "PolicyDecision",
+    "PolicyRuleAdded",
     "ModelTurn",
     "RunEndReason",
     "RunEnded",
@@ -173,9 +177,60 @@ class RunEnded(_Base):
     answer: str | None = None
 
 
+# -- policy and extensions: every decision, with what made it -----------------
+
+
+class PolicyDecision(_Base):
+    """What policy decided about one call, before any approval; ``decided_by`` names the source.
+
+    ``decided_by`` is a rule (``deny[2]``, ``allow[0]``, ``session-allow[1]``),
+    a pattern (``destructive``, ``unparseable``), ``capability``,
+    ``mode:plan|ask|auto``, or ``extension:NAME`` (several joined by commas).
+    """
+
+    type: Literal["policy_decision"] = "policy_decision"
+    call_id: str
+    tool: str
+    verdict: Literal["allow", "ask", "deny"]
+    decided_by: str
+    reason: str
+    args: Any = Field(description="The normalized arguments the decision was made on.")
+    commands: list[str] = Field(default_factory=list, description="bash commands needing an answer.")
+
+
+class PolicyRuleAdded(_Base):
+    """An approver answered "always allow": the scoped rule that was stored for this session."""
+
+    type: Literal["policy_rule_added"] = "policy_rule_added"
+    call_id: str
+    rule_id: str
+    rule: dict[str, Any]
+    added_by: str
+
+
+class ExtensionLog(_Base):
+    """A line an extension asked to log, or a reply field Abhed ignored (e.g. an attempt to allow)."""
+
+    type: Literal["extension_log"] = "extension_log"
+    extension: str
+    event: str
+    kind: Literal["log", "ignored"]
+    message: str
+
+
+class ExtensionDied(_Base):
+    """An extension crashed, hung or talked nonsense; it is skipped for the rest of the session."""
+
+    type: Literal["extension_died"] = "extension_died"
+    extension: str
+    event: str = Field(description="The event it was handling when it died.")
+    reason: str
+
+
 Event = Annotated[
     SessionStarted | ActionEvent | ObservationEvent | SessionEnded
-    | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded,
+    | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
+    | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied,
     Field(discriminator="type"),
 ]
 
