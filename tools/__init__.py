@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from tools._paths import Workspace
 from tools._result import ErrorInfo, ToolFailure, ToolResult
+from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._settings import ToolSettings
 from tools._tool import FileLedger, MemoryLedger, Tool, ToolContext, note_file_state, run_tool
 
 __all__ = [
     "ErrorInfo",
     "FileLedger",
+    "JobOutput",
     "MemoryLedger",
     "Tool",
     "ToolContext",
     "ToolFailure",
     "ToolResult",
+    "ShellRun",
+    "ShellSandbox",
     "ToolSettings",
     "Workspace",
     "native_tools",

@@ -19,7 +19,7 @@ from typing import Any
 from appliance.sandbox._agent import Runner
 from appliance.sandbox._errors import SandboxUnavailable
 from appliance.sandbox._settings import SandboxSettings
-from tools._sandbox import JobOutput, ShellRun
+from tools import JobOutput, ShellRun
 
 __all__ = ["BwrapSandbox", "HostSandbox", "base_env", "bwrap_problem", "to_job", "to_run"]
 

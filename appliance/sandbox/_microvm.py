@@ -39,7 +39,7 @@ from appliance.sandbox._agent import PROTOCOL_VERSION
 from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
 from appliance.sandbox._local import base_env, to_job, to_run
 from appliance.sandbox._settings import SandboxSettings
-from tools._sandbox import JobOutput, ShellRun
+from tools import JobOutput, ShellRun
 
 __all__ = ["MicroVM", "VMImage", "find_virtiofsd"]
 

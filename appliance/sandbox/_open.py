@@ -10,7 +10,7 @@ from appliance.sandbox._errors import SandboxUnavailable
 from appliance.sandbox._local import BwrapSandbox, HostSandbox
 from appliance.sandbox._microvm import MicroVM, VMImage
 from appliance.sandbox._settings import SandboxSettings
-from tools._sandbox import ShellSandbox
+from tools import ShellSandbox
 
 __all__ = ["image_dir", "open_sandbox"]
 
