@@ -22,6 +22,9 @@ COMMANDS: dict[str, str] = {
     "events": "appliance.cli.events:events",
     "sandbox": "appliance.cli.sandbox:sandbox",
     "bundle": "appliance.cli.bundle:bundle_group",
+    "run": "appliance.cli.run:run",
+    "rpc": "appliance.cli.rpc:rpc",
+    "serve": "appliance.cli.serve:serve",
 }
 
 

@@ -1,0 +1,142 @@
+"""``abhed run "PROMPT" --workspace DIR``: one headless run of the agent.
+
+Progress goes to stderr for a person; the final answer to stdout.  With
+``--json`` every recorded event goes to stdout instead, one JSON object per
+line (``{"type": "event", "seq": N, "event": {...}}``), for programs.
+
+Exit codes: 0 the model finished; 2 refused before starting (config, unknown
+provider or model, undeclared sampling); 3 a limit ended the run (turns,
+tokens, deadline); 4 the model server failed; 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from appliance._errors import AbhedError
+from appliance.cli._common import config_option, get_config, open_store
+from appliance.events import StoredEvent
+
+EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
+              "interrupted": 130}
+
+
+def event_line(stored: StoredEvent) -> str:
+    return json.dumps({"type": "event", "seq": stored.seq,
+                       "event": stored.event.model_dump(mode="json")}, ensure_ascii=False)
+
+
+def _progress(stored: StoredEvent) -> None:
+    e: Any = stored.event
+    if e.type == "model_turn":
+        if e.text and e.tool_calls:
+            click.echo(f"· {e.text.strip()[:500]}", err=True)
+        for c in e.tool_calls:
+            click.echo(f"→ {c.name} {c.arguments[:200]}", err=True)
+    elif e.type == "observation":
+        if e.result.ok:
+            first = e.result.content.splitlines()[0][:120] if e.result.content else ""
+            click.echo(f"← {e.tool}: ok {first}", err=True)
+        else:
+            click.echo(f"← {e.tool}: {e.result.error.code if e.result.error else 'error'}: "
+                       f"{e.result.content[:300]}", err=True)
+    elif e.type == "approval":
+        click.echo(f"? {e.tool}: {e.decision} by {e.decided_by} {e.reason}", err=True)
+    elif e.type == "run_ended":
+        click.echo(f"■ {e.reason}: {e.message} ({e.turns} turns, "
+                   f"{e.prompt_tokens + e.completion_tokens} tokens)", err=True)
+
+
+def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise click.UsageError(f"--sampling takes NAME=VALUE (JSON value), got {pair!r}")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            raise click.UsageError(f"--sampling {name}: {raw!r} is not a JSON value") from None
+    return out
+
+
+@click.command()
+@click.argument("prompt")
+@click.option("--workspace", "-w", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Workspace root the agent works beneath.")
+@click.option("--provider", "provider_name", default=None, help="Provider name from custom_providers.")
+@click.option("--model", default=None, help="Served model name (default: the provider's).")
+@click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout.")
+@click.option("--mode", type=click.Choice(["auto", "ask"]), default="auto", show_default=True,
+              help="ask: mutating calls need approval, which nobody can give headless (so: denied).")
+@click.option("--max-turns", type=click.IntRange(1, 10_000), default=None)
+@click.option("--deadline-s", type=click.FloatRange(min=0.001), default=None)
+@click.option("--sampling", "sampling_pairs", multiple=True, metavar="NAME=VALUE",
+              help="A sampling value for this run; must be in the provider's declared list.")
+@click.option("--force-tool", default=None,
+              help="Make the first model turn call this tool (named tool_choice).")
+@click.option("--session", "session_id", default=None, help="Continue this session.")
+@config_option
+def run(prompt: str, workspace: Path, provider_name: str | None, model: str | None, as_json: bool,
+        mode: str, max_turns: int | None, deadline_s: float | None, sampling_pairs: tuple[str, ...],
+        force_tool: str | None, session_id: str | None, config_path: Path | None) -> None:
+    """Work on PROMPT in a workspace until the model answers or a limit stops it."""
+    from appliance.loop import HeadlessApprover, start_agent
+    from models import ModelNotFound, ModelsError, ProviderConfigError
+
+    config = get_config(config_path)
+    limits = config.loop.model_copy(update={k: v for k, v in
+                                            {"max_turns": max_turns, "deadline_s": deadline_s}.items()
+                                            if v is not None})
+    config = config.model_copy(update={"loop": limits})
+    if len(prompt) > 1_000_000:
+        raise click.UsageError("PROMPT is longer than 1,000,000 characters; put it in a file the agent can read")
+    if force_tool is not None:
+        from tools import native_tools
+
+        if force_tool not in native_tools():
+            raise click.UsageError(f"--force-tool {force_tool!r} is not a tool; tools: "
+                                   f"{', '.join(sorted(native_tools()))}")
+    store = open_store()
+    try:
+        agent, provider = start_agent(
+            config, store, workspace, provider_name=provider_name, model=model, mode=mode,
+            approver=HeadlessApprover(), sampling=_parse_sampling(sampling_pairs),
+            session_id=session_id,
+            first_tool_choice={"type": "function", "function": {"name": force_tool}} if force_tool else None)
+    except (AbhedError, ProviderConfigError, ModelNotFound) as exc:
+        store.close()
+        raise click.UsageError(str(exc)) from None
+    except ModelsError as exc:
+        store.close()
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(4)
+    if as_json:
+        agent.session.listen(lambda e: (sys.stdout.write(event_line(e) + "\n"), sys.stdout.flush()) and None)
+    else:
+        agent.session.listen(_progress)
+    click.echo(f"session: {agent.session.id} model: {provider.model}", err=True)
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        agent.interrupt("Ctrl-C")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        outcome = agent.run(prompt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        provider.close()
+        store.close()
+    if not as_json and outcome.answer is not None:
+        sys.stdout.write(outcome.answer + ("" if outcome.answer.endswith("\n") else "\n"))
+    if outcome.reason != "done":
+        click.echo(f"abhed run: {outcome.reason}: {outcome.message}", err=True)
+    sys.exit(EXIT_CODES[outcome.reason])

@@ -1,0 +1,93 @@
+"""``abhed serve [--model NAME]``: run vLLM's OpenAI server for a catalog entry.
+
+Starts vLLM offline with the entry's flags, waits on ``/health`` and
+``/v1/models``, prints the base URL, and keeps serving until Ctrl-C or
+SIGTERM, then stops it and its workers.  Exit 0 on a clean stop, 1 when vLLM
+could not start or died (the message says why: port taken, weights missing
+or altered, out of memory, server exited), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from appliance._home import abhed_home
+from appliance.cli._common import config_option, get_config
+
+
+@click.command()
+@click.option("--model", "model_name", default=None, help="Catalog entry (default: the first).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None)
+@click.option("--host", default=None, help="Address to listen on (default 127.0.0.1).")
+@click.option("--python", "python", default=None, help="Python that has vLLM (default: serve.vllm_python).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="vLLM's log file (default ABHED_HOME/logs/vllm-NAME.log).")
+@click.option("--timeout-s", type=click.FloatRange(min=1), default=None, help="Startup limit.")
+@click.option("--catalog", "catalog_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Catalog file (default: config 'catalog' or ABHED_HOME/catalog.json).")
+@click.option("--hash", "hash_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Print the sha256 of every file under DIR (for a catalog entry) and exit.")
+@click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command; start nothing.")
+@config_option
+def serve(model_name: str | None, port: int | None, host: str | None, python: str | None,
+          log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
+          hash_dir: Path | None, dry_run: bool, config_path: Path | None) -> None:
+    """Serve a catalog model with vLLM until interrupted."""
+    from appliance.loop._setup import load_config_catalog
+    from models import ModelsError, ProviderConfigError, ServeError, VllmServer, hash_weights, load_catalog
+
+    if hash_dir is not None:
+        click.echo(json.dumps(hash_weights(hash_dir), indent=2))
+        return
+    config = get_config(config_path)
+    try:
+        catalog = load_catalog(catalog_path) if catalog_path else load_config_catalog(config)
+        entry = catalog.get(model_name)
+    except ProviderConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    settings = config.serve if host is None else config.serve.model_copy(update={"host": host})
+    log = log_path or abhed_home() / "logs" / f"vllm-{entry.name}.log"
+    server = VllmServer(entry, log_path=log, settings=settings, base_dir=catalog.base(), port=port,
+                        python=python)
+    if dry_run:
+        try:
+            server.preflight()
+        except ServeError as exc:
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(1)
+        click.echo(" ".join(server.command()))
+        return
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    old_int = signal.signal(signal.SIGINT, on_signal)
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        click.echo(f"starting vLLM for {entry.name} (log: {log})", err=True)
+        try:
+            url = server.start(timeout_s=timeout_s)
+        except ModelsError as exc:
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(1)
+        click.echo(f"serving {entry.served_name} at {url}", err=True)
+        click.echo(url)
+        sys.stdout.flush()
+        while not stop.wait(1.0):
+            if not server.alive():
+                err = server.diagnose(server.proc.poll() if server.proc else None)
+                click.echo(f"abhed serve: vLLM stopped: {err}", err=True)
+                sys.exit(1)
+        click.echo("stopping vLLM", err=True)
+    finally:
+        server.stop()
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)

@@ -1,0 +1,258 @@
+"""``abhed rpc``: drive the agent with line-delimited JSON on stdin and stdout.
+
+Requests (one JSON object per line, ``id`` optional and echoed)::
+
+    {"method": "start", "mode": "auto"|"ask", "workspace"?, "provider"?, "model"?, "session"?}
+    {"method": "prompt", "prompt": "..."}        starts a run in the background
+    {"method": "steer", "text": "..."}           a message for the running run
+    {"method": "abort"}                           interrupt the running run
+    {"method": "approve", "request_id": "...", "decision": "allow"|"deny", "reason"?}
+    {"method": "shutdown"}
+
+Lines out: ``{"type": "response", "id", "method", "ok": true, ...}`` for each
+request, ``{"type": "error", "id", "error": {"code", "message"}}`` for a request
+that failed (never a crash), ``{"type": "event", "seq", "event"}`` for every
+event the agent records, and ``{"type": "approval_request", "request_id", ...}``
+when a call needs an answer.  docs/rpc.md is the full reference.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from appliance._config import Config
+from appliance._errors import AbhedError
+from appliance.events import EventStore, StoredEvent
+from appliance.loop import MODES, Agent, Approval, ApprovalRequest, CallbackApprover, start_agent
+from models import ModelsError, OpenAIProvider
+
+__all__ = ["MAX_LINE_BYTES", "RpcServer"]
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+class _Fail(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class RpcServer:
+    """One rpc connection: reads requests from ``inp``, writes lines to ``out``."""
+
+    def __init__(self, config: Config, store: EventStore, inp: IO[bytes], out: IO[str], *,
+                 workspace: Path | None = None, provider: str | None = None, model: str | None = None,
+                 log: Callable[[str], None] = lambda s: None) -> None:
+        self.config = config
+        self.store = store
+        self.inp = inp
+        self.out = out
+        self.defaults = {"workspace": workspace, "provider": provider, "model": model}
+        self.log = log
+        self._write_lock = threading.Lock()
+        self.agent: Agent | None = None
+        self.provider: OpenAIProvider | None = None
+        self._worker: threading.Thread | None = None
+        self._pending: dict[str, tuple[threading.Event, list[Approval]]] = {}
+        self._pending_lock = threading.Lock()
+        self._next_request = 0
+        self._closing = threading.Event()
+
+    # -- output -----------------------------------------------------------------
+    def send(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(obj, ensure_ascii=False)
+        with self._write_lock:
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                self._closing.set()
+
+    def _event(self, stored: StoredEvent) -> None:
+        self.send({"type": "event", "seq": stored.seq, "event": stored.event.model_dump(mode="json")})
+
+    # -- approvals ----------------------------------------------------------------
+    def _ask(self, req: ApprovalRequest) -> Approval:
+        with self._pending_lock:
+            self._next_request += 1
+            rid = f"ap-{self._next_request}"
+            done = threading.Event()
+            box: list[Approval] = []
+            self._pending[rid] = (done, box)
+        self.send({"type": "approval_request", "request_id": rid, "call_id": req.call_id,
+                   "tool": req.tool, "args": req.args, "reason": req.reason})
+        agent = self.agent
+        while not done.wait(0.1):
+            if self._closing.is_set() or (agent is not None and agent._cancel.cancelled):
+                with self._pending_lock:
+                    self._pending.pop(rid, None)
+                return Approval("deny", "rpc", "no answer: the run was aborted or the caller left")
+        return box[0]
+
+    # -- the request loop ------------------------------------------------------------
+    def serve(self) -> int:
+        """Handle requests until EOF or ``shutdown``; returns the exit code (0)."""
+        try:
+            while not self._closing.is_set():
+                raw = self.inp.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    # Skip the rest of the oversized line, then report it.
+                    while True:
+                        more = self.inp.readline(MAX_LINE_BYTES)
+                        if not more or more.endswith(b"\n"):
+                            break
+                    self.send({"type": "error", "id": None, "error": {
+                        "code": "line_too_long",
+                        "message": f"a request line exceeded {MAX_LINE_BYTES} bytes and was ignored"}})
+                    continue
+                if not raw.strip():
+                    continue
+                self.handle_line(raw)
+        finally:
+            self.close()
+        return 0
+
+    def handle_line(self, raw: bytes) -> None:
+        rid: Any = None
+        method = None
+        try:
+            try:
+                text = raw.decode("utf-8")
+                req = json.loads(text)
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise _Fail("parse_error", f"the line is not UTF-8 JSON ({type(exc).__name__}); send one "
+                            "JSON object per line") from None
+            if not isinstance(req, dict):
+                raise _Fail("invalid_request", "a request must be a JSON object with a \"method\"")
+            rid = req.get("id")
+            if rid is not None and not isinstance(rid, (str, int)) or isinstance(rid, bool):
+                rid = None
+                raise _Fail("invalid_request", "\"id\" must be a string or an integer")
+            method = req.get("method")
+            handler = {"start": self._start, "prompt": self._prompt, "steer": self._steer,
+                       "abort": self._abort, "approve": self._approve,
+                       "shutdown": self._shutdown}.get(method if isinstance(method, str) else "")
+            if handler is None:
+                raise _Fail("unknown_method", f"unknown method {str(method)[:64]!r}; methods: start, prompt, "
+                            "steer, abort, approve, shutdown")
+            result = handler(req)
+            self.send({"type": "response", "id": rid, "method": method, "ok": True, **result})
+        except _Fail as exc:
+            self.send({"type": "error", "id": rid, "method": method if isinstance(method, str) else None,
+                       "error": {"code": exc.code, "message": exc.message}})
+
+    # -- methods ---------------------------------------------------------------
+    @staticmethod
+    def _str(req: dict[str, Any], key: str, *, required: bool = True, max_len: int = 1_000_000) -> str | None:
+        value = req.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or (required and not value):
+            raise _Fail("invalid_params", f"\"{key}\" must be a non-empty string")
+        if len(value) > max_len:
+            raise _Fail("invalid_params", f"\"{key}\" is longer than {max_len} characters")
+        return value
+
+    def _start(self, req: dict[str, Any]) -> dict[str, Any]:
+        if self.agent is not None:
+            raise _Fail("already_started", f"this connection already has session {self.agent.session.id}")
+        mode = req.get("mode", "auto")
+        if mode not in MODES:
+            raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}")
+        ws_raw = self._str(req, "workspace", required=False, max_len=4096)
+        workspace = Path(ws_raw) if ws_raw else self.defaults["workspace"]
+        if not isinstance(workspace, Path) or not workspace.is_dir():
+            raise _Fail("invalid_params", "give \"workspace\" (an existing directory) in start, or "
+                        "--workspace on the command line")
+        try:
+            agent, provider = start_agent(
+                self.config, self.store, workspace,
+                provider_name=self._str(req, "provider", required=False, max_len=64) or self.defaults["provider"],  # type: ignore[arg-type]
+                model=self._str(req, "model", required=False, max_len=256) or self.defaults["model"],  # type: ignore[arg-type]
+                mode=mode, approver=CallbackApprover(self._ask),
+                session_id=self._str(req, "session", required=False, max_len=128))
+        except (AbhedError, ModelsError) as exc:
+            raise _Fail("start_failed", str(exc)) from None
+        self.agent, self.provider = agent, provider
+        agent.session.listen(self._event)
+        return {"session_id": agent.session.id, "provider": provider.name, "model": provider.model,
+                "mode": mode, "tools": sorted(agent.tools)}
+
+    def _need_agent(self) -> Agent:
+        if self.agent is None:
+            raise _Fail("not_started", "send {\"method\": \"start\"} first")
+        return self.agent
+
+    def _busy(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    def _prompt(self, req: dict[str, Any]) -> dict[str, Any]:
+        agent = self._need_agent()
+        text = self._str(req, "prompt")
+        assert text is not None
+        if self._busy():
+            raise _Fail("busy", "a run is in progress; send steer to add to it, or abort it first")
+
+        def work() -> None:
+            try:
+                agent.run(text)
+            except Exception as exc:  # noqa: BLE001 - reported, never a crash of the connection
+                self.send({"type": "error", "id": None, "method": "prompt", "error": {
+                    "code": "internal_error", "message": f"the run failed: {type(exc).__name__}: {exc}"}})
+
+        self._worker = threading.Thread(target=work, name="abhed-run", daemon=True)
+        self._worker.start()
+        return {"accepted": True}
+
+    def _steer(self, req: dict[str, Any]) -> dict[str, Any]:
+        agent = self._need_agent()
+        text = self._str(req, "text", required=False) or self._str(req, "prompt")
+        if not self._busy():
+            raise _Fail("not_running", "no run is in progress; send prompt instead")
+        assert text is not None
+        agent.steer(text)
+        return {"queued": True}
+
+    def _abort(self, req: dict[str, Any]) -> dict[str, Any]:
+        agent = self._need_agent()
+        running = self._busy()
+        if running:
+            agent.interrupt("rpc abort")
+        return {"aborted": running}
+
+    def _approve(self, req: dict[str, Any]) -> dict[str, Any]:
+        rid = self._str(req, "request_id", max_len=64)
+        decision = req.get("decision")
+        if decision not in ("allow", "deny"):
+            raise _Fail("invalid_params", "\"decision\" must be \"allow\" or \"deny\"")
+        reason = self._str(req, "reason", required=False, max_len=2000) or ""
+        with self._pending_lock:
+            pending = self._pending.pop(rid or "", None)
+        if pending is None:
+            raise _Fail("unknown_request", f"no approval request {rid!r} is waiting")
+        done, box = pending
+        box.append(Approval(decision, "rpc", reason))
+        done.set()
+        return {"request_id": rid}
+
+    def _shutdown(self, req: dict[str, Any]) -> dict[str, Any]:
+        self._closing.set()
+        return {}
+
+    def close(self) -> None:
+        """Abort a running run, wait for it to record its end, release the provider."""
+        self._closing.set()
+        if self.agent is not None and self._busy():
+            self.agent.interrupt("rpc connection closed")
+        if self._worker is not None:
+            self._worker.join(30)
+        if self.provider is not None:
+            self.provider.close()
+            self.provider = None
