@@ -1,0 +1,182 @@
+"""``abhed rpc`` against the scripted server: the protocol, in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance import load_config
+from appliance.events import EventStore
+from appliance.rpc import MAX_LINE_BYTES, RpcServer
+from models import ScriptedServer
+
+from tests.appliance.test_run_cli import write_config
+
+
+class Client:
+    """Runs ``abhed rpc`` as a subprocess; collects its lines on a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "rpc", *args],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=os.environ.copy())
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        try:
+            for line in self.p.stdout:
+                self.lines.put(json.loads(line))
+        except ValueError:  # closed by close()
+            pass
+
+    def raw(self, data: bytes) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write(data)
+        self.p.stdin.flush()
+
+    def send(self, **req: Any) -> None:
+        self.raw(json.dumps(req).encode() + b"\n")
+
+    def until(self, pred: Any, timeout: float = 30) -> dict[str, Any]:
+        while True:
+            msg = self.lines.get(timeout=timeout)
+            if pred(msg):
+                return msg
+
+    def event(self, kind: str) -> dict[str, Any]:
+        return self.until(lambda m: m["type"] == "event" and m["event"]["type"] == kind)["event"]
+
+    def close(self) -> int:
+        assert self.p.stdin is not None and self.p.stderr is not None
+        self.p.stdin.close()
+        code = self.p.wait(30)
+        self.stderr = self.p.stderr.read().decode("utf-8", "replace")
+        self.p.stderr.close()
+        if self.p.stdout is not None:
+            self.p.stdout.close()
+        return code
+
+
+@pytest.fixture
+def server(abhed_home: Path) -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        write_config(abhed_home, s.base_url)
+        yield s
+
+
+def test_start_prompt_events_and_ids(server: ScriptedServer, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "a.txt")}}]},
+               {"text": "alpha it is"})
+    c = Client("--workspace", str(workspace))
+    c.send(id="s1", method="start", mode="auto")
+    started = c.until(lambda m: m["type"] == "response")
+    assert started["id"] == "s1" and started["ok"] and started["session_id"].startswith("s-")
+    assert started["tools"] == sorted(started["tools"])
+    c.send(id=7, method="prompt", prompt="read a.txt")
+    assert c.until(lambda m: m["type"] == "response")["id"] == 7
+    obs = c.event("observation")
+    assert obs["tool"] == "read" and obs["result"]["ok"]
+    end = c.event("run_ended")
+    assert end["reason"] == "done" and end["answer"] == "alpha it is"
+    assert c.close() == 0
+
+
+def test_malformed_lines_get_error_lines_and_the_connection_survives(server: ScriptedServer,
+                                                                   workspace: Path) -> None:
+    c = Client("--workspace", str(workspace))
+    bad = [b"not json\n", b"\xff\xfe garbage\n", b"[1,2]\n", b'{"method": 5}\n', b'{"id": {"x": 1}, "method": "start"}\n',
+           b'{"method": "prompt", "prompt": "x"}\n', b'{"method": "frobnicate", "id": 3}\n',
+           b'{"method": "start", "mode": "yolo"}\n', b'{"method": "approve", "request_id": "ap-9", "decision": "allow"}\n']
+    for line in bad:
+        c.raw(line)
+    codes = [c.until(lambda m: m["type"] == "error")["error"]["code"] for _ in bad]
+    assert codes == ["parse_error", "parse_error", "invalid_request", "unknown_method", "invalid_request",
+                     "not_started", "unknown_method", "invalid_params", "unknown_request"]
+    c.send(id=1, method="start")
+    assert c.until(lambda m: m["type"] == "response")["ok"]
+    c.send(id=2, method="start")
+    assert c.until(lambda m: m["type"] == "error")["error"]["code"] == "already_started"
+    c.send(id=3, method="steer", text="hello")
+    assert c.until(lambda m: m["type"] == "error")["error"]["code"] == "not_running"
+    assert c.close() == 0
+
+
+def test_oversized_line_is_skipped_with_an_error(server: ScriptedServer, workspace: Path) -> None:
+    store = EventStore(workspace.parent / "ev.db")
+    big = b'{"method": "start", "pad": "' + b"x" * (MAX_LINE_BYTES + 10) + b'"}\n'
+    inp = io.BytesIO(big + b'{"id": 1, "method": "shutdown"}\n')
+    out = io.StringIO()
+    assert RpcServer(load_config(), store, inp, out, workspace=workspace).serve() == 0
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert lines[0]["error"]["code"] == "line_too_long" and lines[1]["method"] == "shutdown"
+    store.close()
+
+
+def test_abort_stops_a_hanging_run(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"hang": True})
+    c = Client("--workspace", str(workspace))
+    c.send(method="start")
+    c.send(method="prompt", prompt="x")
+    c.event("user_message")
+    while not server.requests:
+        threading.Event().wait(0.02)
+    c.send(id="a", method="abort")
+    resp = c.until(lambda m: m["type"] == "response" and m["id"] == "a")
+    assert resp["aborted"] is True
+    end = c.event("run_ended")
+    assert end["reason"] == "interrupted" and "rpc abort" in end["message"]
+    assert c.close() == 0
+
+
+def test_busy_and_steer_during_a_run(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"text": "slow " * 20, "chunk_chars": 5, "delay_s": 0.05}, {"text": "after steer"})
+    c = Client("--workspace", str(workspace))
+    c.send(method="start")
+    c.send(method="prompt", prompt="first")
+    c.event("user_message")
+    c.send(id="p2", method="prompt", prompt="second")
+    assert c.until(lambda m: m["type"] == "error")["error"]["code"] == "busy"
+    c.event("run_ended")
+    assert c.close() == 0
+
+
+def test_ask_mode_round_trip_allow_and_deny(server: ScriptedServer, workspace: Path) -> None:
+    a, b = workspace / "a.txt", workspace / "b.txt"
+    server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(a), "content": "A"}},
+                               {"name": "write", "arguments": {"path": str(b), "content": "B"}}]},
+               {"text": "done"})
+    c = Client("--workspace", str(workspace))
+    c.send(method="start", mode="ask")
+    c.send(method="prompt", prompt="write two files")
+    first = c.until(lambda m: m["type"] == "approval_request")
+    assert first["tool"] == "write" and first["args"]["path"] == str(a)
+    c.send(id=1, method="approve", request_id=first["request_id"], decision="allow")
+    second = c.until(lambda m: m["type"] == "approval_request")
+    c.send(id=2, method="approve", request_id=second["request_id"], decision="deny", reason="not b")
+    end = c.event("run_ended")
+    assert end["reason"] == "done"
+    assert a.read_text() == "A" and not b.exists()
+    assert c.close() == 0
+
+
+def test_start_failure_is_an_error_line(abhed_home: Path, workspace: Path) -> None:
+    write_config(abhed_home, "http://127.0.0.1:9/v1", sampling=["temperature"], params={"temperature": 0},
+                 catalog_entry="missing")
+    c = Client("--workspace", str(workspace))
+    c.send(id=1, method="start")
+    err = c.until(lambda m: m["type"] == "error")
+    assert err["id"] == 1 and err["error"]["code"] == "start_failed"
+    assert c.close() == 0
