@@ -10,6 +10,7 @@ command runs and the process lifecycle.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import weakref
@@ -21,7 +22,7 @@ from tools._result import ToolFailure, ToolResult, failure, success
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._tool import Args, Tool, ToolContext
 
-__all__ = ["Bash", "BashArgs", "NONINTERACTIVE_ENV", "interactive_problem", "shape_output"]
+__all__ = ["NONINTERACTIVE_ENV", "Bash", "BashArgs", "interactive_problem", "shape_output"]
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -85,8 +86,6 @@ _TTY_PROGRAMS = {
     "less": "print with cat, head, tail or grep, or use the read tool",
     "more": "print with cat, head, tail or grep, or use the read tool",
     "most": "print with cat, head, tail or grep, or use the read tool",
-    "man": "use `man CMD | cat` or `CMD --help`",
-    "info": "use `CMD --help`",
     "top": "use `ps aux` or `top -b -n 1`",
     "htop": "use `ps aux`",
     "btop": "use `ps aux`",
@@ -109,7 +108,25 @@ _REPLS = {"python", "python3", "ipython", "node", "irb", "ghci", "julia", "lua",
 _SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "\n", "{", "}", "!"}
 
 
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+
+
+def _drop_heredoc_bodies(command: str) -> str:
+    """Heredoc bodies are data, not commands: leave them out of the scan."""
+    kept: list[str] = []
+    until: list[str] = []
+    for line in command.split("\n"):
+        if until:
+            if line.strip() == until[0]:
+                until.pop(0)
+            continue
+        kept.append(line)
+        until.extend(m.group(2) for m in _HEREDOC.finditer(line))
+    return "\n".join(kept)
+
+
 def _segments(command: str) -> list[list[str]]:
+    command = _drop_heredoc_bodies(command)
     lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|()")
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -154,6 +171,8 @@ def interactive_problem(command: str) -> str | None:
             return (f"`{prog}` with no arguments starts an interactive prompt, and stdin here is "
                     f"closed; pass a script or code instead (e.g. `{prog} -c '...'` or "
                     f"`{prog} file`).")
+        while prog == "git" and rest and rest[0].startswith("-"):
+            rest = rest[2:] if rest[0] in ("-C", "-c") else rest[1:]  # global options
         if prog == "git" and rest:
             sub = rest[0]
             flags = rest[1:]

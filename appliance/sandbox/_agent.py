@@ -242,20 +242,25 @@ class Runner:
         finally:
             os.close(cwd_w)
         assert proc.stdout is not None
-        limit_hit = threading.Event()
-        cap = _Capture(self.keep_bytes, self.max_output_bytes, limit_hit.set)
+        pgid = proc.pid
+
+        def on_limit() -> None:
+            # Called from the reader thread: stop the group without waiting for
+            # the main thread, SIGKILL after the grace period.
+            _signal_group(pgid, signal.SIGTERM)
+            timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
+            timer.daemon = True
+            timer.start()
+
+        cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit)
         reader = threading.Thread(target=cap.pump, args=(proc.stdout.fileno(),), daemon=True)
         reader.start()
         timed_out = False
-        deadline = started + timeout_s
-        while proc.poll() is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            if limit_hit.wait(min(left, 0.05)):
-                break
-        if proc.poll() is None:
+        try:
+            # Popen.wait polls with a short, growing delay: quick commands return quickly.
+            proc.wait(max(0.0, started + timeout_s - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
             self._stop(proc)
         # Anything the shell left behind in its group goes with it.
         _signal_group(proc.pid, signal.SIGKILL)
