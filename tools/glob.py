@@ -74,7 +74,7 @@ class Glob(Tool):
                     hits.append((entry.st.st_mtime, entry.path))
         if not hits:
             hint = ""
-            if "/" not in pattern and not pattern.startswith("**"):
+            if "/" not in args.pattern and not pattern.startswith("**"):
                 hint = (
                     f" The pattern has no '/', so it only matches directly inside {base}; use "
                     f"'**/{pattern}' to search subdirectories."
@@ -163,7 +163,14 @@ def _segment(seg: str) -> str:
         elif c == "?":
             res.append("[^/]")
         elif c == "[":
-            j = seg.find("]", i + 2 if i + 1 < len(seg) and seg[i + 1] in "!^" else i + 1)
+            # As in gitignore and fnmatch: a "]" right after "[" or "[!" is a
+            # member, not the end of the class ("[]]" matches "]").
+            k = i + 1
+            if k < len(seg) and seg[k] in "!^":
+                k += 1
+            if k < len(seg) and seg[k] == "]":
+                k += 1
+            j = seg.find("]", k)
             if j == -1:
                 res.append(re.escape(c))
             else:
@@ -171,7 +178,9 @@ def _segment(seg: str) -> str:
                 negate = inner[:1] in ("!", "^")
                 if negate:
                     inner = inner[1:]
-                inner = inner.replace("\\", "\\\\")
+                # Characters Python's re gives meaning inside a class ("[" opens a
+                # nested set, "&&", "~~", "||" are set operations) are escaped.
+                inner = re.sub(r"([\\\[\]&~|^])", r"\\\1", inner)
                 res.append(("[^/" if negate else "[") + inner + "]")
                 i = j
         elif c == "{":

@@ -257,3 +257,26 @@ def test_glob_changes_nothing_and_records_nothing(h: Any) -> None:
     h.ok(h.glob("**"))
     assert h.ledger.hashes == {}
     assert os.listdir(h.root) == ["a.py"]
+
+
+# -- regressions ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [("[[]x", "[x"), ("[]]x", "]x"), ("[!]]x", "ax"), ("[a&&b]x", "&x"), ("[~~]x", "~x"),
+     ("[||]x", "|x"), ("[\\]x", "\\x"), ("[a^]x", "^x")],
+)
+def test_regression_brackets_inside_a_class_crashed_or_ended_it_early(
+    h: Any, pattern: str, name: str
+) -> None:
+    """'[[]' made Python's re warn about a nested set (an error under -W error); '[]]' was
+    compiled as an empty class."""
+    _touch(h.root, name)
+    _touch(h.root, "zz")
+    assert _rels(h, h.ok(h.glob(pattern))) == [name]
+
+
+def test_regression_no_slash_hint_was_given_for_a_pattern_with_a_trailing_slash(h: Any) -> None:
+    res = h.ok(h.glob("src/"))
+    assert res.content == "[no files matched: src/]"
