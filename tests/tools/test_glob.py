@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tools import ToolFailure
 from tools.glob import compile_glob
 
 
@@ -280,3 +284,25 @@ def test_regression_brackets_inside_a_class_crashed_or_ended_it_early(
 def test_regression_no_slash_hint_was_given_for_a_pattern_with_a_trailing_slash(h: Any) -> None:
     res = h.ok(h.glob("src/"))
     assert res.content == "[no files matched: src/]"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab/*?[]{},!^-\\&~|.", max_size=16))
+def test_any_pattern_compiles_or_is_refused_cleanly(pattern: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            rx = compile_glob(pattern)
+        except ToolFailure as exc:
+            assert exc.code == "invalid_pattern"
+            return
+    for candidate in ("a", "ab/b", "a/b/c", "[", "]", "{a,b}"):
+        rx.fullmatch(candidate)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="*?[{/\\\x00"), min_size=1, max_size=12))
+def test_a_pattern_without_magic_matches_only_itself(name: str) -> None:
+    rx = compile_glob(name)
+    assert rx.fullmatch(name)
+    assert not rx.fullmatch(name + "x") and not rx.fullmatch("x" + name)
