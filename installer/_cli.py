@@ -1,0 +1,140 @@
+"""``abhed-installer``: the argument parser and the one place errors become exit codes.
+
+Each verb's work lives in ``installer/_verbs/<verb>.py`` and is imported only
+when that verb runs, so ``--help`` and ``status`` start without pydantic,
+cryptography or zstandard.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._errors import ExitCode, InstallerError, Interrupted
+
+__all__ = ["build_parser", "main"]
+
+_EPILOG = """exit codes: 0 done, 1 failed, 2 usage, 3 bundle refused, 4 preflight failed,
+5 downgrade refused, 6 a step failed (nothing changed), 7 health gate failed (previous
+release kept), 8 check found differences, 9 audit chain broken, 10 prefix busy,
+11 not installed, 130/143 interrupted (host restored).  Guide: docs/installer.md"""
+
+
+def _prefix(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefix", type=Path, default=None,
+                   help="install root (default: $ABHED_PREFIX or /opt/abhed)")
+
+
+def _trust(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trust", type=Path, action="append", default=[], metavar="PUB",
+                   help="publisher public key (minisign .pub); needed once, then pinned")
+    p.add_argument("--threshold", type=int, default=None,
+                   help="how many --trust keys must sign (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="abhed-installer", epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Verify, install, upgrade, roll back, check and remove Abhed on an "
+                    "offline host.")
+    ap.add_argument("--version", action="store_true", help="print the installer's version")
+    sub = ap.add_subparsers(dest="verb", metavar="VERB")
+
+    p = sub.add_parser("verify", help="check a bundle's signature and every member's digest")
+    p.add_argument("bundle", type=Path)
+    _trust(p)
+    _prefix(p)
+    p.add_argument("--allow-downgrade", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("preflight", help="check this host against a bundle's platform")
+    p.add_argument("bundle", type=Path)
+    _trust(p)
+    _prefix(p)
+    p.add_argument("--python", default=None, help="the CPython to build the venv with")
+    p.add_argument("--json", action="store_true")
+
+    for verb, what in (("install", "first install of a bundle"),
+                       ("upgrade", "install a newer bundle beside the current one and switch")):
+        p = sub.add_parser(verb, help=what)
+        p.add_argument("bundle", type=Path)
+        _trust(p)
+        _prefix(p)
+        p.add_argument("--python", default=None, help="the CPython to build the venv with")
+        p.add_argument("--allow-downgrade", action="store_true",
+                       help="accept an older version than installed (recorded)")
+        p.add_argument("--skip-gate", action="store_true",
+                       help="switch without the health gate (recorded; not advised)")
+
+    p = sub.add_parser("rollback", help="switch back to the previous release (health-gated)")
+    _prefix(p)
+    p.add_argument("--to", type=int, default=None, metavar="VERSION",
+                   help="switch to this installed release instead of the previous one")
+    p.add_argument("--skip-gate", action="store_true")
+
+    p = sub.add_parser("status", help="releases, current, service, model, last audit entries")
+    _prefix(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("check", help="re-hash the installed tree (like rpm -V)")
+    _prefix(p)
+    p.add_argument("--release", type=int, default=None, help="default: the current one")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("uninstall", help="remove Abhed from the prefix (the audit log stays)")
+    _prefix(p)
+    p.add_argument("--keep-data", action="store_true", help="keep PREFIX/data (sessions, config)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = sub.add_parser("audit", help="the hash-chained audit log")
+    asub = p.add_subparsers(dest="audit_verb", metavar="VERB", required=True)
+    a = asub.add_parser("verify", help="check the hash chain and the head witness")
+    _prefix(a)
+    a.add_argument("--json", action="store_true")
+    a = asub.add_parser("show", help="print the last entries")
+    _prefix(a)
+    a.add_argument("-n", type=int, default=20)
+    a.add_argument("--json", action="store_true")
+    return ap
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("abhed")
+    except PackageNotFoundError:
+        return os.environ.get("ABHED_INSTALLER_VERSION", "frozen")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ._proc import handle_signals
+
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if args.version:
+        sys.stdout.write(f"abhed-installer {_version()}\n")
+        return 0
+    if args.verb is None:
+        ap.print_help(sys.stderr)
+        return ExitCode.USAGE
+    if getattr(args, "prefix", None) is None and hasattr(args, "prefix"):
+        args.prefix = Path(os.environ.get("ABHED_PREFIX") or "/opt/abhed")
+    handle_signals()
+    try:
+        module = importlib.import_module(f"installer._verbs.{args.verb}")
+        return int(module.run(args))
+    except InstallerError as exc:
+        sys.stderr.write(f"abhed-installer: error: {exc}\n")
+        return int(exc.exit_code)
+    except (Interrupted, KeyboardInterrupt) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        sys.stderr.write("abhed-installer: interrupted; every step taken was undone, the host "
+                         "is as it was before\n")
+        return int(ExitCode.INTERRUPTED if signum == signal.SIGINT else ExitCode.TERMINATED)

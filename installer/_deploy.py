@@ -1,0 +1,318 @@
+"""install and upgrade: verify, preflight, stage, gate, switch, record.
+
+One pipeline serves both verbs; they differ in what must already be there.
+
+1. the manifest's signatures against the pinned keys (the payload is not read);
+2. name and anti-rollback against what this host has installed;
+3. preflight against the signed platform;
+4. stage ``releases/<version>/``: the members unpacked and hashed in one pass,
+   the model's declared needs checked, unchanged weights linked from the store,
+   a venv built by pip offline with hashes required, the run script, the
+   unit, the record of every file;
+5. the health gate on the staged release (its own model server and agent);
+6. the atomic switch of ``current``; with systemd, the service restarted and
+   its health awaited, else switched back;
+7. state and audit.
+
+Any failure or interrupt before the end undoes every step in reverse: the
+release directory is removed, ``current`` points where it pointed, units and
+state are as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ._audit import AuditLog
+from ._errors import (
+    DowngradeRefused,
+    GateFailed,
+    NotInstalled,
+    PreflightFailed,
+    StepFailed,
+    UsageError,
+)
+from ._faults import fault_point
+from ._layout import Layout, State, lock_prefix
+from ._release import (
+    build_venv,
+    bundle_error,
+    disk_error,
+    read_manifest,
+    recover,
+    reuse_weights,
+    write_record,
+    write_release_json,
+)
+from ._txn import Transaction, gc_store, remove_tree, switch_current
+from ._ui import Progress, out, say
+
+__all__ = ["DeployOptions", "deploy", "post_switch", "run_gate_step"]
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    bundle: Path
+    prefix: Path
+    trust: tuple[Path, ...]
+    threshold: int | None
+    allow_downgrade: bool
+    python: str | None
+    skip_gate: bool
+
+
+def _fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
+                    version: int) -> None:
+    bad = [c for c in checks if c.status == "fail"]
+    if not bad:
+        return
+    audit.append(action, "preflight", "failed", run=run, version=version,
+                 failed=[c.as_dict() for c in bad])
+    lines = [f"  {c.name}: found {c.found}; needs {c.needed}; do: {c.fix}" for c in bad]
+    raise PreflightFailed("preflight failed, nothing was written:\n" + "\n".join(lines))
+
+
+def run_gate_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
+                  version: int) -> None:
+    from ._gate import run_gate
+
+    say(f"health gate for release {version}")
+    t0 = time.monotonic()
+    try:
+        fault_point("gate")
+        steps = run_gate(release, layout, on_step=lambda m: say(f"  gate: {m}"))
+    except GateFailed as exc:
+        audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
+        raise
+    except StepFailed as exc:
+        audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
+        raise GateFailed(str(exc)) from None
+    audit.append(action, "gate", "ok", run=run, version=version,
+                 seconds=round(time.monotonic() - t0, 2),
+                 steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
+                        for s in steps])
+
+
+def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
+    """With systemd: restart the service on the new release and wait for its health."""
+    from ._gate import _get
+    from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
+
+    fault_point("switched")
+    if systemctl("daemon-reload") is None:
+        return
+    active = systemctl("is-active", UNIT_NAME)
+    if active != "active":
+        audit.append(action, "service", "skipped", run=run, version=version,
+                     detail=f"{UNIT_NAME} is {active}; start it with systemctl enable --now "
+                     f"{UNIT_NAME}")
+        return
+    systemctl("restart", UNIT_NAME)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        try:
+            if _get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
+                audit.append(action, "service", "ok", run=run, version=version)
+                return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise GateFailed(f"{UNIT_NAME} did not become healthy on release {version} after the "
+                     "switch; switched back")
+
+
+def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:
+    from bundle import BundleError, verify_bundle
+
+    from ._descriptor import find_descriptor, load_descriptor
+    from ._preflight import descriptor_checks, platform_checks
+    from ._services import PORT_MARK, RUN_SCRIPT, render_run_script, systemd_present, write_unit
+    from ._trust import pin_trust, resolve_trust
+
+    layout = Layout(opts.prefix.absolute())
+    if any(c.isspace() for c in str(layout.prefix)):
+        raise UsageError(f"prefix {layout.prefix} contains white space; choose one without")
+    audit = AuditLog(layout.audit_dir)
+    run = secrets.token_hex(6)
+    with lock_prefix(layout.prefix, create=action == "install"):
+        recover(layout, audit, action, run)
+        state = State.load(layout)
+        current = layout.current_version()
+        if action == "install" and current is not None:
+            raise UsageError(f"release {current} is already installed in {layout.prefix}; use "
+                             "`abhed-installer upgrade BUNDLE` to move to another version")
+        if action == "upgrade" and current is None:
+            raise NotInstalled(f"nothing is installed in {layout.prefix}; use `abhed-installer "
+                               "install BUNDLE` first")
+        policy, pinned = resolve_trust(layout, opts.trust, opts.threshold)
+        bundle = opts.bundle.absolute()
+        base = {"run": run, "bundle": str(bundle)}
+        audit.append(action, "start", "begun", **base, prefix=str(layout.prefix),
+                     current=current, fault=os.environ.get("ABHED_INSTALLER_FAULT") or None)
+        try:
+            manifest, signers = read_manifest(bundle, policy)
+        except Exception as exc:
+            audit.append(action, "verify", "refused", **base, detail=str(exc))
+            raise
+        v = manifest.version
+        base["version"] = v  # type: ignore[assignment]
+        audit.append(action, "signature", "ok", **base, name=manifest.name, signers=list(signers))
+        if state.name is not None and manifest.name != state.name:
+            audit.append(action, "verify", "refused", **base, detail="other product name")
+            raise UsageError(f"this prefix holds {state.name!r}; the bundle is {manifest.name!r}. "
+                             "Install it in another --prefix, or uninstall first")
+        if v == current:
+            audit.append(action, "done", "unchanged", **base)
+            out(f"release {v} is already current in {layout.prefix}: nothing changed")
+            return 0
+        downgrade = state.highest is not None and v < state.highest
+        if downgrade and not opts.allow_downgrade:
+            audit.append(action, "version", "refused", **base, highest=state.highest)
+            raise DowngradeRefused(
+                f"bundle version {v} is older than version {state.highest} already installed "
+                f"here: refused as a possible rollback attack. To go back to a release that is "
+                f"still on disk use `abhed-installer rollback`; to install this older bundle "
+                "anyway pass --allow-downgrade (recorded in the audit log)")
+        if downgrade:
+            audit.append(action, "version", "downgrade-allowed", **base, highest=state.highest)
+        if layout.release(v).is_dir():
+            raise UsageError(f"release {v} is already on disk in {layout.releases} but not "
+                             f"current; switch to it with `abhed-installer rollback --to {v}`")
+        say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
+            f"{manifest.platform.accelerator})")
+        checks, py = platform_checks(manifest, layout.prefix, python=opts.python)
+        _fail_preflight(checks, audit, action, run, v)
+        assert py is not None
+        audit.append(action, "preflight", "ok", **base,
+                     warnings=[c.as_dict() for c in checks if c.status == "warn"] or None)
+        release = layout.release(v)
+        with Transaction(audit, action, run, v) as tx:
+            try:
+                layout.releases.mkdir(parents=True, exist_ok=True)
+                layout.logs.mkdir(parents=True, exist_ok=True)
+
+                def drop_release() -> None:
+                    remove_tree(release)
+                    gc_store(layout)
+
+                tx.on_undo(f"removed releases/{v}", drop_release)
+                release.mkdir()
+                say(f"verifying and unpacking into {release}/bundle")
+                try:
+                    vb = verify_bundle(bundle, policy, installed_version=state.highest,
+                                       allow_downgrade=opts.allow_downgrade,
+                                       stage_to=release / "bundle", progress=Progress("verify"))
+                except BundleError as exc:
+                    audit.append(action, "verify", "refused", **base, detail=str(exc))
+                    raise bundle_error(exc) from None
+                audit.append(action, "verify", "ok", **base, downgrade=vb.downgrade or None)
+                fault_point("verified")
+                descriptor = None
+                dpath = find_descriptor(release / "bundle")
+                if dpath is not None:
+                    descriptor = load_descriptor(dpath)
+                    _fail_preflight(descriptor_checks(manifest, descriptor), audit, action, run, v)
+                elif not opts.skip_gate:
+                    raise GateFailed("the bundle declares no model server (models/<name>/"
+                                     "abhed-serve.json), so the health gate cannot run; pass "
+                                     "--skip-gate to install without it (recorded)")
+                files, size = reuse_weights(layout, release, manifest)
+                audit.append(action, "stage", "ok", **base, weights_reused_files=files,
+                             weights_reused_bytes=size)
+                if files:
+                    say(f"reused {files} unchanged model file(s) ({size / (1 << 20):.1f} MiB) "
+                        "by hash")
+                fault_point("staged")
+                build_venv(layout, release, manifest, py.executable, say)
+                audit.append(action, "venv", "ok", **base, python=py.executable)
+                if descriptor is not None:
+                    from ._descriptor import expand
+
+                    model_dir = dpath.parent  # type: ignore[union-attr]
+                    vals = {"release": str(release), "venv": str(release / "venv"),
+                            "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),
+                            "host": "127.0.0.1", "port": PORT_MARK,
+                            "base_url": f"http://127.0.0.1:{PORT_MARK}/v1",
+                            "served_name": descriptor.served_name,
+                            "workspace": str(layout.data), "data": str(layout.data)}
+                    argv = expand(descriptor.command, vals, release=release,
+                                  what="the model-server command")
+                    script = release / RUN_SCRIPT
+                    script.write_text(render_run_script(v, argv, descriptor.env, layout))
+                    script.chmod(0o755)
+                write_release_json(release, manifest, signers, downgrade=vb.downgrade,
+                                   python=py.executable, bundle=bundle, skip_gate=opts.skip_gate)
+                record_sha, release_sha = write_record(release, manifest)
+                audit.append(action, "recorded", "ok", **base, record_sha256=record_sha,
+                             release_sha256=release_sha)
+                fault_point("recorded")
+                if systemd_present():
+                    unit, old_unit = write_unit(layout)
+
+                    def restore_unit() -> None:
+                        if old_unit is not None:
+                            unit.write_bytes(old_unit)
+                        else:
+                            unit.unlink(missing_ok=True)
+
+                    tx.on_undo("restored the service unit", restore_unit)
+                    audit.append(action, "units", "ok", **base, unit=str(unit))
+                else:
+                    audit.append(action, "units", "skipped", **base,
+                                 detail="no systemd: run script only")
+                fault_point("units")
+                if opts.skip_gate:
+                    audit.append(action, "gate", "skipped", **base,
+                                 detail="--skip-gate given by the operator")
+                else:
+                    run_gate_step(layout, release, audit, action, run, v)
+                previous = current
+                switch_current(layout, v)
+                tx.on_undo(f"switched current back to {previous}",
+                           lambda: switch_current(layout, previous))
+                audit.append(action, "switch", "ok", **base, previous=previous)
+                post_switch(layout, audit, action, run, v)
+                old_state = State(state.name, state.current, state.previous, state.highest)
+                tx.on_undo("restored state", lambda: old_state.save(layout))
+                state.name = manifest.name
+                state.previous, state.current = previous, v
+                state.highest = max(v, state.highest or 0)
+                state.save(layout)
+                trust_sha = None if pinned else pin_trust(layout, policy)
+                fault_point("state")
+                _link_bin(layout)
+                tx.commit()
+            except OSError as exc:
+                raise disk_error(exc, layout.prefix) from None
+        entry = audit.append(action, "done", "ok", **base, previous=current,
+                             trust_pinned_sha256=trust_sha)
+    _summary(layout, action, v, current, entry["hash"])
+    return 0
+
+
+def _link_bin(layout: Layout) -> None:
+    layout.bin.mkdir(exist_ok=True)
+    link = layout.bin / "abhed"
+    if not link.is_symlink():
+        link.unlink(missing_ok=True)
+        os.symlink("../current/venv/bin/abhed", link)
+
+
+def _summary(layout: Layout, action: str, v: int, previous: int | None, head: str) -> None:
+    from ._services import RUN_SCRIPT, UNIT_NAME, systemd_present
+
+    verb = "installed" if action == "install" else "upgraded"
+    out(f"{verb}: release {v} is current in {layout.prefix}"
+        + (f" (was {previous})" if previous is not None else ""))
+    out(f"agent: {layout.bin / 'abhed'}")
+    if systemd_present():
+        out(f"service: {UNIT_NAME} (start: systemctl enable --now {UNIT_NAME})")
+    else:
+        out(f"service: no systemd on this host; start the model server with "
+            f"{layout.current / RUN_SCRIPT} under your supervisor")
+    out(f"audit head: {head}")

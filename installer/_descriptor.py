@@ -1,0 +1,116 @@
+"""The release's model-server declaration: how to start it and how to know it works.
+
+The signed manifest says *what* a bundle holds; how its model is served is
+declared by the bundle's model itself, in ``models/<name>/abhed-serve.json``
+(one model per bundle carries it), so its bytes are covered by the manifest's
+digest like any weight file.  The installer never imports the release's code:
+it runs the commands declared here, from inside the release, and checks the
+answers over HTTP.  The same gate code runs real vLLM on a GPU host and the
+package's scripted OpenAI-compatible server in CI; only this file differs.
+
+Commands are argv lists with placeholders: ``{release}`` ``{venv}``
+``{python}`` ``{model_dir}`` ``{host}`` ``{port}`` ``{base_url}``
+``{served_name}`` ``{workspace}`` ``{data}``.  After expansion, a command's
+program must lie inside the release directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import StepFailed
+
+__all__ = ["DESCRIPTOR_NAME", "KnownAnswer", "ServeDescriptor", "expand", "find_descriptor",
+           "load_descriptor"]
+
+DESCRIPTOR_NAME = "abhed-serve.json"
+_MAX_BYTES = 256 * 1024
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+PLACEHOLDERS = ("release", "venv", "python", "model_dir", "host", "port", "base_url",
+                "served_name", "workspace", "data")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class KnownAnswer(_Model):
+    """A prompt whose answer must contain ``expect`` (case-insensitive), at temperature 0."""
+
+    prompt: str = Field(min_length=1, max_length=4000)
+    expect: str = Field(min_length=1, max_length=200)
+    max_tokens: int = Field(default=32, ge=1, le=4096)
+
+
+class ServeDescriptor(_Model):
+    format: Literal["abhed-serve/1"]
+    served_name: str = Field(min_length=1, max_length=128)
+    command: tuple[str, ...] = Field(min_length=1, max_length=256)
+    env: dict[str, str] = Field(default_factory=dict)
+    health_path: str = Field(default="/health", pattern=r"^/[A-Za-z0-9/_.-]*$")
+    startup_timeout_s: float = Field(default=900.0, gt=0, le=7200)
+    known_answer: KnownAnswer
+    agent_probe: tuple[str, ...] = Field(min_length=1, max_length=256)
+    agent_timeout_s: float = Field(default=300.0, gt=0, le=7200)
+    system_packages: tuple[str, ...] = Field(default=(), max_length=200)
+    min_gpu_memory_gib: float = Field(default=0.0, ge=0, le=100_000)
+
+
+def find_descriptor(bundle_dir: Path) -> Path | None:
+    """The one ``models/*/abhed-serve.json`` under a staged bundle, or None."""
+    found = sorted((bundle_dir / "models").glob(f"*/{DESCRIPTOR_NAME}"))
+    if len(found) > 1:
+        raise StepFailed(f"{len(found)} models declare a model server ({', '.join(str(p.parent.name) for p in found)}); "
+                         "a bundle serves one model: remove the other abhed-serve.json files")
+    return found[0] if found else None
+
+
+def load_descriptor(path: Path) -> ServeDescriptor:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StepFailed(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > _MAX_BYTES:
+        raise StepFailed(f"{path} is over {_MAX_BYTES} bytes: refused")
+    try:
+        json.loads(data)
+        return ServeDescriptor.model_validate_json(data, strict=True)
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "(top level)"
+            raise StepFailed(f"{path} is invalid at {where}: {first['msg']}; the bundle's "
+                             "model-server declaration must be fixed by its publisher") from None
+        raise StepFailed(f"{path} is not valid JSON ({exc})") from None
+
+
+def expand(argv: tuple[str, ...], values: Mapping[str, str], *, release: Path,
+           what: str) -> list[str]:
+    """Fill placeholders; the program must resolve inside ``release`` (never the host's)."""
+    def sub(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise StepFailed(f"{what} uses unknown placeholder {{{key}}}; known: "
+                             f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        return values[key]
+
+    out = [_PLACEHOLDER.sub(sub, a) for a in argv]
+    program = Path(out[0])
+    if not program.is_absolute():
+        raise StepFailed(f"{what}: program {out[0]!r} is not an absolute path inside the "
+                         "release (use {venv}/bin/... or {release}/...)")
+    root = os.path.realpath(release)
+    # The program's directory is resolved (venv/bin/python is a link to the host's CPython,
+    # and that is allowed); the name itself must be the release's.
+    where = os.path.realpath(program.parent)
+    if where != root and not where.startswith(root + os.sep):
+        raise StepFailed(f"{what}: program {out[0]} is outside the release {release}; the "
+                         "installer only runs commands that the release itself carries")
+    return out

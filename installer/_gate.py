@@ -1,0 +1,201 @@
+"""The health gate: the release's own model server and agent must work before it goes live.
+
+1. start the model-server command the release declares, from inside the
+   release, on a free port on 127.0.0.1;
+2. wait until ``/health`` answers 200 and ``/v1/models`` lists the served
+   model (failing at once, with the log's tail, if the server exits);
+3. ask the known-answer prompt at temperature 0 and look for the expected text;
+4. run the declared agent probe: the release's ``abhed`` must make a tool
+   call in a fresh workspace holding ``PROBE-<nonce>.txt`` and print the
+   nonce, which it can only know by running the tool;
+5. stop the server's whole process group, remove the gate's scratch space.
+
+Nothing here imports the release's code.  HTTP goes through urllib with
+proxies disabled, to loopback only.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._descriptor import ServeDescriptor, expand, find_descriptor, load_descriptor
+from ._errors import GateFailed
+from ._layout import Layout
+from ._proc import child_env, kill_group, run, tail
+
+__all__ = ["GateStep", "free_port", "release_descriptor", "run_gate"]
+
+_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class GateStep:
+    name: str
+    seconds: float
+    detail: str
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((_HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
+    try:
+        with _opener().open(url, timeout=timeout_s) as resp:
+            return int(resp.status), bytes(resp.read(1 << 20))
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+
+
+def _post(url: str, body: dict[str, Any], timeout_s: float) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"}, method="POST")
+    try:
+        with _opener().open(req, timeout=timeout_s) as resp:
+            return int(resp.status), bytes(resp.read(4 << 20))
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read(4096))
+
+
+def release_descriptor(release: Path) -> tuple[ServeDescriptor, Path]:
+    path = find_descriptor(release / "bundle")
+    if path is None:
+        raise GateFailed(f"release {release.name} declares no model server (no "
+                         "models/<name>/abhed-serve.json in its bundle): the health gate cannot "
+                         "run; install with --skip-gate (recorded) or get a bundle that declares "
+                         "one")
+    return load_descriptor(path), path.parent
+
+
+def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
+                  log: Path) -> str:
+    deadline = time.monotonic() + d.startup_timeout_s
+    root = base.removesuffix("/v1")
+    last = "no answer yet"
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise GateFailed(f"the model server exited with code {code} before it was healthy; "
+                             f"last log lines: {_last_lines(tail(log))}. Full log: {log}")
+        try:
+            status, _ = _get(root + d.health_path, 2.0)
+            if status == 200:
+                status, body = _get(base + "/models", 5.0)
+                ids = [m.get("id") for m in json.loads(body).get("data", [])
+                       if isinstance(m, dict)] if status == 200 else []
+                if d.served_name in ids:
+                    return f"{d.health_path} 200, serving {d.served_name}"
+                last = f"/v1/models lists {ids}, not {d.served_name!r}"
+            else:
+                last = f"{d.health_path} answered {status}"
+        except (OSError, ValueError, AttributeError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() > deadline:
+            raise GateFailed(f"the model server was not healthy within {d.startup_timeout_s:g} s "
+                             f"({last}). Log: {log}")
+        time.sleep(0.2)
+
+
+def _last_lines(text: str, n: int = 3) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()][-n:]
+    return " | ".join(lines) or "(empty)"
+
+
+def _known_answer(base: str, d: ServeDescriptor) -> str:
+    ka = d.known_answer
+    status, body = _post(base + "/chat/completions", {
+        "model": d.served_name, "messages": [{"role": "user", "content": ka.prompt}],
+        "temperature": 0, "max_tokens": ka.max_tokens, "stream": False}, 600.0)
+    if status != 200:
+        raise GateFailed(f"the known-answer prompt got HTTP {status} "
+                         f"({body[:300].decode('utf-8', 'replace')})")
+    try:
+        content = json.loads(body)["choices"][0]["message"]["content"] or ""
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise GateFailed("the known-answer reply is not an OpenAI chat completion: "
+                         f"{body[:300].decode('utf-8', 'replace')}") from None
+    if ka.expect.lower() not in str(content).lower():
+        raise GateFailed(f"the known-answer prompt {ka.prompt!r} was answered {str(content)[:200]!r}"
+                         f", which does not contain {ka.expect!r}: the model or its server is "
+                         "broken (wrong weights, wrong chat template)")
+    return f"answered {str(content)[:60]!r}"
+
+
+def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None]) -> list[GateStep]:
+    """Run the gate for ``release``; GateFailed names the step and what was seen."""
+    d, model_dir = release_descriptor(release)
+    scratch = layout.state_dir / f"gate-{release.name}-{secrets.token_hex(4)}"
+    home, workspace = scratch / "home", scratch / "workspace"
+    home.mkdir(parents=True)
+    workspace.mkdir()
+    nonce = secrets.token_hex(12)
+    (workspace / f"PROBE-{nonce}.txt").write_text(f"{nonce}\n")
+    port = free_port()
+    base = f"http://{_HOST}:{port}/v1"
+    values = {"release": str(release), "venv": str(release / "venv"),
+              "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),
+              "host": _HOST, "port": str(port), "base_url": base, "served_name": d.served_name,
+              "workspace": str(workspace), "data": str(home)}
+    argv = expand(d.command, values, release=release, what="the model-server command")
+    probe = expand(d.agent_probe, values, release=release, what="the agent probe")
+    env = child_env({"ABHED_HOME": str(home), **d.env})
+    log = layout.logs / f"gate-{release.name}-model.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    steps: list[GateStep] = []
+    t0 = time.monotonic()
+    try:
+        on_step(f"starting the model server ({Path(argv[0]).name} ... on port {port})")
+        with log.open("ab") as fh:
+            try:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
+                                        stderr=subprocess.STDOUT, env=env, cwd=release,
+                                        start_new_session=True)
+            except OSError as exc:
+                raise GateFailed(f"cannot start the model server {argv[0]}: {exc.strerror}") from None
+        try:
+            detail = _wait_healthy(proc, base, d, log)
+            steps.append(GateStep("health", time.monotonic() - t0, detail))
+            on_step(f"healthy: {detail}")
+            t1 = time.monotonic()
+            detail = _known_answer(base, d)
+            steps.append(GateStep("known_answer", time.monotonic() - t1, detail))
+            on_step(f"known answer: {detail}")
+            t2 = time.monotonic()
+            agent_log = layout.logs / f"gate-{release.name}-agent.log"
+            agent_log.unlink(missing_ok=True)
+            done = run(probe, log=agent_log, env=env, timeout_s=d.agent_timeout_s,
+                       cwd=workspace)
+            if done.timed_out:
+                raise GateFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
+                                 f"Log: {agent_log}")
+            if done.returncode != 0:
+                raise GateFailed(f"the agent probe exited with code {done.returncode}: "
+                                 f"{_last_lines(done.output)}. Log: {agent_log}")
+            if nonce not in agent_log.read_text("utf-8", "replace"):
+                raise GateFailed("the agent probe ran but its output does not show the probe "
+                                 f"file's name: the tool call did not happen. Log: {agent_log}")
+            steps.append(GateStep("agent_tool_call", time.monotonic() - t2,
+                                  "the agent's tool call saw the probe file"))
+            on_step("agent tool call: ok")
+        finally:
+            kill_group(proc)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return steps

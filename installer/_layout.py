@@ -1,0 +1,166 @@
+"""Where everything lives under the prefix, the prefix lock, and the state file.
+
+    PREFIX/
+      current -> releases/7         the live release (a relative symlink, switched atomically)
+      releases/<version>/           one release: bundle/ (the verified members), venv/,
+                                    release.json, record.json, run-model-server, .complete
+      store/sha256/<hex>            model files by content hash, hard-linked into releases,
+                                    so unchanged weights are kept once
+      state/installed.json          versions, current, previous, highest ever installed
+      state/trust.json              the pinned publisher keys and threshold
+      audit/audit.log, audit/head   the hash-chained audit log and its head witness
+      logs/                         pip and model-server logs of each step
+      data/                         ABHED_HOME of the installed agent (kept by --keep-data)
+      bin/abhed -> ../current/venv/bin/abhed
+
+A release directory without ``.complete`` is a staging that never finished
+(a crash or power loss): the next command that takes the lock removes it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._errors import Busy, StepFailed, UsageError
+
+__all__ = ["DEFAULT_PREFIX", "Layout", "State", "atomic_write", "lock_prefix"]
+
+DEFAULT_PREFIX = Path("/opt/abhed")
+STATE_FORMAT = "abhed-installer-state/1"
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` by temp file, fsync and rename (never a torn file)."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class Layout:
+    prefix: Path
+
+    @property
+    def current(self) -> Path:
+        return self.prefix / "current"
+
+    @property
+    def releases(self) -> Path:
+        return self.prefix / "releases"
+
+    def release(self, version: int) -> Path:
+        return self.releases / str(version)
+
+    @property
+    def store(self) -> Path:
+        return self.prefix / "store" / "sha256"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.prefix / "state"
+
+    @property
+    def audit_dir(self) -> Path:
+        return self.prefix / "audit"
+
+    @property
+    def logs(self) -> Path:
+        return self.prefix / "logs"
+
+    @property
+    def data(self) -> Path:
+        return self.prefix / "data"
+
+    @property
+    def bin(self) -> Path:
+        return self.prefix / "bin"
+
+    def current_version(self) -> int | None:
+        """The version ``current`` points at, read from the symlink itself."""
+        try:
+            target = os.readlink(self.current)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                raise StepFailed(f"{self.current} is not a symbolic link; it was replaced by "
+                                 "hand: move it away and run `rollback` or `install` again") from None
+            raise
+        name = Path(target).name
+        return int(name) if name.isdigit() else None
+
+    def installed_versions(self) -> list[int]:
+        """Complete releases on disk, oldest first."""
+        try:
+            names = os.listdir(self.releases)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names
+                      if n.isdigit() and (self.releases / n / ".complete").is_file())
+
+
+@dataclass
+class State:
+    """``state/installed.json``: what the installer believes, beside the symlink's truth."""
+
+    name: str | None = None
+    current: int | None = None
+    previous: int | None = None
+    highest: int | None = None
+
+    @classmethod
+    def load(cls, layout: Layout) -> State:
+        path = layout.state_dir / "installed.json"
+        try:
+            raw: Any = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return cls()
+        except ValueError:
+            raise StepFailed(f"{path} is not JSON; restore it from a backup or run `check` "
+                             "and `audit verify` to see what happened") from None
+        if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
+            raise StepFailed(f"{path} is not an {STATE_FORMAT} file")
+        return cls(name=raw.get("name"), current=raw.get("current"),
+                   previous=raw.get("previous"), highest=raw.get("highest"))
+
+    def save(self, layout: Layout) -> None:
+        layout.state_dir.mkdir(parents=True, exist_ok=True)
+        body = {"format": STATE_FORMAT, "name": self.name, "current": self.current,
+                "previous": self.previous, "highest": self.highest}
+        atomic_write(layout.state_dir / "installed.json",
+                     (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+
+
+@contextmanager
+def lock_prefix(prefix: Path, *, create: bool) -> Iterator[None]:
+    """Hold ``PREFIX/.lock`` exclusively; Busy if another installer has it."""
+    if not prefix.exists():
+        if not create:
+            raise UsageError(f"{prefix} does not exist: nothing is installed there (pass "
+                             "--prefix if you installed elsewhere)")
+        prefix.mkdir(parents=True, mode=0o755)
+    fd = os.open(prefix / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"another abhed-installer is working on {prefix} (it holds "
+                       f"{prefix / '.lock'}); wait for it to finish and run this again") from None
+        yield
+    finally:
+        os.close(fd)

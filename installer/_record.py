@@ -1,0 +1,126 @@
+"""What a release's files should be, and how ``check`` compares them (like ``rpm -V``).
+
+At install, after the venv is built and before the switch, every file under
+the release directory is written to ``record.json``: sha256, size and mode
+of each regular file, the target of each symbolic link.  Files unpacked from
+the bundle take their hash from the signed manifest (they were hashed as
+they streamed; weights are not read a second time).  The record's own sha256
+goes into the audit log, so the record cannot be edited to hide a change
+without breaking the audit chain.  ``check`` re-hashes every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RECORD_NAME", "CheckResult", "compare_tree", "load_record", "record_tree",
+           "sha256_file"]
+
+RECORD_NAME = "record.json"
+RECORD_FORMAT = "abhed-installer-record/1"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
+    out: list[tuple[str, os.stat_result]] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        names = sorted(filenames) + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in names:
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            out.append((rel, os.lstat(os.path.join(dirpath, name))))
+    return out
+
+
+def record_tree(root: Path, known: Mapping[str, tuple[str, int]]) -> dict[str, Any]:
+    """Describe every file under ``root`` (``known``: rel -> (sha256, size) already proven)."""
+    files: dict[str, dict[str, Any]] = {}
+    for rel, st in _walk(root):
+        if rel == RECORD_NAME:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            files[rel] = {"type": "link", "target": os.readlink(root / rel)}
+        elif stat.S_ISREG(st.st_mode):
+            digest = known[rel][0] if rel in known and known[rel][1] == st.st_size \
+                else sha256_file(root / rel)
+            files[rel] = {"type": "file", "sha256": digest, "size": st.st_size,
+                          "mode": oct(stat.S_IMODE(st.st_mode))}
+        else:
+            files[rel] = {"type": "other"}
+    return {"format": RECORD_FORMAT, "files": files}
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    raw = json.loads(path.read_bytes())
+    if not isinstance(raw, dict) or raw.get("format") != RECORD_FORMAT:
+        raise ValueError(f"{path} is not an {RECORD_FORMAT} file")
+    files = raw.get("files")
+    if not isinstance(files, dict):
+        raise ValueError(f"{path} has no files table")
+    return files
+
+
+@dataclass
+class CheckResult:
+    added: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    altered: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.added or self.missing or self.altered)
+
+
+def compare_tree(root: Path, expected: Mapping[str, Mapping[str, Any]]) -> CheckResult:
+    """Re-hash everything under ``root`` and compare it with ``expected``."""
+    result = CheckResult()
+    seen: set[str] = set()
+    for rel, st in _walk(root):
+        if rel == RECORD_NAME:
+            continue
+        seen.add(rel)
+        want = expected.get(rel)
+        if want is None:
+            result.added.append(rel)
+            continue
+        kind = want.get("type")
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(root / rel)
+            if kind != "link":
+                result.altered.append((rel, f"is a symbolic link to {target}, was a {kind}"))
+            elif target != want.get("target"):
+                result.altered.append((rel, f"link target {target}, expected {want.get('target')}"))
+        elif stat.S_ISREG(st.st_mode):
+            if kind != "file":
+                result.altered.append((rel, f"is a regular file, was a {kind}"))
+                continue
+            reasons = []
+            if st.st_size != want.get("size"):
+                reasons.append(f"size {st.st_size}, expected {want.get('size')}")
+            digest = sha256_file(root / rel)
+            if digest != want.get("sha256"):
+                reasons.append(f"sha256 {digest[:16]}…, expected {str(want.get('sha256'))[:16]}…")
+            mode = oct(stat.S_IMODE(st.st_mode))
+            if "mode" in want and mode != want["mode"]:
+                reasons.append(f"mode {mode}, expected {want['mode']}")
+            if reasons:
+                result.altered.append((rel, "; ".join(reasons)))
+        else:
+            result.altered.append((rel, "is not a regular file or link"))
+    result.missing = sorted(set(expected) - seen)
+    return result

@@ -1,0 +1,230 @@
+"""The steps that build one release directory from a verified bundle.
+
+Each step is a function the install pipeline calls inside its transaction;
+none of them switches anything live.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import hashlib
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._audit import AuditLog
+from ._errors import BundleRefused, DowngradeRefused, InstallerError, StepFailed
+from ._layout import Layout, State, atomic_write
+from ._proc import child_env, run
+from ._record import RECORD_NAME, record_tree, sha256_file
+from ._txn import gc_store, remove_tree
+
+if TYPE_CHECKING:
+    from bundle import Manifest, TrustPolicy
+
+__all__ = [
+    "RELEASE_NAME",
+    "build_venv",
+    "bundle_error",
+    "read_manifest",
+    "recover",
+    "reuse_weights",
+    "write_record",
+    "write_release_json",
+]
+
+RELEASE_NAME = "release.json"
+RELEASE_FORMAT = "abhed-installer-release/1"
+
+
+def bundle_error(exc: Exception) -> InstallerError:
+    """The installer error (and exit code) for a bundle package error."""
+    from bundle import RollbackRefused, StagingError
+
+    if isinstance(exc, RollbackRefused):
+        return DowngradeRefused(str(exc))
+    if isinstance(exc, StagingError):
+        return StepFailed(str(exc))
+    return BundleRefused(f"{exc}")
+
+
+def read_manifest(path: Path, policy: TrustPolicy) -> tuple[Manifest, tuple[str, ...]]:
+    """The signed manifest, checked against the pinned keys; the payload is not read yet."""
+    from bundle import BundleError, inspect_bundle
+
+    try:
+        info = inspect_bundle(path, policy)
+    except BundleError as exc:
+        raise bundle_error(exc) from None
+    if not info.trusted:
+        seen = "; ".join(f"key {s.key_id}: {s.status}" for s in info.signers) or "no signatures"
+        raise BundleRefused(f"{path}: the manifest is not signed by {policy.threshold} pinned "
+                            f"key(s) ({seen}); pinned: {', '.join(k.id_hex for k in policy.keys)}. "
+                            "Get the bundle from its publisher again; do not install it")
+    if info.problems:
+        raise BundleRefused(f"{path}: the archive does not match its signed manifest: "
+                            f"{'; '.join(info.problems[:5])}. Get a fresh copy and verify it")
+    signers = tuple(s.key_id for s in info.signers if s.status == "trusted")
+    return info.manifest, signers
+
+
+def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[int, int]:
+    """Replace unpacked model files by links to identical ones already kept; (files, bytes)."""
+    from bundle import staged_name
+
+    models = {n for c in manifest.components if c.kind == "model" for n in c.members}
+    layout.store.mkdir(parents=True, exist_ok=True)
+    files = size = 0
+    for m in manifest.members:
+        if m.name not in models:
+            continue
+        path = release / "bundle" / staged_name(m)
+        obj = layout.store / m.content_sha256
+        if obj.is_file() and obj.stat().st_size == m.content_size:
+            # Re-hashed before it is trusted: a tampered kept copy must not spread.
+            if sha256_file(obj) == m.content_sha256:
+                path.unlink()
+                os.link(obj, path)
+                files += 1
+                size += m.content_size
+                continue
+            obj.unlink()
+        os.chmod(path, 0o444)
+        os.link(path, obj)
+    return files, size
+
+
+def _requirements(manifest: Manifest) -> tuple[str, list[str]]:
+    """pip's hash-locked requirements for every wheel in the bundle, and the wheel dirs."""
+    pins: dict[tuple[str, str], set[str]] = defaultdict(set)
+    versions: dict[str, str] = {}
+    dirs: set[str] = set()
+    for m in manifest.members:
+        if not m.name.endswith(".whl"):
+            continue
+        dirs.add(m.name.rsplit("/", 1)[0])
+        parts = m.name.rsplit("/", 1)[-1][:-4].split("-")
+        name, ver = parts[0].lower().replace("_", "-"), parts[1]
+        if versions.setdefault(name, ver) != ver:
+            raise BundleRefused(f"the bundle carries two versions of {name} ({versions[name]} "
+                                f"and {ver}); pip cannot install both: the bundle is malformed")
+        pins[(name, ver)].add(m.content_sha256)
+    if not pins:
+        raise BundleRefused("the bundle carries no wheels: nothing to install")
+    lines = [f"{n}=={v} " + " ".join(f"--hash=sha256:{h}" for h in sorted(hs))
+             for (n, v), hs in sorted(pins.items())]
+    return "\n".join(lines) + "\n", sorted(dirs)
+
+
+def _pip_wheel(release: Path) -> Path | None:
+    found = sorted((release / "bundle" / "wheels").glob("pip-*.whl"))
+    return found[-1] if found else None
+
+
+def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
+               say: Any) -> None:
+    """A venv at its final path (console scripts carry absolute shebangs), then pip, offline."""
+    from ._faults import fault_point
+
+    venv = release / "venv"
+    pip_wheel = _pip_wheel(release)
+    log = layout.logs / f"install-{release.name}-pip.log"
+    log.unlink(missing_ok=True)
+    args = [python, "-m", "venv"] + (["--without-pip"] if pip_wheel else []) + [str(venv)]
+    done = run(args, log=log, env=child_env(), timeout_s=600)
+    if done.returncode != 0:
+        raise StepFailed(f"could not create the venv with {python} (exit {done.returncode}): "
+                         f"{done.output.strip()[-500:]}; install python's venv module "
+                         f"(Debian: python{manifest.platform.python}-venv). Log: {log}")
+    fault_point("venv")
+    reqs, dirs = _requirements(manifest)
+    req_file = release / "requirements.txt"
+    req_file.write_text(reqs)
+    pip = [str(venv / "bin/python"), str(pip_wheel / "pip")] if pip_wheel else \
+        [str(venv / "bin/python"), "-m", "pip"]
+    argv = pip + ["--isolated", "--disable-pip-version-check", "--no-input", "install",
+                  "--no-index", "--no-cache-dir", "--no-compile", "--only-binary=:all:",
+                  "--require-hashes", "--progress-bar", "off", "--no-warn-script-location"]
+    for d in dirs:
+        argv += ["--find-links", str(release / "bundle" / d)]
+    argv += ["-r", str(req_file)]
+    say(f"installing {reqs.count(chr(10))} wheels into {venv} (offline, hash-checked)")
+    done = run(argv, log=log, env=child_env({"PIP_CONFIG_FILE": os.devnull}), timeout_s=3600)
+    fault_point("pip")
+    if done.returncode != 0:
+        low = done.output.lower()
+        if "no space left" in low:
+            raise StepFailed(f"pip ran out of disk space in {release}; free space and run "
+                             f"again. Log: {log}")
+        raise StepFailed(f"pip could not install the bundle's wheels (exit {done.returncode}): "
+                         f"{' | '.join(done.output.strip().splitlines()[-3:])}. The bundle's "
+                         f"wheelhouse does not fit this host or is incomplete. Log: {log}")
+
+
+def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ...], *,
+                       downgrade: bool, python: str, bundle: Path, skip_gate: bool) -> None:
+    body = {
+        "format": RELEASE_FORMAT,
+        "name": manifest.name,
+        "version": manifest.version,
+        "manifest": manifest.model_dump(mode="json"),
+        "signers": list(signers),
+        "downgrade": downgrade,
+        "python": python,
+        "bundle": {"path": str(bundle), "size": bundle.stat().st_size},
+        "skip_gate": skip_gate,
+        "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write(release / RELEASE_NAME, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
+
+
+def write_record(release: Path, manifest: Manifest) -> tuple[str, str]:
+    """record.json for the release; (its sha256, release.json's sha256) for the audit log."""
+    from bundle import staged_name
+
+    known = {f"bundle/{staged_name(m)}": (m.content_sha256, m.content_size)
+             for m in manifest.members}
+    (release / ".complete").write_text("")
+    record = record_tree(release, known)
+    data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
+    atomic_write(release / RECORD_NAME, data, 0o444)
+    return hashlib.sha256(data).hexdigest(), sha256_file(release / RELEASE_NAME)
+
+
+def recover(layout: Layout, audit: AuditLog, action: str, run_id: str) -> None:
+    """Clean up after a crash: stale switch links, unfinished releases, state drift."""
+    cleaned: list[str] = []
+    for p in layout.prefix.glob(".current.*"):
+        p.unlink(missing_ok=True)
+        cleaned.append(p.name)
+    current = layout.current_version()
+    if layout.releases.is_dir():
+        for p in sorted(layout.releases.iterdir()):
+            if p.name.isdigit() and not (p / ".complete").is_file() and \
+                    (current is None or int(p.name) != current):
+                remove_tree(p)
+                cleaned.append(f"releases/{p.name} (unfinished)")
+    if cleaned:
+        removed = gc_store(layout)
+        audit.append(action, "recover", "ok", run=run_id, removed=cleaned,
+                     store_objects_removed=removed)
+    state = State.load(layout)
+    if state.current != current and (state.current is not None or current is not None):
+        audit.append(action, "recover", "ok", run=run_id,
+                     detail=f"state said current {state.current}, the symlink says {current}; "
+                     "state follows the symlink")
+        state.current = current
+        state.save(layout)
+
+
+def disk_error(exc: OSError, where: Path) -> StepFailed:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StepFailed(f"out of disk space under {where} ({exc.strerror}); nothing was "
+                          "switched and the partial release was removed: free space and run "
+                          "again")
+    return StepFailed(f"{exc.strerror or exc} ({getattr(exc, 'filename', '') or where}); nothing "
+                      "was switched and the partial release was removed")
+

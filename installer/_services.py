@@ -1,0 +1,107 @@
+"""The model server as a service: a systemd unit where systemd runs, a run script always.
+
+Each release carries ``run-model-server``, a shell script that execs the
+release's declared model-server command with the offline environment.  When
+systemd is the init system (``/run/systemd/system`` exists, as
+``sd_booted()`` checks), ``abhed-model.service`` is written to run
+``PREFIX/current/run-model-server``, so switching ``current`` and restarting
+the unit moves the service to another release.  Without systemd the operator
+gets a note saying how to start the script under their own supervisor.
+``ABHED_INSTALLER_SYSROOT`` points detection and unit paths at a fake root;
+with a sysroot other than ``/``, systemctl is never called.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from ._layout import Layout, atomic_write
+from ._preflight import sysroot
+from ._proc import OFFLINE_ENV, child_env
+
+__all__ = ["DEFAULT_PORT", "PORT_MARK", "RUN_SCRIPT", "UNIT_NAME", "render_run_script",
+           "systemctl", "systemd_present", "unit_path", "unit_text"]
+
+UNIT_NAME = "abhed-model.service"
+RUN_SCRIPT = "run-model-server"
+DEFAULT_PORT = 8000
+PORT_MARK = "\x00port\x00"
+
+
+def systemd_present() -> bool:
+    return (sysroot() / "run/systemd/system").is_dir()
+
+
+def unit_path() -> Path:
+    return sysroot() / "etc/systemd/system" / UNIT_NAME
+
+
+def _shell_arg(arg: str) -> str:
+    pieces = arg.split(PORT_MARK)
+    return '"$port"'.join(shlex.quote(p) if p else "" for p in pieces) or "''"
+
+
+def render_run_script(version: int, argv: list[str], env: dict[str, str], layout: Layout) -> str:
+    lines = [
+        "#!/bin/sh",
+        f"# Abhed release {version}: starts its model server.  Written by abhed-installer;",
+        "# `abhed-installer check` reports any edit.  Port: $ABHED_MODEL_PORT (default "
+        f"{DEFAULT_PORT}), on 127.0.0.1.",
+        "set -e",
+        f'ABHED_HOME="${{ABHED_HOME:-{layout.data}}}"',
+        "export ABHED_HOME",
+    ]
+    for k, v in sorted({**OFFLINE_ENV, **env}.items()):
+        lines.append(f"{k}={shlex.quote(v)}; export {k}")
+    lines.append(f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"')
+    lines.append("exec " + " ".join(_shell_arg(a) for a in argv))
+    return "\n".join(lines) + "\n"
+
+
+def unit_text(layout: Layout) -> str:
+    return f"""[Unit]
+Description=Abhed model server (the current release under {layout.prefix})
+Documentation=file://{layout.prefix}/current/bundle/docs
+After=local-fs.target
+
+[Service]
+Type=simple
+ExecStart={layout.current}/{RUN_SCRIPT}
+Environment=ABHED_HOME={layout.data}
+Restart=on-failure
+RestartSec=5
+TimeoutStartSec=900
+# The appliance needs no network beyond loopback.
+IPAddressDeny=any
+IPAddressAllow=localhost
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def write_unit(layout: Layout) -> tuple[Path, bytes | None]:
+    """Write the unit; returns its path and previous content (for undo)."""
+    path = unit_path()
+    try:
+        old: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, unit_text(layout).encode())
+    return path, old
+
+
+def systemctl(*args: str) -> str | None:
+    """Run systemctl on the real root; None when there is none to talk to."""
+    if str(sysroot()) != "/" or not systemd_present():
+        return None
+    exe = shutil.which("systemctl")
+    if exe is None:
+        return None
+    out = subprocess.run([exe, *args], capture_output=True, text=True, timeout=120,
+                         env=child_env(), check=False)
+    return (out.stdout + out.stderr).strip() or f"exit {out.returncode}"

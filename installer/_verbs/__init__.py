@@ -1,0 +1,1 @@
+"""One module per verb (as pipx does); each exposes ``run(args) -> int``."""

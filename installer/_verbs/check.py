@@ -1,0 +1,82 @@
+"""``check``: re-hash a release against its record and the signed manifest, like ``rpm -V``.
+
+The record's and release.json's sha256 are taken from the audit log (whose
+chain is verified first), so neither file can be edited to hide a change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .._audit import AuditLog
+from .._errors import CheckFailed, NotInstalled
+from .._layout import Layout
+from .._record import RECORD_NAME, compare_tree, load_record, sha256_file
+from .._ui import emit_json, out
+
+
+def _recorded(audit: AuditLog, version: int) -> dict[str, Any] | None:
+    found = None
+    for _, e in audit.entries():
+        if e.get("step") == "recorded" and e.get("version") == version and e.get("result") == "ok":
+            found = e
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    layout = Layout(args.prefix.absolute())
+    version = args.release if args.release is not None else layout.current_version()
+    if version is None or not layout.release(version).is_dir():
+        raise NotInstalled(f"release {version} is not installed in {layout.prefix}"
+                           if version is not None else f"nothing is current in {layout.prefix}")
+    rel = layout.release(version)
+    audit = AuditLog(layout.audit_dir)
+    audit.verify()
+    entry = _recorded(audit, version)
+    problems: list[str] = []
+    if entry is None:
+        problems.append(f"the audit log has no record entry for release {version}")
+    record_path = rel / RECORD_NAME
+    try:
+        files = load_record(record_path)
+    except (OSError, ValueError) as exc:
+        raise CheckFailed(f"cannot read {record_path} ({exc}); the release cannot be checked: "
+                          "reinstall it from its bundle") from None
+    if entry is not None and sha256_file(record_path) != entry.get("record_sha256"):
+        problems.append(f"{RECORD_NAME} differs from the one recorded in the audit log "
+                        f"(seq {entry.get('seq')}): it was edited")
+    result = compare_tree(rel, files)
+    # The record's bundle files must be exactly the signed manifest's members.
+    try:
+        manifest = json.loads((rel / "release.json").read_bytes())["manifest"]
+        expected = {("bundle/" + (m["name"][:-4] if m["compression"] == "zstd" else m["name"])):
+                    m["content_sha256"] for m in manifest["members"]}
+        for path, digest in expected.items():
+            if files.get(path, {}).get("sha256") != digest:
+                problems.append(f"{path}: the record disagrees with the signed manifest")
+    except (OSError, ValueError, KeyError, TypeError):
+        problems.append("release.json is unreadable: the manifest cannot be compared")
+    report = {"release": version, "added": result.added, "missing": result.missing,
+              "altered": [{"path": p, "why": w} for p, w in result.altered],
+              "problems": problems, "ok": result.clean and not problems}
+    if args.json:
+        emit_json(report)
+    else:
+        for p in result.added:
+            out(f"added    {p}")
+        for p in result.missing:
+            out(f"missing  {p}")
+        for p, why in result.altered:
+            out(f"altered  {p}  ({why})")
+        for p in problems:
+            out(f"problem  {p}")
+        if report["ok"]:
+            out(f"release {version}: {len(files)} files match the record and the signed manifest")
+    if not report["ok"]:
+        n = len(result.added) + len(result.missing) + len(result.altered) + len(problems)
+        raise CheckFailed(f"release {version}: {n} difference(s) from what was installed; "
+                          "reinstall the release (uninstall, install) or roll back to another, "
+                          "and find out who changed the files")
+    return 0

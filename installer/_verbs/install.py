@@ -1,0 +1,17 @@
+"""``install BUNDLE``: the first install on a host (see ``installer._deploy``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .._deploy import DeployOptions, deploy
+
+
+def options(args: argparse.Namespace) -> DeployOptions:
+    return DeployOptions(bundle=args.bundle, prefix=args.prefix, trust=tuple(args.trust),
+                         threshold=args.threshold, allow_downgrade=args.allow_downgrade,
+                         python=args.python, skip_gate=args.skip_gate)
+
+
+def run(args: argparse.Namespace) -> int:
+    return deploy(options(args), "install")

@@ -1,0 +1,62 @@
+"""``rollback [--to V]``: make an installed release current again, after its health gate.
+
+The target's venv and files are already on disk, so this is the gate plus
+the same atomic switch as install; a failed gate leaves ``current`` alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+
+from .._audit import AuditLog
+from .._deploy import post_switch, run_gate_step
+from .._errors import NotInstalled, UsageError
+from .._layout import Layout, State, lock_prefix
+from .._release import recover
+from .._txn import Transaction, switch_current
+from .._ui import out
+
+
+def run(args: argparse.Namespace) -> int:
+    layout = Layout(args.prefix.absolute())
+    audit = AuditLog(layout.audit_dir)
+    run_id = secrets.token_hex(6)
+    with lock_prefix(layout.prefix, create=False):
+        recover(layout, audit, "rollback", run_id)
+        state = State.load(layout)
+        current = layout.current_version()
+        installed = layout.installed_versions()
+        if current is None:
+            raise NotInstalled(f"nothing is current in {layout.prefix}; install first")
+        target = args.to if args.to is not None else state.previous
+        if target is None:
+            raise UsageError(f"release {current} has no previous release to go back to; "
+                             f"installed: {installed}")
+        if target == current:
+            out(f"release {target} is already current: nothing changed")
+            return 0
+        if target not in installed:
+            raise NotInstalled(f"release {target} is not installed in {layout.releases} "
+                               f"(installed: {', '.join(map(str, installed)) or 'none'})")
+        base = {"run": run_id, "version": target}
+        audit.append("rollback", "start", "begun", **base, current=current)
+        with Transaction(audit, "rollback", run_id, target) as tx:
+            if args.skip_gate:
+                audit.append("rollback", "gate", "skipped", **base, detail="--skip-gate")
+            else:
+                run_gate_step(layout, layout.release(target), audit, "rollback", run_id, target)
+            switch_current(layout, target)
+            tx.on_undo(f"switched current back to {current}",
+                       lambda: switch_current(layout, current))
+            audit.append("rollback", "switch", "ok", **base, previous=current)
+            post_switch(layout, audit, "rollback", run_id, target)
+            old = State(state.name, state.current, state.previous, state.highest)
+            tx.on_undo("restored state", lambda: old.save(layout))
+            state.previous, state.current = current, target
+            state.save(layout)
+            tx.commit()
+        entry = audit.append("rollback", "done", "ok", **base, previous=current)
+    out(f"rolled back: release {target} is current in {layout.prefix} (was {current})")
+    out(f"audit head: {entry['hash']}")
+    return 0

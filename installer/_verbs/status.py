@@ -1,0 +1,90 @@
+"""``status``: installed releases, which is current, the service, the model, the audit tail."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from .._audit import AuditLog
+from .._errors import AuditBroken, NotInstalled
+from .._layout import Layout, State
+from .._ui import emit_json, out
+
+
+def _release_info(layout: Layout, v: int) -> dict[str, Any]:
+    rel = layout.release(v)
+    info: dict[str, Any] = {"version": v, "path": str(rel)}
+    try:
+        body = json.loads((rel / "release.json").read_bytes())
+        info.update(installed_at=body.get("installed_at"), downgrade=body.get("downgrade"),
+                    name=body.get("name"))
+    except (OSError, ValueError):
+        info["problem"] = "release.json unreadable"
+    served = sorted(rel.glob("bundle/models/*/abhed-serve.json"))
+    if served:
+        try:
+            info["model"] = json.loads(served[0].read_bytes()).get("served_name")
+        except (OSError, ValueError):
+            info["model"] = None
+    return info
+
+
+def _service() -> dict[str, Any]:
+    from .._gate import _get
+    from .._services import DEFAULT_PORT, UNIT_NAME, systemctl, systemd_present
+
+    port = int(os.environ.get("ABHED_MODEL_PORT") or DEFAULT_PORT)
+    svc: dict[str, Any] = {"systemd": systemd_present(), "unit": UNIT_NAME, "port": port}
+    state = systemctl("is-active", UNIT_NAME)
+    svc["unit_state"] = state if state is not None else "n/a"
+    try:
+        svc["health"] = "ok" if _get(f"http://127.0.0.1:{port}/health", 2.0)[0] == 200 \
+            else "unhealthy"
+    except OSError:
+        svc["health"] = "not answering"
+    return svc
+
+
+def run(args: argparse.Namespace) -> int:
+    layout = Layout(args.prefix.absolute())
+    if not layout.prefix.is_dir():
+        raise NotInstalled(f"nothing is installed in {layout.prefix}")
+    state = State.load(layout)
+    current = layout.current_version()
+    audit = AuditLog(layout.audit_dir)
+    try:
+        report = audit.verify()
+        chain = {"ok": True, "entries": report.entries, "head": report.head}
+    except AuditBroken as exc:
+        chain = {"ok": False, "problem": str(exc)}
+    releases = [_release_info(layout, v) for v in layout.installed_versions()]
+    try:
+        last = audit.last(5)
+    except AuditBroken:
+        last = []
+    last_audit = [{k: e.get(k) for k in ("seq", "time", "action", "step", "result", "version")}
+                  for e in last]
+    svc = _service()
+    info: dict[str, Any] = {"prefix": str(layout.prefix), "name": state.name, "current": current,
+            "previous": state.previous, "highest": state.highest, "releases": releases,
+            "service": svc, "audit": chain, "last_audit": last_audit}
+    if args.json:
+        emit_json(info)
+        return 0
+    out(f"prefix: {layout.prefix} ({state.name or 'nothing installed'})")
+    for r in releases:
+        mark = "*" if r["version"] == current else " "
+        out(f" {mark} release {r['version']}  installed {r.get('installed_at')}  model "
+            f"{r.get('model')}" + ("  (downgrade)" if r.get("downgrade") else ""))
+    out(f"current: {current}   previous: {state.previous}   highest ever: {state.highest}")
+    where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
+        else "no systemd (run script)"
+    out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
+    out("audit: " + (f"chain ok, {chain['entries']} entries, head {chain['head']}" if chain["ok"]
+                     else f"BROKEN: {chain['problem']}"))
+    for e in last_audit:
+        out(f"  #{e['seq']} {e['time']} {e['action']} {e['step']} {e['result']}"
+            + (f" (release {e['version']})" if e.get("version") is not None else ""))
+    return 0
