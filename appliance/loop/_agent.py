@@ -96,6 +96,7 @@ class Agent:
         self._lock = threading.Lock()
         self._cancel = CancelToken()
         self.running = False
+        self._run_tool_choice: str | dict[str, Any] | None = None
 
     # -- control from other threads ------------------------------------------
     def steer(self, text: str) -> None:
@@ -108,8 +109,10 @@ class Agent:
         self._cancel.cancel(reason)
 
     # -- the loop -------------------------------------------------------------
-    def run(self, prompt: str) -> RunOutcome:
+    def run(self, prompt: str, *, first_tool_choice: str | dict[str, Any] | None = None) -> RunOutcome:
+        """Work ``prompt`` to an end; ``first_tool_choice`` overrides the agent's for this run."""
         run_id = "r-" + secrets.token_hex(4)
+        self._run_tool_choice = first_tool_choice or self.first_tool_choice
         self._cancel = CancelToken()
         self.running = True
         started = time.monotonic()
@@ -203,7 +206,7 @@ class Agent:
             self._user(run_id, text, "steer")
 
     def _ask(self, turn: int) -> tuple[ModelReply, float]:
-        tool_choice = self.first_tool_choice if turn == 1 else None
+        tool_choice = self._run_tool_choice if turn == 1 else None
         sampling: dict[str, Any] = {}
         if self.limits.max_completion_tokens is not None:
             sampling["max_tokens"] = self.limits.max_completion_tokens

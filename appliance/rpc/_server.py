@@ -199,10 +199,14 @@ class RpcServer:
         assert text is not None
         if self._busy():
             raise _Fail("busy", "a run is in progress; send steer to add to it, or abort it first")
+        force = self._str(req, "tool", required=False, max_len=64)
+        if force is not None and force not in agent.tools:
+            raise _Fail("invalid_params", f"\"tool\" must name a tool: {', '.join(sorted(agent.tools))}")
+        choice = {"type": "function", "function": {"name": force}} if force else None
 
         def work() -> None:
             try:
-                agent.run(text)
+                agent.run(text, first_tool_choice=choice)
             except Exception as exc:  # noqa: BLE001 - reported, never a crash of the connection
                 self.send({"type": "error", "id": None, "method": "prompt", "error": {
                     "code": "internal_error", "message": f"the run failed: {type(exc).__name__}: {exc}"}})
