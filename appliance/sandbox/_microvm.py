@@ -327,15 +327,25 @@ class MicroVM:
 
     # -- lifecycle --------------------------------------------------------
     def boot(self) -> _Guest:
-        """Start the VM if it is not running; return it."""
+        """Start the VM if it is not running; return it.
+
+        A VM that died is reported once (``SandboxCrashed``: its jobs, /tmp and
+        working directory are gone) and replaced by a fresh one on the next call,
+        so the model learns that state was lost instead of meeting it silently.
+        """
         with self._boot_lock:
-            if self._guest is not None and self._guest.qemu is not None \
-                    and self._guest.qemu.poll() is None:
-                return self._guest
-            if self._guest is not None:
-                self._guest.stop()
+            guest = self._guest
+            if guest is not None and guest.qemu is not None and guest.qemu.poll() is None:
+                return guest
+            if guest is not None:
+                console = guest._log_tail("console.log")  # noqa: SLF001 - same module
+                guest.stop()
                 self._guest = None
                 self.cwd = self.workspace
+                raise SandboxCrashed(
+                    f"the session VM ({guest.accel}) stopped; its background jobs, /tmp and "
+                    f"working directory are gone. Console:\n{console}\nThe next call starts a "
+                    "new VM.")
             self._guest = self._boot()
             return self._guest
 

@@ -143,6 +143,15 @@ def _tree_bytes(root: Path) -> int:
     return total
 
 
+def _prune(cache: Path, name: str, *, keep: Path, count: int = 3) -> None:
+    """Drop all but the newest ``count`` images of a recipe (each is ~200 MB)."""
+    images = sorted((p for p in cache.glob(f"{name}-*") if p.is_dir() and p != keep
+                     and not p.name.startswith("base-")),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in images[count - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def _base_root(recipe: Recipe, raw: bytes, cache: Path, say: Any) -> Path:
     """The debootstrapped (and slimmed) root for a recipe, cached by the recipe alone.
 
@@ -258,6 +267,7 @@ def build_image(recipe_name: str, *, agent_source: Path, cache_dir: Path | None 
         if out.exists():
             shutil.rmtree(out)
         os.rename(tmp, out)
+        _prune(cache, recipe.name, keep=out)
         return out
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

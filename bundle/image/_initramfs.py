@@ -92,7 +92,7 @@ def build_initramfs(busybox: Path, init_script: bytes, modules_dir: Path, dest: 
         cpio.add(f"modules/{name}", stat.S_IFREG | 0o644, data)
         names.append(name)
     cpio.add("modules/order", stat.S_IFREG | 0o644, ("\n".join(names) + "\n").encode())
-    with open(dest, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0,
+    with open(dest, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0,
                                                    compresslevel=6) as gz:
         gz.write(cpio.finish())
     return names
