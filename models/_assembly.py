@@ -63,7 +63,8 @@ class StreamAssembler:
         for choice in choices[:1]:
             if not isinstance(choice, dict):
                 raise ProviderProtocolError("stream chunk choice is not an object")
-            delta = choice.get("delta") or {}
+            delta = choice.get("delta")
+            delta = {} if delta is None else delta
             if not isinstance(delta, dict):
                 raise ProviderProtocolError("stream chunk 'delta' is not an object")
             content = delta.get("content")
