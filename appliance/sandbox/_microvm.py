@@ -158,7 +158,7 @@ class _Guest:
         with log:
             self.vfsd = subprocess.Popen(
                 [vfsd, f"--socket-path={fs_sock}", "-o", f"source={workspace}", "-o", "cache=auto",
-                 "-o", "xattr", "--thread-pool-size=4"] if not _rust_virtiofsd(vfsd) else
+                 "-o", "no_xattr", "--thread-pool-size=4"] if not _rust_virtiofsd(vfsd) else
                 [vfsd, f"--socket-path={fs_sock}", f"--shared-dir={workspace}", "--cache=auto",
                  "--sandbox=none"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
