@@ -379,26 +379,38 @@ _WRITER = textwrap.dedent(
     ctx = ToolContext(workspace=Workspace(root), ledger=ledger)
     tools = native_tools()
     ledger.observe(run_tool(tools["read"], {"path": target}, ctx))
+    open(go + "." + letter, "w").close()  # ready: read done
     while not os.path.exists(go):
         time.sleep(0.001)
-    content = (letter * 1023 + "\\n") * 2048  # 2 MiB, so writes take a while
-    res = run_tool(tools["write"], {"path": target, "content": content}, ctx)
+    if sys.argv[5] == "write":
+        content = (letter * 1023 + "\\n") * 1024  # 1 MiB, so writes take a while
+        res = run_tool(tools["write"], {"path": target, "content": content}, ctx)
+    else:
+        res = run_tool(tools["edit"], {"path": target, "old_string": "MARK",
+                                       "new_string": letter * 4096, "replace_all": True}, ctx)
     print(res.error.code if res.error else "ok")
     """
 )
 
 
 @pytest.mark.slow
-def test_concurrent_writers_leave_exactly_one_complete_version(h: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_concurrent_writers_leave_exactly_one_complete_version(
+    h: Any, tmp_path: Path, tool: str
+) -> None:
     target = h.root / "shared.txt"
-    original = "original\n"
+    original = "original\n" if tool == "write" else ("x" * 1000 + "MARK\n") * 500
     target.write_text(original)
     go = tmp_path / "go"
     letters = "ABCDEF"
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(h.root), str(target), str(go), c],
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(h.root), str(target), str(go), c,
+                               tool],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for c in letters]
-    time.sleep(0.5)  # let them start and read; correctness does not depend on this
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"go.{c}").exists() for c in letters):  # every writer has read
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
     go.touch()
     outcomes = []
     for p in procs:
@@ -406,12 +418,17 @@ def test_concurrent_writers_leave_exactly_one_complete_version(h: Any, tmp_path:
         assert p.returncode == 0, errs
         outcomes.append(out.strip())
     data = target.read_text()
-    versions = {(c * 1023 + "\n") * 2048 for c in letters} | {original}
-    assert data in versions, "a mix of writers' content"
+    if tool == "write":
+        versions = {(c * 1023 + "\n") * 1024 for c in letters}
+    else:
+        versions = {original.replace("MARK", c * 4096) for c in letters}
+    assert data in versions | {original}, "a mix of writers' content"
     assert set(outcomes) <= {"ok", "file_changed"}
-    assert "ok" in outcomes
-    if data != original:
-        assert outcomes[letters.index(data[0])] == "ok"
+    assert "ok" in outcomes and data != original
+    # Writers whose check ran before the winner's rename may also report ok; their
+    # version was complete too, and was replaced whole (a lost update, not a mix).
+    winner = letters.index(data[0] if tool == "write" else data[1000])
+    assert outcomes[winner] == "ok"
     assert os.listdir(h.root) == ["shared.txt"]
 
 
