@@ -30,9 +30,17 @@ def _read_keys(files: Sequence[Path]) -> list[Any]:
     keys = []
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read public key {f}: {exc}") from None
+            with open(f, "rb") as fh:
+                raw = fh.read(65537)
+        except OSError as exc:
+            raise UsageError(f"cannot read public key {f}: {exc.strerror}") from None
+        try:
+            if len(raw) > 65536:
+                raise ValueError("over 64 KiB")
+            text = raw.decode("utf-8")
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise UsageError(f"{f} is not a minisign public key ({exc}); pass the "
+                             "publisher's .pub file") from None
         try:
             keys.append(PublicKey.from_text(text))
         except BundleError as exc:

@@ -1,0 +1,234 @@
+"""Fixtures for the installer tests: the BUILT binary, real wheels, real signed bundles.
+
+* ``installer_bin``: ``scripts/build-installer --cached`` (PyInstaller, cached outside the
+  clone by a hash of installer/ and bundle/); ``ABHED_INSTALLER_BIN`` overrides it (a path,
+  or e.g. "python -m installer" while developing).
+* ``wheelhouse``: the agent's runtime dependencies as real wheels from PyPI (``pip
+  download``), cached in ``$ABHED_CACHE/installer-wheels-<key>`` so only the first run on a
+  machine touches the network; plus the agent's own wheel, built once per session.
+* ``make_bundle``: a real signed bundle (``bundle.build_bundle``) holding those wheels, a tiny
+  model directory and its ``abhed-serve.json``.  The model server it declares is the
+  package's scripted OpenAI-compatible server (``python -m models._scripted``) started from
+  the installed release as a real process on 127.0.0.1: real vLLM is too heavy for CI, and
+  the gate code does not know the difference (only the declared command differs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle import SecretKey, build_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.fixture(scope="session")
+def installer_bin() -> list[str]:
+    override = os.environ.get("ABHED_INSTALLER_BIN")
+    if override:
+        return shlex.split(override)
+    out = subprocess.run([str(ROOT / "scripts/build-installer"), "--cached"], check=True,
+                         capture_output=True, text=True, timeout=1200)
+    return [out.stdout.strip().splitlines()[-1]]
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    key = hashlib.sha256(json.dumps([sorted(deps), PY, sys.platform]).encode()).hexdigest()[:16]
+    cached = CACHE / f"installer-wheels-{key}"
+    if not (cached / ".complete").is_file():
+        tmp = CACHE / f"installer-wheels-{key}.partial.{os.getpid()}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+                        "--dest", str(tmp), *deps, "pip"], check=True, timeout=1200)
+        (tmp / ".complete").write_text("")
+        if cached.exists():
+            import shutil
+            shutil.rmtree(cached)
+        tmp.rename(cached)
+    return cached
+
+
+@pytest.fixture(scope="session")
+def agent_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("agent-wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(out), str(ROOT)], check=True,
+                   timeout=600, capture_output=True)
+    (wheel,) = out.glob("abhed-*.whl")
+    return wheel
+
+
+@dataclass(frozen=True)
+class Keys:
+    secret: SecretKey
+    pub: Path
+    other_secret: SecretKey
+    other_pub: Path
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    d = tmp_path_factory.mktemp("keys")
+    a, b = SecretKey.generate(), SecretKey.generate()
+    (d / "release.pub").write_text(a.public_key().to_text())
+    (d / "other.pub").write_text(b.public_key().to_text())
+    return Keys(a, d / "release.pub", b, d / "other.pub")
+
+
+def descriptor(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "format": "abhed-serve/1",
+        "served_name": "tiny",
+        "command": ["{venv}/bin/python", "-m", "models._scripted", "--script",
+                    "{model_dir}/gate-script.json", "--port", "{port}", "--model", "tiny"],
+        "known_answer": {"prompt": "What is 2+3? Answer with the number only.", "expect": "5"},
+        "agent_probe": ["{venv}/bin/abhed", "tool", "glob", '{"pattern": "PROBE-*"}',
+                        "--workspace", "{workspace}"],
+        "startup_timeout_s": 120,
+        "agent_timeout_s": 120,
+    }
+    d.update(over)
+    return d
+
+
+BundleMaker = Callable[..., Path]
+
+
+@pytest.fixture(scope="session")
+def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agent_wheel: Path,
+                keys: Keys) -> BundleMaker:
+    made: dict[str, Path] = {}
+
+    def make(version: int, *, weights: bytes = b"tiny weights v1\n" * 4096,
+             serve: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
+             platform: dict[str, Any] | None = None, drop_wheels: tuple[str, ...] = (),
+             key: SecretKey | None = None, name: str = "abhed-test",
+             with_descriptor: bool = True) -> Path:
+        spec_key = hashlib.sha256(repr((version, weights, serve, script, platform, drop_wheels,
+                                        key.public_key().id_hex if key else None, name,
+                                        with_descriptor)).encode()).hexdigest()[:12]
+        if spec_key in made:
+            return made[spec_key]
+        d = tmp_path_factory.mktemp(f"bundle-v{version}")
+        model = d / "tiny"
+        model.mkdir()
+        (model / "weights.bin").write_bytes(weights)
+        (model / "config.json").write_text('{"layers": 1}\n')
+        if with_descriptor:
+            (model / "abhed-serve.json").write_text(json.dumps(serve or descriptor()))
+            (model / "gate-script.json").write_text(json.dumps(script or [{"text": "5"}]))
+        wh = d / "wheels"
+        wh.mkdir()
+        lock = []
+        for w in sorted(wheelhouse.glob("*.whl")):
+            if any(w.name.lower().startswith(p) for p in drop_wheels):
+                continue
+            os.link(w, wh / w.name)
+            digest = hashlib.sha256(w.read_bytes()).hexdigest()
+            n, v = w.name.split("-")[:2]
+            lock.append(f"{n}=={v} --hash=sha256:{digest}")
+        (d / "requirements.lock").write_text("\n".join(lock) + "\n")
+        plat = {"os": "linux", "arch": "x86_64", "glibc": "2.36", "python": PY,
+                "accelerator": "cpu"}
+        plat.update(platform or {})
+        spec = {"format": "abhed-bundle-spec/1", "name": name, "version": version,
+                "source_date_epoch": 1700000000, "compression": "none", "platform": plat,
+                "agent": {"wheel": str(agent_wheel)},
+                "wheelhouse": {"dir": "wheels", "lock": "requirements.lock"},
+                "model": [{"name": "tiny", "dir": "tiny", "licence": "Apache-2.0",
+                           "source": "generated by the installer tests", "version": "1"}]}
+        (d / "spec.json").write_text(json.dumps(spec))
+        out = d / f"{name}-{version}.abhed"
+        build_bundle(d / "spec.json", out, [key or keys.secret])
+        made[spec_key] = out
+        return out
+
+    return make
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Installer:
+    """Runs the built binary against one prefix, with a fake root for systemd and dpkg."""
+
+    def __init__(self, argv: list[str], prefix: Path, sysroot: Path) -> None:
+        self.argv = argv
+        self.prefix = prefix
+        self.sysroot = sysroot
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ABHED_INSTALLER")}
+        self.env["ABHED_INSTALLER_SYSROOT"] = str(sysroot)
+
+    def __call__(self, *args: str | Path, fault: str | None = None, timeout: float = 600,
+                 prefix: bool = True, env: dict[str, str] | None = None) -> Result:
+        e = dict(self.env, **(env or {}))
+        if fault:
+            e["ABHED_INSTALLER_FAULT"] = fault
+        argv = self.argv + [str(a) for a in args]
+        if prefix and args and args[0] not in ("--help", "--version"):
+            argv += ["--prefix", str(self.prefix)]
+        p = subprocess.run(argv, capture_output=True, text=True, env=e, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    def popen(self, *args: str | Path, fault: str | None = None) -> subprocess.Popen[str]:
+        e = dict(self.env)
+        if fault:
+            e["ABHED_INSTALLER_FAULT"] = fault
+        return subprocess.Popen(self.argv + [str(a) for a in args] + ["--prefix", str(self.prefix)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+                                stdin=subprocess.DEVNULL)
+
+    def audit(self) -> list[dict[str, Any]]:
+        path = self.prefix / "audit" / "audit.log"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def sysroot(tmp_path: Path) -> Path:
+    root = tmp_path / "sysroot"
+    (root / "etc").mkdir(parents=True)
+    return root
+
+
+@pytest.fixture
+def inst(installer_bin: list[str], tmp_path: Path, sysroot: Path) -> Iterator[Installer]:
+    yield Installer(installer_bin, tmp_path / "opt-abhed", sysroot)
+
+
+def tree_snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` (links by target), to prove a failure changed nothing."""
+    snap: dict[str, str] = {}
+    if not root.exists():
+        return snap
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                snap[rel] = "-> " + os.readlink(p)
+            elif p.is_file():
+                snap[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.stat().st_size < (8 << 20) else str(p.stat().st_size)
+            else:
+                snap[rel] = "dir"
+    return snap
