@@ -139,9 +139,7 @@ def _numbered_small(
         return [f"{n:>6}\t{line}" for n, line in enumerate(window, start)], []
     out: list[str] = []
     cut: list[int] = []
-    for number, line in enumerate(window, start):
-        if line.endswith("\r"):
-            line = line[:-1]
+    for number, line in enumerate(window, start):  # CRs were already stripped above
         if len(line) > max_chars:
             out.append(f"{number:>6}\t{line[:max_chars]}{TRUNCATED_LINE}")
             cut.append(number)

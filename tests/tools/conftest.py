@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tools import MemoryLedger, ToolContext, ToolResult, ToolSettings, Workspace, native_tools, run_tool
+from tools import (
+    MemoryLedger,
+    ToolContext,
+    ToolResult,
+    ToolSettings,
+    Workspace,
+    native_tools,
+    run_tool,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ABHED = Path(sys.executable).parent / "abhed"
@@ -100,7 +108,7 @@ def cli(abhed_home: Path) -> Callable[..., tuple[int, dict[str, Any] | None, str
         if user is not None:
             cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
         full_env = {**os.environ, "ABHED_HOME": str(abhed_home), **(env or {})}
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout,
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=full_env, timeout=timeout,
                               cwd=REPO)
         lines = proc.stdout.strip().splitlines()
         result = None

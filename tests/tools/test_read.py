@@ -8,7 +8,6 @@ import hashlib
 import os
 import subprocess
 import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -414,3 +413,9 @@ def test_paging_wide_encodings(h: Any, codec: str) -> None:
     (h.root / "f.txt").write_bytes("".join(f"zeile {i} ü\n" for i in range(1, 30)).encode(codec))
     res = h.ok(h.read(h.root / "f.txt", offset=20, limit=2))
     assert res.content.split("\n")[:2] == ["    20\tzeile 20 ü", "    21\tzeile 21 ü"]
+
+
+def test_regression_small_file_path_stripped_two_carriage_returns_when_a_line_was_long(h: Any) -> None:
+    (h.root / "f.txt").write_bytes(b"x\r\r\n" + b"y" * 2500 + b"\n")
+    res = h.ok(h.read(h.root / "f.txt"))
+    assert res.content.split("\n")[0] == "     1\tx\r"
