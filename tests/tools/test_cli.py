@@ -93,6 +93,12 @@ def test_session_reuse_keeps_read_before_edit_across_processes(cli: Any, workspa
     assert rc == 0 and result is not None and result["ok"], result
     assert _session(stderr3) == sid
     assert target.read_text() == "x = 2\n"
+    # A session belongs to its workspace: reusing it elsewhere is a usage error.
+    other = workspace.parent / "other-ws"
+    other.mkdir()
+    rc, result, _, stderr4 = cli("read", json.dumps({"path": f"{other}/x"}), "--workspace", str(other),
+                                 "--session", sid)
+    assert rc == 2 and result is None and "belongs to workspace" in stderr4
     # And it remembers its own edit: a second edit needs no re-read ...
     again = json.dumps({"path": str(target), "old_string": "x = 2", "new_string": "x = 3"})
     rc, result, _, _ = cli("edit", again, "--workspace", str(workspace), "--session", sid)

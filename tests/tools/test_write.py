@@ -187,6 +187,13 @@ def test_crlf_file_stays_crlf(h: Any) -> None:
     assert res.details["crlf_converted"] is True and "CRLF" in res.content
 
 
+def test_lf_content_equal_to_a_crlf_file_after_conversion_is_no_change(h: Any) -> None:
+    (h.root / "f.txt").write_bytes(b"a\r\nb\r\n")
+    h.ok(h.read(h.root / "f.txt"))
+    res = h.ok(h.write(h.root / "f.txt", "a\nb\n"))
+    assert res.details["changed"] is False and res.content.startswith("No change")
+
+
 def test_crlf_content_into_crlf_file_is_not_doubled(h: Any) -> None:
     (h.root / "f.txt").write_bytes(b"a\r\n")
     h.ok(h.read(h.root / "f.txt"))
