@@ -42,9 +42,9 @@ _DIAGNOSES: list[tuple[str, tuple[str, ...], str]] = [
      "the port is taken by another program; pick another with --port or stop that program"),
     ("out_of_memory", ("out of memory", "outofmemoryerror", "cannot allocate memory",
                        "no available memory for the cache blocks", "insufficient memory",
-                       "not enough memory", "oom"),
-     "the model does not fit in memory; use a smaller model, a lower max_model_len, or more "
-     "tensor-parallel GPUs"),
+                       "not enough memory", "oom-kill", "oom_kill"),
+     ("the model does not fit in memory; use a smaller model, a lower max_model_len, or more "
+      "tensor-parallel GPUs")),
     ("vllm_missing", ("no module named 'vllm'", "no module named vllm"),
      "this Python has no vLLM; point serve.vllm_python (or --python) at the one that has it"),
     ("weights_unreadable", ("is not a valid model", "unrecognized model", "can't load", "safetensors"),

@@ -119,8 +119,12 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         store.close()
         click.echo(f"error: {exc}", err=True)
         sys.exit(4)
+    def print_event(stored: StoredEvent) -> None:
+        sys.stdout.write(event_line(stored) + "\n")
+        sys.stdout.flush()
+
     if as_json:
-        agent.session.listen(lambda e: (sys.stdout.write(event_line(e) + "\n"), sys.stdout.flush()) and None)
+        agent.session.listen(print_event)
     else:
         agent.session.listen(_progress)
     click.echo(f"session: {agent.session.id} model: {provider.model}", err=True)

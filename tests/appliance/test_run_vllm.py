@@ -8,7 +8,6 @@ events are recorded; then the model stops and the run ends ``done``.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +45,6 @@ def test_abhed_run_executes_a_real_tool_and_records_it(abhed_home: Path, workspa
     assert action["tool"] == "glob" and action["args"] == args and obs["call_id"] == action["call_id"]
     assert "ok" in obs["result"] and obs["result"]["content"]
     assert events[-1]["type"] == "run_ended" and events[-1]["reason"] == "done"
-    verify = subprocess.run(["true"])  # the log is checked below through the CLI
-    assert verify.returncode == 0
     out = abhed("events", "verify")
     assert out.returncode == 0 and "chain intact" in out.stdout
 

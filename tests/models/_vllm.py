@@ -37,7 +37,7 @@ HONOURED = ["temperature", "top_p", "top_k", "seed", "max_tokens"]
 
 
 def vllm_python() -> str:
-    proc = subprocess.run([str(ROOT / "scripts" / "vllm-env")], capture_output=True, text=True)
+    proc = subprocess.run([str(ROOT / "scripts" / "vllm-env")], check=False, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"scripts/vllm-env failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     return proc.stdout.strip().splitlines()[-1]
@@ -49,7 +49,7 @@ def tiny_model(python: str) -> Path:
     target = CACHE / f"tiny-model-{key}"
     if not (target / ".complete").exists():
         tmp = Path(tempfile.mkdtemp(prefix="tiny-model-", dir=CACHE))
-        proc = subprocess.run([python, str(script), str(tmp / "m")], capture_output=True, text=True)
+        proc = subprocess.run([python, str(script), str(tmp / "m")], check=False, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"making the tiny model failed:\n{proc.stderr[-4000:]}")
         (tmp / "m" / ".complete").touch()

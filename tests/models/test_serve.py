@@ -148,15 +148,15 @@ def test_abhed_serve_cli_dry_run_and_hash(tmp_path: Path, abhed_home: Path) -> N
     (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
     run = [sys.executable, "-m", "appliance.cli", "serve"]
     proc = subprocess.run(run + ["--dry-run", "--python", sys.executable, "--port", str(_port())],
-                          capture_output=True, text=True)
+                          check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "vllm.entrypoints.openai.api_server" in proc.stdout and "served-m" in proc.stdout
-    proc = subprocess.run(run + ["--hash", str(tmp_path / "weights")], capture_output=True, text=True)
+    proc = subprocess.run(run + ["--hash", str(tmp_path / "weights")], check=False, capture_output=True, text=True)
     assert json.loads(proc.stdout) == e.files
-    proc = subprocess.run(run + ["--model", "zzz"], capture_output=True, text=True)
+    proc = subprocess.run(run + ["--model", "zzz"], check=False, capture_output=True, text=True)
     assert proc.returncode == 2 and "no catalog entry named 'zzz'" in proc.stderr
     (tmp_path / "weights" / "config.json").write_text("tampered")
-    proc = subprocess.run(run + ["--python", sys.executable], capture_output=True, text=True)
+    proc = subprocess.run(run + ["--python", sys.executable], check=False, capture_output=True, text=True)
     assert proc.returncode == 1 and "altered" in proc.stderr
 
 
@@ -165,5 +165,5 @@ def test_abhed_serve_cli_reports_a_server_that_exits(tmp_path: Path, abhed_home:
     (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
     fake = _fake_python(tmp_path, "import sys; print('Cannot allocate memory'); sys.exit(1)")
     proc = subprocess.run([sys.executable, "-m", "appliance.cli", "serve", "--python", fake, "--port",
-                           str(_port())], capture_output=True, text=True, timeout=120)
+                           str(_port())], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "does not fit in memory" in proc.stderr
