@@ -26,7 +26,7 @@ def usage_from(raw: Any) -> Usage | None:
 
 
 class _Partial:
-    __slots__ = ("id", "name", "args")
+    __slots__ = ("args", "id", "name")
 
     def __init__(self) -> None:
         self.id = ""

@@ -41,7 +41,14 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
           hash_dir: Path | None, dry_run: bool, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
     from appliance.loop._setup import load_config_catalog
-    from models import ModelsError, ProviderConfigError, ServeError, VllmServer, hash_weights, load_catalog
+    from models import (
+        ModelsError,
+        ProviderConfigError,
+        ServeError,
+        VllmServer,
+        hash_weights,
+        load_catalog,
+    )
 
     if hash_dir is not None:
         click.echo(json.dumps(hash_weights(hash_dir), indent=2))

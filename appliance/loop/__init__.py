@@ -24,7 +24,13 @@ from appliance.loop._approver import (
 )
 from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
-from appliance.loop._prompt import ABHED_MD, BASE_PROMPT, SystemPrompt, build_system_prompt, tool_specs
+from appliance.loop._prompt import (
+    ABHED_MD,
+    BASE_PROMPT,
+    SystemPrompt,
+    build_system_prompt,
+    tool_specs,
+)
 from appliance.loop._setup import choose_provider, start_agent
 from appliance.loop._untrusted import escape_markers, wrap_result
 

@@ -33,8 +33,16 @@ from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import SystemPrompt, tool_specs
 from appliance.loop._untrusted import wrap_result
-from models import CancelToken, ChatRequest, Delta, ModelReply, ProviderError, RequestCancelled, ToolCall
-from models import Provider
+from models import (
+    CancelToken,
+    ChatRequest,
+    Delta,
+    ModelReply,
+    Provider,
+    ProviderError,
+    RequestCancelled,
+    ToolCall,
+)
 from tools import Tool, ToolResult
 from tools._result import failure
 

@@ -12,8 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-__all__ = ["Approval", "ApprovalRequest", "Approver", "AutoApprover", "CallbackApprover",
-           "HeadlessApprover", "MODES"]
+__all__ = [
+    "MODES",
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
+    "AutoApprover",
+    "CallbackApprover",
+    "HeadlessApprover",
+]
 
 MODES = ("auto", "ask")
 """auto: every non-destructive call runs.  ask: every mutating call is asked about."""

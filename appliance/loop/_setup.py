@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typing import TYPE_CHECKING
 from appliance._dispatch import Dispatcher
 from appliance._errors import ConfigError
 from appliance._home import abhed_home

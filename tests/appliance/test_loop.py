@@ -8,7 +8,6 @@ from pathlib import Path
 
 from appliance.events import ActionEvent, ModelTurn, ObservationEvent, RunEnded, RunStarted
 from appliance.loop import Approval, ApprovalRequest, CallbackApprover, HeadlessApprover, Limits
-
 from tests.appliance._loop_helpers import scripted_agent, types
 
 
@@ -136,7 +135,7 @@ def test_interrupt_stops_a_hanging_stream(workspace: Path) -> None:
         t.join(10)
         assert not t.is_alive()
     out = result[0]
-    assert getattr(out, "reason") == "interrupted" and "rpc abort" in getattr(out, "message")
+    assert out.reason == "interrupted" and "rpc abort" in out.message
 
 
 def test_provider_error_ends_the_run_with_the_servers_message(workspace: Path) -> None:
