@@ -9,16 +9,21 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 fail() { echo "abhed-init: $*" >&2; echo o > /proc/sysrq-trigger; sleep 5; }
-while read -r mod; do
-  [ -n "$mod" ] && insmod "/modules/$mod" 2>/dev/null
-done < /modules/order
-ws=""; port="abhed.agent"
+ws=""; port="abhed.agent"; mmio=""
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     abhed.ws=*) ws=$(echo "${arg#abhed.ws=}" | sed 's/../\\x&/g'); ws=$(printf "$ws") ;;
     abhed.port=*) port="${arg#abhed.port=}" ;;
+    # QEMU's microvm machine without ACPI names its virtio-mmio devices here;
+    # insmod (unlike modprobe) does not pass command-line module options on.
+    virtio_mmio.device=*) mmio="$mmio device=${arg#virtio_mmio.device=}" ;;
   esac
 done
+while read -r mod; do
+  params=""
+  [ "$mod" = "virtio_mmio.ko" ] && params="$mmio"
+  [ -n "$mod" ] && insmod "/modules/$mod" $params 2>/dev/null
+done < /modules/order
 mkdir -p /lower /upper /newroot
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done

@@ -8,6 +8,7 @@ once and cached under ``~/.cache/abhed/images`` keyed by its inputs.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,9 @@ def _markers_alive(marker: str) -> list[str]:
 @pytest.fixture(scope="module", params=["microvm", "bwrap"])
 def box(request: pytest.FixtureRequest,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    ws = str(tmp_path_factory.mktemp(f"bash-{request.param}").resolve())
+    # A space, a quote and non-ASCII in the path: it crosses the kernel command
+    # line (microvm) and bubblewrap's argv (bwrap) and must arrive intact.
+    ws = str(tmp_path_factory.mktemp(f"bash ws-é'{request.param}").resolve())
     sandbox: Any
     if request.param == "microvm":
         image = build_image("test", agent_source=default_agent_source())
@@ -102,13 +105,14 @@ def test_files_written_inside_appear_in_the_host_workspace(sh: Shell) -> None:
     assert "done" in out
     assert (sh.ws / "made" / "hello.txt").read_text() == "from the sandbox\n"
     (sh.ws / "from-host.txt").write_text("host wrote this\n")
-    assert "host wrote this" in _out(sh(f"cat {sh.ws}/from-host.txt"))
+    assert "host wrote this" in _out(sh(f"cat {shlex.quote(str(sh.ws))}/from-host.txt"))
 
 
 def test_host_paths_outside_the_workspace_are_invisible(sh: Shell) -> None:
     secret = sh.ws.parent / "outside-secret.txt"
     secret.write_text("s3cret\n")
-    res = sh(f"cat {secret}; ls {sh.ws.parent}; ls /work /home/* 2>&1")
+    res = sh(f"cat {shlex.quote(str(secret))}; ls {shlex.quote(str(sh.ws.parent))}; "
+             "ls /work /home/* 2>&1")
     assert res.ok
     assert "s3cret" not in res.content
     assert "outside-secret.txt" not in res.content.splitlines()  # not listed by ls
