@@ -338,7 +338,7 @@ class MicroVM:
             if guest is not None and guest.qemu is not None and guest.qemu.poll() is None:
                 return guest
             if guest is not None:
-                console = guest._log_tail("console.log")  # noqa: SLF001 - same module
+                console = guest._log_tail("console.log")
                 guest.stop()
                 self._guest = None
                 self.cwd = self.workspace

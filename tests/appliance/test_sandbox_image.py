@@ -144,7 +144,7 @@ def test_a_crashed_vm_is_reported_then_replaced(vm: MicroVM) -> None:
     first = run_tool(bash, {"command": "uname -r", "description": "kernel"}, ctx)
     assert first.ok and vm.accel in ("kvm", "tcg")
     assert vm.accel == "tcg" or os.access("/dev/kvm", os.W_OK)
-    guest = vm._guest  # noqa: SLF001 - the real QEMU process
+    guest = vm._guest
     assert guest is not None and guest.qemu is not None
     guest.qemu.kill()
     guest.qemu.wait()
@@ -152,14 +152,14 @@ def test_a_crashed_vm_is_reported_then_replaced(vm: MicroVM) -> None:
         vm.run("true", cwd=vm.workspace, env={}, timeout_s=10)
     crashed = run_tool(bash, {"command": "true", "description": "after crash"}, ctx)
     assert crashed.ok  # the next call boots a new VM
-    assert vm._guest is not guest  # noqa: SLF001
+    assert vm._guest is not guest
 
 
 @pytest.mark.slow
 def test_closing_the_session_stops_the_vm_and_its_jobs(vm: MicroVM) -> None:
     job = vm.start("sleep 1000", cwd=vm.workspace, env={})
     assert vm.job(job).state == "running"
-    guest = vm._guest  # noqa: SLF001
+    guest = vm._guest
     assert guest is not None and guest.qemu is not None and guest.vfsd is not None
     vm.close()
     assert guest.qemu.poll() is not None and guest.vfsd.poll() is not None
