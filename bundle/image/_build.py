@@ -143,6 +143,18 @@ def _tree_bytes(root: Path) -> int:
     return total
 
 
+def _publish(tmp: Path, final: Path, marker: str) -> None:
+    """Rename a finished build into place; if another build got there first, keep theirs."""
+    if final.exists() and not (final / marker).is_file():
+        shutil.rmtree(final, ignore_errors=True)  # a leftover without its marker: incomplete
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not (final / marker).is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _prune(cache: Path, name: str, *, keep: Path, count: int = 3) -> None:
     """Drop all but the newest ``count`` images of a recipe (each is ~200 MB)."""
     images = sorted((p for p in cache.glob(f"{name}-*") if p.is_dir() and p != keep
@@ -196,8 +208,7 @@ def _base_root(recipe: Recipe, raw: bytes, cache: Path, say: Any) -> Path:
                         else:
                             child.unlink()
         (tmp / "packages.json").write_text(json.dumps(versions, indent=1, sort_keys=True) + "\n")
-        shutil.rmtree(base, ignore_errors=True)
-        os.rename(tmp, base)
+        _publish(tmp, base, "packages.json")
         return base
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -264,9 +275,7 @@ def build_image(recipe_name: str, *, agent_source: Path, cache_dir: Path | None 
         }
         shutil.rmtree(root)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
+        _publish(tmp, out, "manifest.json")
         _prune(cache, recipe.name, keep=out)
         return out
     except BaseException:
