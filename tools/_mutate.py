@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import time
 
 from tools._files import FileFacts, open_regular, scan
 from tools._paths import Located
@@ -14,7 +16,57 @@ __all__ = ["check_target_dir", "check_overwrite", "locate_for_write"]
 
 
 def locate_for_write(ctx: ToolContext, user_path: str) -> Located:
-    """Resolve a path to write; create missing parents only when the operator allows it."""
+    """Resolve a path to write, holding its directory's write lock until the caller closes it.
+
+    Missing parents are created only when the operator allows it.
+    """
+    loc = _locate_for_write(ctx, user_path)
+    try:
+        _lock_and_restat(loc)
+    except BaseException:
+        loc.close()
+        raise
+    return loc
+
+
+_LOCK_WAIT_S = 30.0
+
+
+def _lock_and_restat(loc: Located) -> None:
+    """Serialise Abhed's writers in one directory, then look at the target again.
+
+    Between a writer's check (seen hash, or "does not exist yet") and its rename,
+    another writer could replace the file: both would report success and one
+    change would silently vanish.  An exclusive ``flock`` on the directory's
+    descriptor, held until the descriptor is closed after the rename, makes
+    check-and-replace one step for every Abhed process.  The target is
+    re-examined under the lock, since it may have changed while we waited.
+    """
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(loc.dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise ToolFailure(
+                    "busy",
+                    f"Another Abhed call has been writing in {os.path.dirname(loc.path)} for over "
+                    f"{_LOCK_WAIT_S:.0f} s; nothing was changed. Retry shortly.",
+                    retryable=True,
+                ) from None
+            time.sleep(0.005)
+        except OSError:
+            break  # a file system without flock: keep the unlocked behaviour
+    try:
+        st = os.stat(loc.name, dir_fd=loc.dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        loc.exists, loc.st = False, None
+    else:
+        loc.exists, loc.st = True, st
+
+
+def _locate_for_write(ctx: ToolContext, user_path: str) -> Located:
     ws = ctx.workspace
     try:
         return ws.locate(user_path)

@@ -386,11 +386,12 @@ _WRITER = textwrap.dedent(
     ledger = MemoryLedger()
     ctx = ToolContext(workspace=Workspace(root), ledger=ledger)
     tools = native_tools()
-    ledger.observe(run_tool(tools["read"], {"path": target}, ctx))
+    if sys.argv[5] != "create":
+        ledger.observe(run_tool(tools["read"], {"path": target}, ctx))
     open(go + "." + letter, "w").close()  # ready: read done
     while not os.path.exists(go):
         time.sleep(0.001)
-    if sys.argv[5] == "write":
+    if sys.argv[5] in ("write", "create"):
         content = (letter * 1023 + "\\n") * 1024  # 1 MiB, so writes take a while
         res = run_tool(tools["write"], {"path": target, "content": content}, ctx)
     else:
@@ -402,13 +403,18 @@ _WRITER = textwrap.dedent(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tool", ["write", "edit"])
-def test_concurrent_writers_leave_exactly_one_complete_version(
+@pytest.mark.parametrize("tool", ["write", "edit", "create"])
+def test_regression_concurrent_writers_were_all_told_ok_while_one_change_survived(
     h: Any, tmp_path: Path, tool: str
 ) -> None:
+    """Several processes, each having read the file (or, for create, finding it absent),
+    replace it at once: exactly one complete version is left, never a mix, and every
+    other writer is told.  Before the directory lock, writers whose check ran before the
+    winner's rename also reported ok (or created over a file they had never seen)."""
     target = h.root / "shared.txt"
-    original = "original\n" if tool == "write" else ("x" * 1000 + "MARK\n") * 500
-    target.write_text(original)
+    original = {"write": "original\n", "edit": ("x" * 1000 + "MARK\n") * 500, "create": ""}[tool]
+    if tool != "create":
+        target.write_text(original)
     go = tmp_path / "go"
     letters = "ABCDEF"
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(h.root), str(target), str(go), c,
@@ -426,17 +432,16 @@ def test_concurrent_writers_leave_exactly_one_complete_version(
         assert p.returncode == 0, errs
         outcomes.append(out.strip())
     data = target.read_text()
-    if tool == "write":
+    if tool in ("write", "create"):
         versions = {(c * 1023 + "\n") * 1024 for c in letters}
     else:
         versions = {original.replace("MARK", c * 4096) for c in letters}
-    assert data in versions | {original}, "a mix of writers' content"
-    assert set(outcomes) <= {"ok", "file_changed"}
-    assert "ok" in outcomes and data != original
-    # Writers whose check ran before the winner's rename may also report ok; their
-    # version was complete too, and was replaced whole (a lost update, not a mix).
-    winner = letters.index(data[0] if tool == "write" else data[1000])
-    assert outcomes[winner] == "ok"
+    assert data in versions, "a mix of writers' content"
+    winner = letters.index(data[0] if tool != "edit" else data[1000])
+    # Exactly one writer succeeded, and it is the one whose content is there: no other
+    # writer was told "ok" while its change vanished.
+    losing = "not_read" if tool == "create" else "file_changed"
+    assert outcomes == [("ok" if i == winner else losing) for i in range(len(letters))]
     assert os.listdir(h.root) == ["shared.txt"]
 
 
