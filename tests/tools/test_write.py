@@ -450,3 +450,53 @@ def test_settings_model_refuses_unknown_keys() -> None:
         ToolSettings.model_validate({"create_parents": True})
     with pytest.raises(ValueError):
         ToolSettings.model_validate({"new_file_mode": 0o10000})
+
+
+def test_writer_waiting_on_the_lock_is_told_busy_after_the_wait(
+    h: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fcntl
+
+    import tools._mutate
+
+    monkeypatch.setattr(tools._mutate, "_LOCK_WAIT_S", 0.05)
+    fd = os.open(h.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        res = h.err(h.write(h.root / "f.txt", "x"), "busy")
+        assert res.error.retryable and "Retry" in res.content
+    finally:
+        os.close(fd)
+    assert not (h.root / "f.txt").exists()
+    h.ok(h.write(h.root / "f.txt", "x"))
+
+
+def test_target_is_looked_at_again_once_the_lock_is_held(
+    h: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file created while we waited for the lock is an existing file, not ours to clobber."""
+    import fcntl
+    import threading
+
+    real_flock = fcntl.flock
+    waiting = threading.Event()
+
+    def flock(fd: int, op: int) -> None:
+        try:
+            real_flock(fd, op)
+        except BlockingIOError:
+            waiting.set()
+            raise
+
+    fd = os.open(h.root, os.O_RDONLY | os.O_DIRECTORY)
+    real_flock(fd, fcntl.LOCK_EX)
+    monkeypatch.setattr(fcntl, "flock", flock)
+    results: list[Any] = []
+    t = threading.Thread(target=lambda: results.append(h.write(h.root / "f.txt", "mine\n")))
+    t.start()
+    assert waiting.wait(30)  # the writer found no file and is now waiting for the lock
+    (h.root / "f.txt").write_text("someone else's\n")
+    os.close(fd)  # releases the lock
+    t.join()
+    h.err(results[0], "not_read")
+    assert (h.root / "f.txt").read_text() == "someone else's\n"
