@@ -77,6 +77,7 @@ class ToolContext:
     settings: ToolSettings = field(default_factory=ToolSettings)
     ledger: FileLedger = field(default_factory=MemoryLedger)
     sandbox: ShellSandbox | None = None  # where bash runs; None: bash refuses
+    sandbox_problem: str | None = None  # why there is no sandbox, told to the model
 
 
 class Tool:

@@ -263,11 +263,12 @@ class Bash(Tool):
                               "one short sentence. Nothing was run.")
         sandbox = ctx.sandbox
         if sandbox is None:
+            why = f" ({ctx.sandbox_problem})" if ctx.sandbox_problem else ""
             raise ToolFailure(
                 "sandbox_unavailable",
-                "bash cannot run: this session has no sandbox to run commands in. Use the file "
-                "tools (read, glob, grep, edit) instead, and tell the user to check the sandbox "
-                "(`abhed sandbox check`).")
+                f"bash cannot run: this session has no sandbox to run commands in{why}. Use the "
+                "file tools (read, glob, grep, edit) instead, and tell the user to check the "
+                "sandbox (`abhed sandbox check`).")
         if args.job_id is not None:
             if args.command is not None or args.background or args.timeout_ms is not None:
                 raise ToolFailure(

@@ -55,6 +55,19 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None,
         raise click.UsageError(str(exc)) from None
     click.echo(f"session: {session.id}", err=True)
     ctx = ToolContext(workspace=ws, settings=config.tools, ledger=session)
-    result = Dispatcher(session, tools, ctx).call(name, args, source="cli")
-    store.close()
+    if name == "bash":
+        # Only bash needs the sandbox; it lives as long as this one call, so
+        # a background job started here dies when the command returns.
+        from appliance.sandbox import SandboxError, open_sandbox
+
+        try:
+            ctx.sandbox = open_sandbox(ws.root, config.sandbox)
+        except SandboxError as exc:
+            ctx.sandbox_problem = str(exc)
+    try:
+        result = Dispatcher(session, tools, ctx).call(name, args, source="cli")
+    finally:
+        if ctx.sandbox is not None:
+            ctx.sandbox.close()
+        store.close()
     sys.stdout.write(result.model_dump_json() + "\n")

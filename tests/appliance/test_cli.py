@@ -138,3 +138,25 @@ def test_the_installed_entry_point_runs(workspace: Path, abhed_home: Path) -> No
     assert proc.returncode == 0
     assert json.loads(proc.stdout.splitlines()[-1])["ok"] is True
     assert proc.stderr.startswith("session: s-")
+
+
+def test_tool_bash_runs_in_the_configured_sandbox(workspace: Path, abhed_home: Path) -> None:
+    (abhed_home / "config.json").write_text('{"sandbox": {"backend": "bwrap"}}')
+    args = json.dumps({"command": f"echo made > {workspace}/out.txt; echo $HOME",
+                       "description": "write a file"})
+    result = run("tool", "bash", args, "-w", str(workspace))
+    body = last_json(result)
+    assert body["ok"] is True, body
+    assert body["details"]["sandbox"] == "bwrap"  # type: ignore[index]
+    assert (workspace / "out.txt").read_text() == "made\n"
+
+
+def test_tool_bash_without_a_usable_sandbox_says_why(workspace: Path, abhed_home: Path,
+                                                      tmp_path: Path) -> None:
+    (abhed_home / "config.json").write_text(json.dumps(
+        {"sandbox": {"backend": "microvm", "image_dir": str(tmp_path / "no-image")}}))
+    args = json.dumps({"command": "ls", "description": "list"})
+    body = last_json(run("tool", "bash", args, "-w", str(workspace)))
+    assert body["ok"] is False
+    assert body["error"]["code"] == "sandbox_unavailable"  # type: ignore[index]
+    assert "no-image" in str(body["content"]) and "image" in str(body["content"])
