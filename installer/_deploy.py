@@ -286,6 +286,7 @@ def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:
                 trust_sha = None if pinned else pin_trust(layout, policy)
                 fault_point("state")
                 _link_bin(layout)
+                (release / ".complete").write_text("")  # last: a release without it is unfinished
                 tx.commit()
             except OSError as exc:
                 raise disk_error(exc, layout.prefix) from None

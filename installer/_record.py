@@ -24,6 +24,8 @@ __all__ = ["RECORD_NAME", "CheckResult", "compare_tree", "load_record", "record_
            "sha256_file"]
 
 RECORD_NAME = "record.json"
+COMPLETE_NAME = ".complete"  # written last, at commit: not part of the record
+_SKIP = {RECORD_NAME, COMPLETE_NAME}
 RECORD_FORMAT = "abhed-installer-record/1"
 
 
@@ -51,7 +53,7 @@ def record_tree(root: Path, known: Mapping[str, tuple[str, int]]) -> dict[str, A
     """Describe every file under ``root`` (``known``: rel -> (sha256, size) already proven)."""
     files: dict[str, dict[str, Any]] = {}
     for rel, st in _walk(root):
-        if rel == RECORD_NAME:
+        if rel in _SKIP:
             continue
         if stat.S_ISLNK(st.st_mode):
             files[rel] = {"type": "link", "target": os.readlink(root / rel)}
@@ -91,7 +93,7 @@ def compare_tree(root: Path, expected: Mapping[str, Mapping[str, Any]]) -> Check
     result = CheckResult()
     seen: set[str] = set()
     for rel, st in _walk(root):
-        if rel == RECORD_NAME:
+        if rel in _SKIP:
             continue
         seen.add(rel)
         want = expected.get(rel)

@@ -187,7 +187,6 @@ def write_record(release: Path, manifest: Manifest) -> tuple[str, str]:
 
     known = {f"bundle/{staged_name(m)}": (m.content_sha256, m.content_size)
              for m in manifest.members}
-    (release / ".complete").write_text("")
     record = record_tree(release, known)
     data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     atomic_write(release / RECORD_NAME, data, 0o444)
@@ -201,6 +200,17 @@ def recover(layout: Layout, audit: AuditLog, action: str, run_id: str) -> None:
         p.unlink(missing_ok=True)
         cleaned.append(p.name)
     current = layout.current_version()
+    if current is not None and not (layout.release(current) / ".complete").is_file():
+        # Killed between the switch and the commit: go back to the release it replaced.
+        state = State.load(layout)
+        back = state.current if state.current != current else state.previous
+        if back not in layout.installed_versions():
+            back = None
+        from ._txn import switch_current
+
+        switch_current(layout, back)
+        cleaned.append(f"current -> {current} (unfinished; switched back to {back})")
+        current = back
     if layout.releases.is_dir():
         for p in sorted(layout.releases.iterdir()):
             if p.name.isdigit() and not (p / ".complete").is_file() and \
