@@ -1,0 +1,48 @@
+"""Both service code paths, by pointing the systemd detector at a fake root (source-level:
+the binary's path through them is covered by the lifecycle tests, which have no systemd)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from installer._layout import Layout
+from installer._services import (PORT_MARK, render_run_script, systemctl, systemd_present,
+                                 unit_path, write_unit)
+
+
+def test_no_systemd_in_the_fake_root_means_no_unit(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ABHED_INSTALLER_SYSROOT", str(tmp_path))
+    assert systemd_present() is False
+    assert systemctl("daemon-reload") is None
+
+
+def test_systemd_in_the_fake_root_gets_a_unit_and_systemctl_is_never_called(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    monkeypatch.setenv("ABHED_INSTALLER_SYSROOT", str(tmp_path))
+    assert systemd_present() is True
+    layout = Layout(Path("/opt/abhed"))
+    path, old = write_unit(layout)
+    assert old is None and path == unit_path() == tmp_path / "etc/systemd/system/abhed-model.service"
+    text = path.read_text()
+    assert "ExecStart=/opt/abhed/current/run-model-server" in text
+    assert "IPAddressDeny=any" in text and "Environment=ABHED_HOME=/opt/abhed/data" in text
+    assert systemctl("daemon-reload") is None  # a fake root is never driven
+    path2, old2 = write_unit(layout)
+    assert old2 == text.encode()
+
+
+def test_run_script_quotes_hostile_arguments_and_takes_the_port_from_the_environment(
+        tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    argv = ["/bin/echo", f"$(touch {marker})", "a b;c", f"--port={PORT_MARK}", PORT_MARK]
+    script = tmp_path / "run"
+    script.write_text(render_run_script(3, argv, {"X": "'quoted'"}, Layout(tmp_path)))
+    out = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True,
+                         env={"ABHED_MODEL_PORT": "9123", "PATH": "/usr/bin:/bin"}).stdout
+    assert out == f"$(touch {marker}) a b;c --port=9123 9123\n"
+    assert not marker.exists()
