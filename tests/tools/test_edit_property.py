@@ -78,3 +78,25 @@ def test_edit_never_changes_bytes_outside_the_match(case: tuple[bytes, int, int]
         if "\n" not in new or facts.newline != "\r\n":
             assert middle == encode(new, facts, what="new")
         assert sorted(os.listdir(root)) == ["f.txt"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.lists(st.sampled_from([b"ab", b"a", b"b", b" ", b"\n", b"\t", "é".encode()]),
+                     min_size=1, max_size=60).map(b"".join),
+       needle=st.sampled_from(["a", "ab", "b\n", "a a", "\n\n", "é", "\t"]),
+       new=st.sampled_from(["", "Z", "ZZZ", "ab", "a", "\n", "é☃"]))
+def test_replace_all_equals_bytes_replace(data: bytes, needle: str, new: str) -> None:
+    """On an LF file, replace_all is exactly Python's non-overlapping left-to-right replace."""
+    assume(needle.encode() in data and needle != new)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp).resolve()
+        target = root / "f.txt"
+        target.write_bytes(data)
+        ledger = MemoryLedger()
+        ctx = ToolContext(workspace=Workspace(str(root)), ledger=ledger)
+        ledger.observe(run_tool(TOOLS["read"], {"path": str(target)}, ctx))
+        res = run_tool(TOOLS["edit"], {"path": str(target), "old_string": needle, "new_string": new,
+                                       "replace_all": True}, ctx)
+        assert res.ok, res.content
+        assert target.read_bytes() == data.replace(needle.encode(), new.encode())
+        assert res.details["replacements"] == data.count(needle.encode())
