@@ -63,7 +63,10 @@ class Glob(Tool):
         matcher = compile_glob(pattern)
         literal = _literal_prefix(pattern)
         start = os.path.normpath(os.path.join(base, literal)) if literal else base
-        if not ws.contains(start) or not os.path.isdir(start) or os.path.islink(start):
+        # The literal part of the pattern is walked like the rest: through real
+        # directories only.  A symlink anywhere in it (not just at its end) would
+        # otherwise lead the walk out of the workspace ("out/sub/*" with out -> /).
+        if not ws.contains(start) or not _real_dir_below(base, start):
             hits: list[tuple[float, str]] = []
         else:
             prefix = os.path.relpath(start, base)
@@ -91,6 +94,20 @@ class Glob(Tool):
                 "pattern or pass a deeper path to see the rest.]"
             )
         return success(body, truncated=truncated, count=len(shown), total=len(hits), base=base)
+
+
+def _real_dir_below(base: str, start: str) -> bool:
+    """Whether ``start`` is a directory reached from ``base`` without any symlink."""
+    current = base
+    for comp in [c for c in os.path.relpath(start, base).split("/") if c not in ("", ".")]:
+        current = os.path.join(current, comp)
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+    return os.path.isdir(start)
 
 
 def _relative_pattern(pattern: str, base: str) -> str:

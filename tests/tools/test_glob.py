@@ -306,3 +306,19 @@ def test_a_pattern_without_magic_matches_only_itself(name: str) -> None:
     rx = compile_glob(name)
     assert rx.fullmatch(name)
     assert not rx.fullmatch(name + "x") and not rx.fullmatch("x" + name)
+
+
+@pytest.mark.parametrize("pattern", ["out/sub/*", "out/sub/**", "out/sub/secret_name.txt",
+                                     "inside/sub/*"])
+def test_regression_symlink_in_the_literal_prefix_led_glob_outside_the_workspace(
+    h: Any, tmp_path: Path, pattern: str
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "secret_name.txt").write_text("x")
+    os.symlink(outside, h.root / "out")
+    _touch(h.root, "real/sub/a.txt")
+    os.symlink("real", h.root / "inside")
+    res = h.ok(h.glob(pattern))
+    assert res.content.startswith("[no files matched:")
+    assert "secret_name" not in res.content.split("]")[-1]
