@@ -233,7 +233,7 @@ class Workspace:
                         ) from None
                     if stat.S_ISLNK(st.st_mode) and follow_final:
                         link = self._readlink(fd, name, walked + [name])
-                        logical = self._rejoin_link(walked, link, [], user_path)
+                        logical = self._rejoin_link(walked, link, [], user_path, name=name)
                         os.close(fd)
                         fd = -1
                     else:
@@ -268,7 +268,7 @@ class Workspace:
         if not stat.S_ISLNK(st.st_mode):
             return None
         link = self._readlink(fd, comp, walked + [comp])
-        return self._rejoin_link(walked, link, [], user_path)
+        return self._rejoin_link(walked, link, [], user_path, name=comp)
 
     def _readlink(self, fd: int, name: str, parts: list[str]) -> str:
         # The link was seen a moment ago; if it is gone or replaced now, someone
@@ -282,14 +282,16 @@ class Workspace:
                 retryable=True,
             ) from None
 
-    def _rejoin_link(self, walked: list[str], link: str, rest: list[str], user_path: str) -> str:
+    def _rejoin_link(
+        self, walked: list[str], link: str, rest: list[str], user_path: str, *, name: str
+    ) -> str:
         base = self._join(walked)
         target = os.path.normpath(link if os.path.isabs(link) else os.path.join(base, link))
         full = os.path.normpath(os.path.join(target, *rest)) if rest else target
         if not self.contains(target):
             raise ToolFailure(
                 "symlink_escape",
-                f"{user_path} passes through a symlink ({self._join(walked) or self.root} -> {link}) "
+                f"{user_path} passes through a symlink ({self._join(walked + [name])} -> {link}) "
                 f"that points outside the workspace {self.root}. Tools do not follow links out of "
                 "the workspace.",
             )

@@ -386,3 +386,15 @@ def test_workspace_given_through_a_symlink_uses_the_real_root(tmp_path: Path) ->
     assert ws.root == str(real.resolve())
     with ws.locate(str(real / "f.txt")) as loc:
         assert loc.exists
+
+
+def test_regression_symlink_escape_message_named_the_parent_not_the_link(
+    h: Any, outside: Path
+) -> None:
+    (h.root / "a").mkdir()
+    os.symlink(outside, h.root / "a" / "out")
+    os.symlink(outside / "secret.txt", h.root / "a" / "flink")
+    res = h.err(h.read(h.root / "a" / "out" / "secret.txt"), "symlink_escape")
+    assert f"({h.root}/a/out -> {outside})" in res.content
+    res = h.err(h.read(h.root / "a" / "flink"), "symlink_escape")
+    assert f"({h.root}/a/flink -> {outside}/secret.txt)" in res.content
