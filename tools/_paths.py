@@ -251,7 +251,15 @@ class Workspace:
                 )
 
     def _open_root(self) -> int:
-        return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ToolFailure(
+                "workspace_unavailable",
+                f"The workspace root {self.root} cannot be opened ({exc.strerror}): it was removed, "
+                "replaced or its permissions changed. No file tool can work until it is back; tell "
+                "the user.",
+            ) from None
 
     def _join(self, parts: list[str]) -> str:
         return os.path.join(self.root, *parts) if parts else self.root

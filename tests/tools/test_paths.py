@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tools import ToolFailure, Workspace
+from tools import ToolContext, ToolFailure, Workspace, run_tool
 from tools._files import open_regular
 from tools._paths import SecretMatcher
 from tools._settings import DEFAULT_SECRET_PATHS
@@ -398,3 +398,14 @@ def test_regression_symlink_escape_message_named_the_parent_not_the_link(
     assert f"({h.root}/a/out -> {outside})" in res.content
     res = h.err(h.read(h.root / "a" / "flink"), "symlink_escape")
     assert f"({h.root}/a/flink -> {outside}/secret.txt)" in res.content
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+def test_regression_removed_workspace_root_was_internal_error(h: Any, tool: str) -> None:
+    ws = Workspace(str(h.root))  # built while the root exists ...
+    os.rmdir(h.root)  # ... which disappears before the call
+    args = {"read": {"path": f"{h.root}/f"}, "write": {"path": f"{h.root}/f", "content": "x"},
+            "edit": {"path": f"{h.root}/f", "old_string": "", "new_string": "x"}}[tool]
+    res = run_tool(h.tools[tool], args, ToolContext(workspace=ws))
+    assert res.error is not None and res.error.code == "workspace_unavailable", res.content
+    assert "tell the user" in res.content
