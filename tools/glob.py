@@ -43,6 +43,8 @@ class Glob(Tool):
     def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         ws = ctx.workspace
         base = ws.root
+        with ws.locate(ws.root):
+            pass  # a missing root is workspace_unavailable, not an empty answer
         if args.path is not None:
             with ws.locate(args.path, field="path") as loc:
                 if not loc.exists:

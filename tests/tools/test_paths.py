@@ -400,12 +400,13 @@ def test_regression_symlink_escape_message_named_the_parent_not_the_link(
     assert f"({h.root}/a/flink -> {outside}/secret.txt)" in res.content
 
 
-@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+@pytest.mark.parametrize("tool", ["read", "write", "edit", "glob"])
 def test_regression_removed_workspace_root_was_internal_error(h: Any, tool: str) -> None:
     ws = Workspace(str(h.root))  # built while the root exists ...
     os.rmdir(h.root)  # ... which disappears before the call
     args = {"read": {"path": f"{h.root}/f"}, "write": {"path": f"{h.root}/f", "content": "x"},
-            "edit": {"path": f"{h.root}/f", "old_string": "", "new_string": "x"}}[tool]
+            "edit": {"path": f"{h.root}/f", "old_string": "", "new_string": "x"},
+            "glob": {"pattern": "*"}}[tool]
     res = run_tool(h.tools[tool], args, ToolContext(workspace=ws))
     assert res.error is not None and res.error.code == "workspace_unavailable", res.content
     assert "tell the user" in res.content
