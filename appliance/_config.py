@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance.extensions._settings import ExtensionSpec
+from appliance.mcp._settings import McpServerSpec
+from appliance.policy._settings import PolicySettings
 from appliance.sandbox._settings import SandboxSettings
 from appliance.loop._limits import Limits
 from models import ProviderConfig, ServeSettings
@@ -28,6 +31,19 @@ class Config(BaseModel):
 
     tools: ToolSettings = Field(default_factory=ToolSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    extensions: list[ExtensionSpec] = Field(default_factory=list)
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Config:
+        for section, names in (("extensions", [e.name for e in self.extensions]),
+                               ("mcp_servers", [m.name for m in self.mcp_servers])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{section}: names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
     # -- models and the loop (docs/providers.md) --
     custom_providers: tuple[ProviderConfig, ...] = Field(
         default=(), description="Model endpoints, in the specification's shape.")

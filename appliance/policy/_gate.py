@@ -1,0 +1,190 @@
+"""Between the action event and execution: validate, normalize, judge, ask, record.
+
+Order (DESIGN.md "the path of one tool call"): schema validation ->
+normalization (paths resolved beneath the workspace, so rules and extensions
+see what would really be touched) -> extensions (veto, ask, rewrite; never
+allow) -> operator rules and mode -> approval.  Rewritten arguments are
+validated, normalized and judged again.  Every step that refuses returns a
+``ToolResult`` the model can act on; nothing here raises into the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from appliance._session import Session
+from appliance.events import ApprovalEvent, PolicyDecision, PolicyRuleAdded
+from appliance.loop._approver import Approver
+from appliance.policy._approval import ScopedApprovalRequest
+from appliance.policy._engine import Decision, PolicyEngine, path_fields
+from tools import Tool, ToolContext, ToolFailure, ToolResult
+from tools._result import failure
+from tools._tool import validate_args
+
+__all__ = ["CallHook", "Gate", "HookVerdict", "normalize_args"]
+
+
+@dataclass(frozen=True)
+class HookVerdict:
+    """The combined word of every extension on one call.  There is no way to say "allow"."""
+
+    block: bool = False
+    ask: bool = False
+    by: tuple[str, ...] = ()  # extensions that blocked or asked
+    reasons: tuple[str, ...] = ()
+    args: dict[str, Any] | None = None  # rewritten arguments, if any extension rewrote them
+    rewritten_by: tuple[str, ...] = ()
+
+
+class CallHook(Protocol):
+    """What the gate needs from the extension host."""
+
+    def tool_call(self, call_id: str, tool: str, args: dict[str, Any]) -> HookVerdict: ...
+
+    def tool_result(self, call_id: str, tool: str, args: dict[str, Any],
+                    result: ToolResult) -> ToolResult: ...
+
+
+def normalize_args(tool: Tool, raw: Any, ctx: ToolContext) -> dict[str, Any]:
+    """Validated arguments with every path resolved beneath the workspace.
+
+    Raises ``ToolFailure`` for invalid arguments and for paths that are
+    relative, outside the workspace or escape it through a symlink.  A path
+    whose parent does not exist yet keeps its lexical absolute form.
+    """
+    args = validate_args(tool, raw)
+    out: dict[str, Any] = args.model_dump()
+    check = getattr(tool, "check_args", None)
+    if callable(check):
+        check(out)
+    for name in path_fields(tool):
+        value = out.get(name)
+        if not isinstance(value, str):
+            continue
+        lexical = ctx.workspace.absolute(value, field=name)
+        try:
+            located = ctx.workspace.locate(value, field=name)
+        except ToolFailure as exc:
+            if exc.code in ("outside_workspace", "symlink_loop", "symlink_escape"):
+                raise
+            out[name] = lexical
+            continue
+        with located:
+            out[name] = located.path
+    return out
+
+
+class Gate:
+    """Policy at dispatch for one session (or subagent).
+
+    Args:
+        engine: operator rules, mode and capabilities.
+        hook: the extension host, if extensions are configured.
+        approver: who answers "ask"; ``None`` means nobody, so ask means deny.
+        run_id: recorded in approval events.
+    """
+
+    def __init__(self, engine: PolicyEngine, *, hook: CallHook | None = None,
+                 approver: Approver | None = None, run_id: str = "") -> None:
+        self.engine = engine
+        self.hook = hook
+        self.approver = approver
+        self.run_id = run_id
+
+    def admit(self, session: Session, call_id: str, tool: Tool, raw_args: Any,
+              ctx: ToolContext) -> ToolResult | dict[str, Any]:
+        """The arguments to run ``tool`` with, or the result that refuses the call."""
+        try:
+            args = normalize_args(tool, raw_args, ctx)
+        except ToolFailure as exc:
+            return exc.to_result()
+        verdict = HookVerdict()
+        if self.hook is not None:
+            verdict = self.hook.tool_call(call_id, tool.name, args)
+            if verdict.args is not None and verdict.args != args:
+                try:
+                    args = normalize_args(tool, verdict.args, ctx)
+                except ToolFailure as exc:
+                    who = ", ".join(verdict.rewritten_by)
+                    return failure("extension_rewrite_invalid",
+                                   f"Extension {who} rewrote the arguments of {tool.name} into ones "
+                                   f"that are not valid ({exc.message}). Nothing was run. Tell the "
+                                   "user; the extension needs fixing.")
+        decision = self.engine.decide(tool, args, ctx.workspace.root)
+        decision = self._with_hook(decision, verdict)
+        session.append(PolicyDecision(session_id=session.id, call_id=call_id, tool=tool.name,
+                                      verdict=decision.verdict, decided_by=decision.decided_by,
+                                      reason=decision.reason, args=args,
+                                      commands=list(decision.commands)))
+        if decision.verdict == "deny":
+            return failure("policy_denied", f"Refused by policy ({decision.decided_by}): "
+                           f"{decision.reason}", details={"decided_by": decision.decided_by})
+        if decision.verdict == "ask":
+            refused = self._ask(session, call_id, tool, args, decision)
+            if refused is not None:
+                return refused
+        return args
+
+    def finish(self, call_id: str, tool: Tool, args: Mapping[str, Any],
+               result: ToolResult) -> ToolResult:
+        """Let extensions rewrite the result before the model reads it."""
+        if self.hook is None:
+            return result
+        return self.hook.tool_result(call_id, tool.name, dict(args), result)
+
+    @staticmethod
+    def _with_hook(decision: Decision, verdict: HookVerdict) -> Decision:
+        if not (verdict.block or verdict.ask):
+            return decision
+        by = ",".join(f"extension:{n}" for n in verdict.by)
+        reason = "; ".join(verdict.reasons) or "an extension objected"
+        if verdict.block:
+            if decision.verdict == "deny":
+                return decision  # the operator's rule is the more specific record
+            return Decision("deny", by, reason)
+        if decision.verdict == "allow":
+            return Decision("ask", by, reason, commands=decision.commands)
+        if decision.verdict == "ask":
+            return Decision("ask", f"{decision.decided_by},{by}", f"{decision.reason}; {reason}",
+                            commands=decision.commands)  # no "always": an extension asked
+        return decision
+
+    def _ask(self, session: Session, call_id: str, tool: Tool, args: dict[str, Any],
+             decision: Decision) -> ToolResult | None:
+        answer = None
+        if self.approver is not None:
+            request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=args,
+                                            reason=decision.reason, decided_by=decision.decided_by,
+                                            commands=decision.commands, always_rules=decision.always)
+            answer = self.approver.approve(request)
+        if answer is None or answer.decided_by in ("auto", "headless"):
+            reason = ("nobody can answer: this run has no approver that can ask a person "
+                      "(headless or auto), and a call that needs approval is denied when nobody "
+                      "can answer")
+            session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
+                                         tool=tool.name, decision="deny", decided_by="headless",
+                                         reason=reason))
+            return failure("approval_unavailable",
+                           f"{tool.name} needs approval ({decision.decided_by}: {decision.reason}), "
+                           f"but {reason}. Nothing was run. Do it another way that needs no "
+                           "approval, or stop and tell the user what you need approved.",
+                           details={"decided_by": decision.decided_by})
+        allowed = answer.decision == "allow"
+        session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
+                                     tool=tool.name, decision="allow" if allowed else "deny",
+                                     decided_by=answer.decided_by, reason=answer.reason))
+        if not allowed:
+            why = f" ({answer.reason})" if answer.reason else ""
+            return failure("approval_denied",
+                           f"The user declined this {tool.name} call{why}. Nothing was run. Do not "
+                           "retry it unchanged; ask the user how they want to proceed.")
+        if getattr(answer, "always", False):
+            for rule in decision.always:
+                rule_id = self.engine.add_session_rule(rule)
+                session.append(PolicyRuleAdded(session_id=session.id, call_id=call_id,
+                                               rule_id=rule_id,
+                                               rule=rule.model_dump(exclude_defaults=True),
+                                               added_by=answer.decided_by))
+        return None
