@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from appliance._session import Session
 from tools import Tool, ToolContext, ToolResult, run_tool
-from tools._result import failure
+from tools._result import _json_safe, failure
 
 if TYPE_CHECKING:
     from appliance.policy import Gate
@@ -22,12 +22,27 @@ if TYPE_CHECKING:
 __all__ = ["Dispatcher"]
 
 
+_MAX_REPR_CHARS = 10_000
+
+
 def _jsonable(value: Any) -> Any:
+    """The arguments as they can be recorded: exact where JSON can hold them.
+
+    Lone surrogates (JSON allows ``"\\ud800"``, UTF-8 does not) become
+    U+FFFD; values JSON cannot express are recorded as a bounded ``repr``;
+    nesting too deep to serialise is recorded as a note saying so.
+    """
     try:
         json.dumps(value)
+    except RecursionError:
+        return "[arguments nested too deeply to record]"
     except (TypeError, ValueError):
-        return repr(value)
-    return value
+        try:
+            text = repr(value)
+        except (RecursionError, ValueError):
+            return "[arguments that could not be represented]"
+        return _json_safe(text[:_MAX_REPR_CHARS])
+    return _json_safe(value)
 
 
 class Dispatcher:

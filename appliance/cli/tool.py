@@ -43,6 +43,9 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None,
             f"ARGS_JSON is not valid JSON ({exc.msg} at column {exc.colno}); "
             "quote it, e.g. '{\"path\": \"/abs/file\"}'"
         ) from None
+    except RecursionError:
+        raise click.UsageError("ARGS_JSON is nested too deeply to parse; tool arguments are "
+                               "a flat JSON object") from None
     ws = Workspace(str(workspace), config.tools.secret_paths)
     store = open_store()
     try:

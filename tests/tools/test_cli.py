@@ -110,15 +110,11 @@ def test_session_reuse_keeps_read_before_edit_across_processes(cli: Any, workspa
     assert result is not None and result["error"]["code"] == "file_changed"
 
 
-@pytest.mark.xfail(strict=True, reason="bug in appliance/cli/tool.py: json.loads RecursionError "
-                   "escapes as a traceback (exit 1) instead of a usage error (exit 2)")
 def test_deeply_nested_args_json_is_a_usage_error(cli: Any, workspace: Path) -> None:
     rc, _, _, stderr = cli("read", "[" * 20000 + "]" * 20000, "--workspace", str(workspace))
     assert rc == 2 and "Traceback" not in stderr
 
 
-@pytest.mark.xfail(strict=True, reason="bug in appliance/_dispatch.py: args holding a lone surrogate "
-                   "crash the ActionEvent serialisation (exit 1, traceback)")
 def test_lone_surrogate_in_args_json_is_a_tool_error(cli: Any, workspace: Path) -> None:
     rc, result, _, stderr = cli("read", '{"path": "\\ud800"}', "--workspace", str(workspace))
     assert rc == 0 and "Traceback" not in stderr
