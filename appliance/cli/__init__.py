@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "tool": "appliance.cli.tool:tool",
     "sessions": "appliance.cli.sessions:sessions",
     "events": "appliance.cli.events:events",
+    "policy": "appliance.cli.policy:policy",
+    "mcp": "appliance.cli.mcp:mcp",
     "sandbox": "appliance.cli.sandbox:sandbox",
     "bundle": "appliance.cli.bundle:bundle_group",
     "run": "appliance.cli.run:run",
