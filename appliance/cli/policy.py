@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -61,9 +62,9 @@ def explain(tool_name: str, args_json: str, workspace: Path, mode: str | None, n
         try:
             norm = normalize_args(tool, args, ctx)
         except ToolFailure as exc:
-            out = {"verdict": "invalid", "decided_by": exc.code, "reason": exc.message}
+            refused = {"verdict": "invalid", "decided_by": exc.code, "reason": exc.message}
             click.echo(f"refused before policy: {exc.message}")
-            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.write(json.dumps(refused) + "\n")
             return
         verdict = HookVerdict()
         if host is not None:
@@ -77,7 +78,7 @@ def explain(tool_name: str, args_json: str, workspace: Path, mode: str | None, n
     click.echo(f"{decision.verdict} (by {decision.decided_by}): {decision.reason}")
     for rule in decision.always:
         click.echo(f"  'always allow' would store: {rule.describe()}")
-    out = {"verdict": decision.verdict, "decided_by": decision.decided_by,
+    out: dict[str, Any] = {"verdict": decision.verdict, "decided_by": decision.decided_by,
            "reason": decision.reason, "commands": list(decision.commands), "args": norm,
            "always": [r.model_dump(exclude_defaults=True) for r in decision.always]}
     sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
