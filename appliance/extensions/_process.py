@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from appliance.extensions._settings import ExtensionSpec
 
-__all__ = ["ExtensionProcess", "MAX_REPLY_BYTES"]
+__all__ = ["MAX_REPLY_BYTES", "ExtensionProcess"]
 
 MAX_REPLY_BYTES = 1 << 20
 _STDERR_KEEP = 2048

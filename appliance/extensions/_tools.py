@@ -18,7 +18,7 @@ from tools._tool import Args
 if TYPE_CHECKING:
     from appliance.extensions._host import ExtensionHost
 
-__all__ = ["ProvidedTool", "make_provided_tool", "check_json_schema"]
+__all__ = ["ProvidedTool", "check_json_schema", "make_provided_tool"]
 
 MAX_CONTENT_CHARS = 30_000
 

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from appliance._home import abhed_home
 from appliance.mcp._errors import McpError
@@ -85,7 +85,7 @@ class McpGateway:
         self._stack = ExitStack()
         self._portal: Any = None
 
-    def __enter__(self) -> McpGateway:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -109,7 +109,7 @@ class McpGateway:
         if self.verify and spec.tools_sha256 is None:
             raise McpError(f"MCP server {spec.name!r} has no tools_sha256: it has not been reviewed. "
                            f"Run `abhed mcp review {spec.name}`, read the list, and pin its hash.")
-        errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+        errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
         params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env or None,
                                        cwd=spec.cwd)
         timeout = spec.timeout_ms / 1000
@@ -122,7 +122,7 @@ class McpGateway:
             tools: list[Any] = []
             cursor = None
             for _ in range(100):
-                page = self._portal.call(_with_timeout, lambda: client.list_tools(cursor=cursor),
+                page = self._portal.call(_with_timeout, lambda c=cursor: client.list_tools(cursor=c),
                                          timeout)
                 tools.extend(page.tools)
                 cursor = page.next_cursor
@@ -185,5 +185,5 @@ async def _with_timeout(fn: Any, timeout_s: float) -> Any:
 def _quiet_exit(cm: Any) -> None:
     try:
         cm.__exit__(None, None, None)
-    except Exception:  # noqa: BLE001 - a server that will not shut down cleanly is killed by the SDK
+    except Exception:  # noqa: BLE001,S110 - a server that will not shut down cleanly is killed by the SDK
         pass

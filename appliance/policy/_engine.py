@@ -84,7 +84,7 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
             i += 1
-    return re.compile("".join(out) + r"\Z", re.S)
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
 
 
 def _path_matches(pattern: str, path: str, root: str) -> bool:

@@ -145,7 +145,7 @@ def test_command_glob_rules_match_unquoted_text() -> None:
 @pytest.mark.parametrize("command", ["", "x" * 200_000, "a\x00b", "(" * 5000, "$(" * 3000,
                                      "echo \"" + "\\" * 10_001, "'" * 7, "<<", "a >"])
 def test_hostile_and_oversized_commands_never_crash_and_never_allow_unasked(command: str) -> None:
-    verdict, by, reason = decide(command, mode="ask")
+    verdict, by, _reason = decide(command, mode="ask")
     assert verdict in ("ask", "deny", "allow")
     if verdict == "allow":
         assert command == "" or by.startswith("allow")
