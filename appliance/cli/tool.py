@@ -9,11 +9,25 @@ from pathlib import Path
 
 import click
 
-from appliance._dispatch import Dispatcher
+from appliance._runtime import open_tooling
+from appliance.loop._approver import Approval, ApprovalRequest
 from appliance._errors import AbhedError
 from appliance._session import Session
 from appliance.cli._common import config_option, get_config, open_store
-from tools import ToolContext, Workspace, native_tools
+from tools import Workspace, native_tools
+
+
+class _CommandLineApprover:
+    """The person who typed the command answers "ask": ``--yes`` approves, else it is declined."""
+
+    def __init__(self, yes: bool) -> None:
+        self.yes = yes
+
+    def approve(self, request: ApprovalRequest) -> Approval:
+        if self.yes:
+            return Approval("allow", "cli --yes", "approved on the command line with --yes")
+        return Approval("deny", "cli", f"it needs approval ({request.reason}); run abhed tool "
+                        "again with --yes to approve it")
 
 
 @click.command()
@@ -24,18 +38,25 @@ from tools import ToolContext, Workspace, native_tools
               help="Workspace root the tool works beneath.")
 @click.option("--session", "session_id", default=None,
               help="Continue this session (keeps read-before-edit across calls).")
+@click.option("--mode", type=click.Choice(["plan", "ask", "auto"]), default=None,
+              help="Policy mode for this call (default: policy.mode from config).")
+@click.option("--yes", "-y", is_flag=True,
+              help="Approve the call if policy asks (deny rules still win).")
 @config_option
-def tool(name: str, args_json: str, workspace: Path, session_id: str | None,
-         config_path: Path | None) -> None:
+def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mode: str | None,
+         yes: bool, config_path: Path | None) -> None:
     """Run tool NAME with ARGS_JSON and print the result JSON as the last line.
 
-    Exit 0 whenever the tool ran (check "ok" in the result), 2 on a usage error.
-    The session id goes to stderr; pass it to --session to continue.
+    The call goes through the same path as the agent's: validation, path
+    rules, policy (deny/ask/allow rules, destructive patterns, extensions),
+    events.  When policy asks, --yes approves; without it the call is declined.
+    Exit 0 whenever the tool ran or was refused (check "ok"), 2 on a usage
+    error.  The session id goes to stderr; pass it to --session to continue.
     """
     config = get_config(config_path)
-    tools = native_tools()
-    if name not in tools:
-        raise click.UsageError(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
+    known = set(native_tools())
+    if name not in known and not (config.extensions or config.mcp_servers):
+        raise click.UsageError(f"unknown tool {name!r}; tools: {', '.join(sorted(known))}")
     try:
         args = json.loads(args_json)
     except json.JSONDecodeError as exc:
@@ -57,20 +78,18 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None,
     except AbhedError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"session: {session.id}", err=True)
-    ctx = ToolContext(workspace=ws, settings=config.tools, ledger=session)
-    if name == "bash":
-        # Only bash needs the sandbox; it lives as long as this one call, so
-        # a background job started here dies when the command returns.
-        from appliance.sandbox import SandboxError, open_sandbox
-
-        try:
-            ctx.sandbox = open_sandbox(ws.root, config.sandbox)
-        except SandboxError as exc:
-            ctx.sandbox_problem = str(exc)
     try:
-        result = Dispatcher(session, tools, ctx).call(name, args, source="cli")
+        tooling = open_tooling(config, session, ws, mode=mode,  # type: ignore[arg-type]
+                               approver=_CommandLineApprover(yes), sandbox=name == "bash")
+    except AbhedError as exc:
+        store.close()
+        raise click.ClickException(str(exc)) from None
+    try:
+        if name not in tooling.tools:
+            raise click.UsageError(
+                f"unknown tool {name!r}; tools: {', '.join(sorted(tooling.tools))}")
+        result = tooling.dispatcher.call(name, args, source="cli")
     finally:
-        if ctx.sandbox is not None:
-            ctx.sandbox.close()
+        tooling.close()
         store.close()
     sys.stdout.write(result.model_dump_json() + "\n")

@@ -63,9 +63,9 @@ def test_session_reuse_keeps_read_before_edit_across_invocations(workspace: Path
     first = run("tool", "read", json.dumps({"path": str(target)}), "-w", str(workspace))
     sid = session_of(first)
     edit = json.dumps({"path": str(target), "old_string": "alpha", "new_string": "beta"})
-    fresh = run("tool", "edit", edit, "-w", str(workspace))
+    fresh = run("tool", "edit", edit, "-w", str(workspace), "--yes")
     assert last_json(fresh)["error"]["code"] == "not_read"  # type: ignore[index]
-    reused = run("tool", "edit", edit, "-w", str(workspace), "--session", sid)
+    reused = run("tool", "edit", edit, "-w", str(workspace), "--session", sid, "--yes")
     assert last_json(reused)["ok"] is True
     assert target.read_text() == "beta\n"
 
@@ -85,11 +85,12 @@ def test_sessions_list_and_show(workspace: Path) -> None:
     table = run("sessions", "list").stdout
     assert sid in table and str(workspace) in table
     rows = json.loads(run("sessions", "list", "--json").stdout)
-    assert rows[0]["id"] == sid and rows[0]["events"] == 3
+    assert rows[0]["id"] == sid and rows[0]["events"] == 4
     shown = run("sessions", "show", sid).stdout
     assert "call" in shown and "glob" in shown and "result" in shown
     lines = [json.loads(x) for x in run("sessions", "show", sid, "--json").stdout.splitlines()]
-    assert [x["type"] for x in lines] == ["session_started", "action", "observation"]
+    assert [x["type"] for x in lines] == ["session_started", "action", "policy_decision",
+                                          "observation"]
     assert all(len(x["hash"]) == 64 for x in lines)
     missing = run("sessions", "show", "s-missing")
     assert missing.exit_code == 1 and "no session" in missing.stderr
@@ -98,7 +99,7 @@ def test_sessions_list_and_show(workspace: Path) -> None:
 def test_events_verify_exit_codes(workspace: Path) -> None:
     run("tool", "glob", '{"pattern":"*"}', "-w", str(workspace))
     good = run("events", "verify")
-    assert good.exit_code == 0 and "3 events" in good.stdout
+    assert good.exit_code == 0 and "4 events" in good.stdout
     conn = sqlite3.connect(events_db_path(), isolation_level=None)
     conn.execute("DROP TRIGGER events_no_update")
     conn.execute("UPDATE events SET body = replace(body, 'glob', 'bash') WHERE seq = 2")
@@ -111,7 +112,7 @@ def test_events_head_prints_count_and_hash(workspace: Path) -> None:
     assert run("events", "head").stdout.split() == ["0", "0" * 64]
     run("tool", "glob", '{"pattern":"*"}', "-w", str(workspace))
     count, digest = run("events", "head").stdout.split()
-    assert count == "3" and len(digest) == 64
+    assert count == "4" and len(digest) == 64
 
 
 def test_malformed_config_is_a_usage_error(workspace: Path, abhed_home: Path) -> None:
@@ -144,7 +145,7 @@ def test_tool_bash_runs_in_the_configured_sandbox(workspace: Path, abhed_home: P
     (abhed_home / "config.json").write_text('{"sandbox": {"backend": "bwrap"}}')
     args = json.dumps({"command": f"echo made > {workspace}/out.txt; echo $HOME",
                        "description": "write a file"})
-    result = run("tool", "bash", args, "-w", str(workspace))
+    result = run("tool", "bash", args, "-w", str(workspace), "--yes")
     body = last_json(result)
     assert body["ok"] is True, body
     assert body["details"]["sandbox"] == "bwrap"  # type: ignore[index]
@@ -156,7 +157,42 @@ def test_tool_bash_without_a_usable_sandbox_says_why(workspace: Path, abhed_home
     (abhed_home / "config.json").write_text(json.dumps(
         {"sandbox": {"backend": "microvm", "image_dir": str(tmp_path / "no-image")}}))
     args = json.dumps({"command": "ls", "description": "list"})
-    body = last_json(run("tool", "bash", args, "-w", str(workspace)))
+    body = last_json(run("tool", "bash", args, "-w", str(workspace), "--yes"))
     assert body["ok"] is False
     assert body["error"]["code"] == "sandbox_unavailable"  # type: ignore[index]
     assert "no-image" in str(body["content"]) and "image" in str(body["content"])
+
+
+def test_tool_goes_through_policy_ask_needs_yes(workspace: Path) -> None:
+    args = json.dumps({"path": str(workspace / "new.txt"), "content": "x"})
+    declined = last_json(run("tool", "write", args, "-w", str(workspace)))
+    assert declined["ok"] is False
+    assert declined["error"]["code"] == "approval_denied"  # type: ignore[index]
+    assert "--yes" in str(declined["content"])
+    assert not (workspace / "new.txt").exists()
+    approved = last_json(run("tool", "write", args, "-w", str(workspace), "--yes"))
+    assert approved["ok"] is True and (workspace / "new.txt").read_text() == "x"
+
+
+def test_tool_deny_rule_wins_over_yes(workspace: Path, abhed_home: Path) -> None:
+    (abhed_home / "config.json").write_text(json.dumps(
+        {"policy": {"deny": [{"tool": "write"}]}}))
+    args = json.dumps({"path": str(workspace / "new.txt"), "content": "x"})
+    body = last_json(run("tool", "write", args, "-w", str(workspace), "--yes", "--mode", "auto"))
+    assert body["ok"] is False and not (workspace / "new.txt").exists()
+
+
+def test_tool_plan_mode_refuses_mutations_but_reads(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("a\n")
+    write = json.dumps({"path": str(workspace / "a.txt"), "content": "b"})
+    body = last_json(run("tool", "write", write, "-w", str(workspace), "--mode", "plan", "--yes"))
+    assert body["ok"] is False and (workspace / "a.txt").read_text() == "a\n"
+    read = json.dumps({"path": str(workspace / "a.txt")})
+    assert last_json(run("tool", "read", read, "-w", str(workspace), "--mode", "plan"))["ok"] is True
+
+
+def test_tool_policy_decisions_are_in_the_log(workspace: Path) -> None:
+    args = json.dumps({"path": str(workspace / "new.txt"), "content": "x"})
+    sid = session_of(run("tool", "write", args, "-w", str(workspace), "--yes"))
+    kinds = [json.loads(x)["type"] for x in run("sessions", "show", sid, "--json").stdout.splitlines()]
+    assert kinds == ["session_started", "action", "policy_decision", "approval", "observation"]
