@@ -19,7 +19,6 @@ from appliance import load_config
 from appliance.events import EventStore
 from appliance.rpc import MAX_LINE_BYTES, RpcServer
 from models import ScriptedServer
-
 from tests.appliance.test_run_cli import write_config
 
 

@@ -24,10 +24,9 @@ from models import (
     ProviderProtocolError,
     open_provider,
 )
+from tests.models._vllm import HONOURED, SERVED, shared_vllm, stop
 from tools import native_tools
 from tools._tool import validate_args
-
-from tests.models._vllm import HONOURED, SERVED, shared_vllm, stop
 
 pytestmark = pytest.mark.slow
 
