@@ -75,8 +75,9 @@ def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--provider", "provider_name", default=None, help="Provider name from custom_providers.")
 @click.option("--model", default=None, help="Served model name (default: the provider's).")
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout.")
-@click.option("--mode", type=click.Choice(["auto", "ask"]), default="auto", show_default=True,
-              help="ask: mutating calls need approval, which nobody can give headless (so: denied).")
+@click.option("--mode", type=click.Choice(["auto", "ask", "plan"]), default="auto", show_default=True,
+              help="Policy mode. auto: allowed calls run; ask: mutations need approval, which nobody "
+                   "can give headless (so: denied); plan: read-only tools only.")
 @click.option("--max-turns", type=click.IntRange(1, 10_000), default=None)
 @click.option("--deadline-s", type=click.FloatRange(min=0.001), default=None)
 @click.option("--sampling", "sampling_pairs", multiple=True, metavar="NAME=VALUE",
@@ -137,7 +138,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         outcome = agent.run(prompt)
     finally:
         signal.signal(signal.SIGINT, previous)
-        provider.close()
+        agent.close()
         store.close()
     if not as_json and outcome.answer is not None:
         sys.stdout.write(outcome.answer + ("" if outcome.answer.endswith("\n") else "\n"))

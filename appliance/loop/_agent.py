@@ -105,6 +105,13 @@ class Agent:
         self._cancel = CancelToken()
         self.running = False
         self._run_tool_choice: str | dict[str, Any] | None = None
+        self.closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        """Release what the agent holds: the tooling (sandbox, extensions, MCP) and the provider."""
+        for fn in reversed(self.closers):
+            fn()
+        self.closers.clear()
 
     # -- control from other threads ------------------------------------------
     def steer(self, text: str) -> None:
@@ -121,6 +128,9 @@ class Agent:
         """Work ``prompt`` to an end; ``first_tool_choice`` overrides the agent's for this run."""
         run_id = "r-" + secrets.token_hex(4)
         self._run_tool_choice = first_tool_choice or self.first_tool_choice
+        gate = self.dispatcher.policy
+        if gate is not None and hasattr(gate, "run_id"):
+            gate.run_id = run_id  # policy's approval events name the run they belong to
         self._cancel = CancelToken()
         self.running = True
         started = time.monotonic()
@@ -265,7 +275,13 @@ class Agent:
                 "invalid_arguments",
                 f"The arguments of {call.name} must be a JSON object, not a JSON "
                 f"{type(args).__name__}: {expected}. Nothing was run."))
-        if tool is not None and self.mode == "ask" and tool.mutates:
+        if tool is not None and self.dispatcher.policy is None and self.mode == "plan" and tool.mutates:
+            return self._refuse(call_id, call, args, failure(
+                "denied", f"{call.name} changes files and this run is in plan mode (read-only). "
+                "Nothing was run; describe the change instead."))
+        # With a policy gate on the dispatcher, the gate decides and asks the
+        # approver; this fallback only serves a dispatcher without one.
+        if tool is not None and self.dispatcher.policy is None and self.mode == "ask" and tool.mutates:
             answer = self.approver.approve(ApprovalRequest(call_id, call.name, args,
                                                            f"{call.name} changes files"))
             self.session.append(ApprovalEvent(

@@ -22,8 +22,9 @@ __all__ = [
     "HeadlessApprover",
 ]
 
-MODES = ("auto", "ask")
-"""auto: every non-destructive call runs.  ask: every mutating call is asked about."""
+MODES = ("auto", "ask", "plan")
+"""auto: allowed calls run (destructive ones still ask).  ask: every mutation asks.
+plan: read-only tools only.  The policy engine (appliance.policy) applies them."""
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,16 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from appliance._dispatch import Dispatcher
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance._runtime import open_tooling
 from appliance.events import EventStore
 from appliance.loop._agent import Agent
 from appliance.loop._approver import Approver
 from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import build_system_prompt
 from models import Catalog, OpenAIProvider, ProviderConfig, load_catalog, open_provider
-from tools import ToolContext, Workspace, native_tools
+from tools import Workspace
 
 if TYPE_CHECKING:
     from appliance._config import Config
@@ -54,7 +54,6 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
     provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
                              check_model=check_model)
-    tools = native_tools()
     ws = Workspace(str(workspace), config.tools.secret_paths)
     if session_id:
         session = ObservedSession.open(store, session_id, ws.root)
@@ -63,9 +62,16 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
             "tools": config.tools.model_dump(mode="json"), "provider": pconf.name,
             "model": provider.model, "mode": mode})
     assert isinstance(session, ObservedSession)
-    ctx = ToolContext(workspace=ws, settings=config.tools, ledger=session)
-    agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx), provider=provider,
-                  system_prompt=build_system_prompt(ws.root, tools), tools=tools,
+    # The same tools, policy gate, extensions and sandbox as every other door in.
+    try:
+        tooling = open_tooling(config, session, ws, mode=mode,  # type: ignore[arg-type]
+                               approver=approver)
+    except BaseException:
+        provider.close()
+        raise
+    agent = Agent(session=session, dispatcher=tooling.dispatcher, provider=provider,
+                  system_prompt=build_system_prompt(ws.root, tooling.tools), tools=tooling.tools,
                   limits=config.loop, approver=approver, mode=mode,
                   first_tool_choice=first_tool_choice)
+    agent.closers += [provider.close, lambda: tooling.close("session closed")]
     return agent, provider

@@ -84,8 +84,19 @@ class RpcServer:
             done = threading.Event()
             box: list[Approval] = []
             self._pending[rid] = (done, box)
-        self.send({"type": "approval_request", "request_id": rid, "call_id": req.call_id,
-                   "tool": req.tool, "args": req.args, "reason": req.reason})
+        line: dict[str, Any] = {"type": "approval_request", "request_id": rid, "call_id": req.call_id,
+                                "tool": req.tool, "args": req.args, "reason": req.reason}
+        # What policy adds (appliance.policy.ScopedApprovalRequest): the bash
+        # commands at issue and the rules an "always" answer would store.
+        commands = getattr(req, "commands", ())
+        always = getattr(req, "always_rules", ())
+        if commands:
+            line["commands"] = list(commands)
+        line["always_offered"] = bool(always)
+        if always:
+            line["always_rules"] = [r.model_dump(mode="json") if hasattr(r, "model_dump") else str(r)
+                                    for r in always]
+        self.send(line)
         agent = self.agent
         while not done.wait(0.1):
             if self._closing.is_set() or (agent is not None and agent._cancel.cancelled):
@@ -237,12 +248,20 @@ class RpcServer:
         if decision not in ("allow", "deny"):
             raise _Fail("invalid_params", "\"decision\" must be \"allow\" or \"deny\"")
         reason = self._str(req, "reason", required=False, max_len=2000) or ""
+        always = req.get("always", False)
+        if not isinstance(always, bool):
+            raise _Fail("invalid_params", "\"always\" must be true or false")
         with self._pending_lock:
             pending = self._pending.pop(rid or "", None)
         if pending is None:
             raise _Fail("unknown_request", f"no approval request {rid!r} is waiting")
         done, box = pending
-        box.append(Approval(decision, "rpc", reason))
+        if always and decision == "allow":
+            from appliance.policy import ScopedApproval
+
+            box.append(ScopedApproval(decision, "rpc", reason, always=True))
+        else:
+            box.append(Approval(decision, "rpc", reason))
         done.set()
         return {"request_id": rid}
 
@@ -257,6 +276,6 @@ class RpcServer:
             self.agent.interrupt("rpc connection closed")
         if self._worker is not None:
             self._worker.join(30)
-        if self.provider is not None:
-            self.provider.close()
-            self.provider = None
+        if self.agent is not None:
+            self.agent.close()
+        self.provider = None
