@@ -57,15 +57,23 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
 
 _CHILD = textwrap.dedent(
     """
-    import json, resource, sys, threading, tracemalloc
+    import json, sys, threading, tracemalloc
     from tools import MemoryLedger, ToolContext, Workspace, native_tools, run_tool
 
-    def anon_kb():
+    def status_kb(field):
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith("RssAnon:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
         return 0
+
+    def anon_kb():
+        return status_kb("RssAnon")
+
+    def hwm_kb():
+        # VmHWM, not ru_maxrss: Linux carries the forked parent's peak (the
+        # whole pytest process) across exec into ru_maxrss, hiding growth.
+        return status_kb("VmHWM")
 
     root, calls = sys.argv[1], json.loads(sys.argv[2])
     tools = native_tools()
@@ -74,7 +82,7 @@ _CHILD = textwrap.dedent(
     run_tool(tools["glob"], {"pattern": "nothing"}, ctx)  # warm imports before measuring
     out = []
     for name, args in calls:
-        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        base_rss = hwm_kb()
         base_anon = anon_kb()
         peak = [base_anon]
         stop = threading.Event()
@@ -95,7 +103,7 @@ _CHILD = textwrap.dedent(
         ledger.observe(res)
         out.append({
             "result": json.loads(res.model_dump_json()),
-            "maxrss_growth_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss,
+            "maxrss_growth_kb": hwm_kb() - base_rss,
             "anon_growth_kb": peak[0] - base_anon,
             "heap_peak_kb": heap_peak // 1024,
         })
