@@ -84,7 +84,9 @@ class Agent:
                  system_prompt: SystemPrompt, tools: dict[str, Tool], limits: Limits | None = None,
                  approver: Approver | None = None, mode: str = "auto",
                  first_tool_choice: str | dict[str, Any] | None = None,
-                 on_delta: Callable[[Delta], None] | None = None) -> None:
+                 on_delta: Callable[[Delta], None] | None = None,
+                 before_send: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+                 ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         self.session = session
@@ -99,6 +101,9 @@ class Agent:
         self.mode = mode
         self.first_tool_choice = first_tool_choice
         self.on_delta = on_delta
+        # Extensions' before_send: may drop messages from what goes upstream;
+        # the conversation kept here (and the event log) stays whole.
+        self.before_send = before_send
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt.text}]
         self._steers: list[str] = []
         self._lock = threading.Lock()
@@ -228,7 +233,8 @@ class Agent:
         sampling: dict[str, Any] = {}
         if self.limits.max_completion_tokens is not None:
             sampling["max_tokens"] = self.limits.max_completion_tokens
-        request = ChatRequest(messages=self.messages, tools=self.specs, tool_choice=tool_choice,
+        outgoing = self.before_send(self.messages) if self.before_send else self.messages
+        request = ChatRequest(messages=outgoing, tools=self.specs, tool_choice=tool_choice,
                               sampling=sampling, stream=True)
         t0 = time.perf_counter()
         try:

@@ -18,7 +18,7 @@ from appliance.events import EventStore
 from appliance.loop._agent import Agent
 from appliance.loop._approver import Approver
 from appliance.loop._observed import ObservedSession
-from appliance.loop._prompt import build_system_prompt
+from appliance.loop._prompt import SystemPrompt, build_system_prompt
 from models import Catalog, OpenAIProvider, ProviderConfig, load_catalog, open_provider
 from tools import Workspace
 
@@ -69,9 +69,15 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
     except BaseException:
         provider.close()
         raise
+    prompt = build_system_prompt(ws.root, tooling.tools)
+    host = tooling.host
+    if host is not None:
+        # Extensions may add to the system prompt (read once: a stable prefix).
+        prompt = SystemPrompt(host.system_prompt(prompt.text))
     agent = Agent(session=session, dispatcher=tooling.dispatcher, provider=provider,
-                  system_prompt=build_system_prompt(ws.root, tooling.tools), tools=tooling.tools,
+                  system_prompt=prompt, tools=tooling.tools,
                   limits=config.loop, approver=approver, mode=mode,
-                  first_tool_choice=first_tool_choice)
+                  first_tool_choice=first_tool_choice,
+                  before_send=host.before_send if host is not None else None)
     agent.closers += [provider.close, lambda: tooling.close("session closed")]
     return agent, provider

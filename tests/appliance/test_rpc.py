@@ -48,7 +48,7 @@ class Client:
     def send(self, **req: Any) -> None:
         self.raw(json.dumps(req).encode() + b"\n")
 
-    def until(self, pred: Any, timeout: float = 30) -> dict[str, Any]:
+    def until(self, pred: Any, timeout: float = 90) -> dict[str, Any]:
         while True:
             msg = self.lines.get(timeout=timeout)
             if pred(msg):
