@@ -8,6 +8,11 @@ it runs the commands declared here, from inside the release, and checks the
 answers over HTTP.  The same gate code runs real vLLM on a GPU host and the
 package's scripted OpenAI-compatible server in CI; only this file differs.
 
+The agent probe is the release's own ``abhed run`` pointed at the gate's model
+server: ``agent_config`` is the agent's ``config.json`` (placeholders filled in
+its string values), which the gate writes into the probe's fresh ``ABHED_HOME``
+(``{data}``) before running the probe.
+
 Commands are argv lists with placeholders: ``{release}`` ``{venv}``
 ``{python}`` ``{model_dir}`` ``{host}`` ``{port}`` ``{base_url}``
 ``{served_name}`` ``{workspace}`` ``{data}``.  After expansion, a command's
@@ -21,14 +26,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import StepFailed
 
-__all__ = ["DESCRIPTOR_NAME", "KnownAnswer", "ServeDescriptor", "expand", "find_descriptor",
-           "load_descriptor"]
+__all__ = ["DESCRIPTOR_NAME", "KnownAnswer", "ServeDescriptor", "expand", "expand_values",
+           "find_descriptor", "load_descriptor"]
 
 DESCRIPTOR_NAME = "abhed-serve.json"
 _MAX_BYTES = 256 * 1024
@@ -59,6 +64,8 @@ class ServeDescriptor(_Model):
     known_answer: KnownAnswer
     agent_probe: tuple[str, ...] = Field(min_length=1, max_length=256)
     agent_timeout_s: float = Field(default=300.0, gt=0, le=7200)
+    agent_config: dict[str, Any] | None = Field(
+        default=None, description="Written to {data}/config.json for the agent probe.")
     system_packages: tuple[str, ...] = Field(default=(), max_length=200)
     min_gpu_memory_gib: float = Field(default=0.0, ge=0, le=100_000)
 
@@ -89,6 +96,25 @@ def load_descriptor(path: Path) -> ServeDescriptor:
             raise StepFailed(f"{path} is invalid at {where}: {first['msg']}; the bundle's "
                              "model-server declaration must be fixed by its publisher") from None
         raise StepFailed(f"{path} is not valid JSON ({exc})") from None
+
+
+def expand_values(value: Any, values: Mapping[str, str], *, what: str, depth: int = 0) -> Any:
+    """Fill placeholders in every string of a JSON value (keys are left as they are)."""
+    if depth > 32:
+        raise StepFailed(f"{what} is nested more than 32 levels deep: refused")
+    if isinstance(value, str):
+        def sub(m: re.Match[str]) -> str:
+            key = m.group(1)
+            if key not in values:
+                raise StepFailed(f"{what} uses unknown placeholder {{{key}}}; known: "
+                                 f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+            return values[key]
+        return _PLACEHOLDER.sub(sub, value)
+    if isinstance(value, list):
+        return [expand_values(v, values, what=what, depth=depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_values(v, values, what=what, depth=depth + 1) for k, v in value.items()}
+    return value
 
 
 def expand(argv: tuple[str, ...], values: Mapping[str, str], *, release: Path,

@@ -5,9 +5,11 @@
 2. wait until ``/health`` answers 200 and ``/v1/models`` lists the served
    model (failing at once, with the log's tail, if the server exits);
 3. ask the known-answer prompt at temperature 0 and look for the expected text;
-4. run the declared agent probe: the release's ``abhed`` must make a tool
-   call in a fresh workspace holding ``PROBE-<nonce>.txt`` and print the
-   nonce, which it can only know by running the tool;
+4. run the declared agent probe: the release's ``abhed run``, configured by the
+   declared ``agent_config`` to use this model server, works in a fresh
+   workspace holding ``PROBE-<nonce>.txt``; it must exit 0 and its output
+   must show the nonce, which it can only know if the model's tool call really
+   ran (the nonce is in no prompt, path or config);
 5. stop the server's whole process group, remove the gate's scratch space.
 
 Nothing here imports the release's code.  HTTP goes through urllib with
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._descriptor import ServeDescriptor, expand, find_descriptor, load_descriptor
+from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor, load_descriptor
 from ._errors import GateFailed
 from ._layout import Layout
 from ._proc import child_env, kill_group, run, tail
@@ -143,6 +145,14 @@ def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None]) -
     d, model_dir = release_descriptor(release)
     scratch = layout.state_dir / f"gate-{release.name}-{secrets.token_hex(4)}"
     home, workspace = scratch / "home", scratch / "workspace"
+    try:
+        return _gate(release, layout, d, model_dir, home, workspace, on_step)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
+          workspace: Path, on_step: Callable[[str], None]) -> list[GateStep]:
     home.mkdir(parents=True)
     workspace.mkdir()
     nonce = secrets.token_hex(12)
@@ -155,47 +165,48 @@ def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None]) -
               "workspace": str(workspace), "data": str(home)}
     argv = expand(d.command, values, release=release, what="the model-server command")
     probe = expand(d.agent_probe, values, release=release, what="the agent probe")
+    if d.agent_config is not None:
+        config = expand_values(d.agent_config, values, what="the agent config")
+        (home / "config.json").write_text(json.dumps(config, indent=1) + "\n", "utf-8")
     env = child_env({"ABHED_HOME": str(home), **d.env})
     log = layout.logs / f"gate-{release.name}-model.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     steps: list[GateStep] = []
     t0 = time.monotonic()
-    try:
-        on_step(f"starting the model server ({Path(argv[0]).name} ... on port {port})")
-        with log.open("ab") as fh:
-            try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
-                                        stderr=subprocess.STDOUT, env=env, cwd=release,
-                                        start_new_session=True)
-            except OSError as exc:
-                raise GateFailed(f"cannot start the model server {argv[0]}: {exc.strerror}") from None
+    on_step(f"starting the model server ({Path(argv[0]).name} ... on port {port})")
+    with log.open("ab") as fh:
         try:
-            detail = _wait_healthy(proc, base, d, log)
-            steps.append(GateStep("health", time.monotonic() - t0, detail))
-            on_step(f"healthy: {detail}")
-            t1 = time.monotonic()
-            detail = _known_answer(base, d)
-            steps.append(GateStep("known_answer", time.monotonic() - t1, detail))
-            on_step(f"known answer: {detail}")
-            t2 = time.monotonic()
-            agent_log = layout.logs / f"gate-{release.name}-agent.log"
-            agent_log.unlink(missing_ok=True)
-            done = run(probe, log=agent_log, env=env, timeout_s=d.agent_timeout_s,
-                       cwd=workspace)
-            if done.timed_out:
-                raise GateFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
-                                 f"Log: {agent_log}")
-            if done.returncode != 0:
-                raise GateFailed(f"the agent probe exited with code {done.returncode}: "
-                                 f"{_last_lines(done.output)}. Log: {agent_log}")
-            if nonce not in agent_log.read_text("utf-8", "replace"):
-                raise GateFailed("the agent probe ran but its output does not show the probe "
-                                 f"file's name: the tool call did not happen. Log: {agent_log}")
-            steps.append(GateStep("agent_tool_call", time.monotonic() - t2,
-                                  "the agent's tool call saw the probe file"))
-            on_step("agent tool call: ok")
-        finally:
-            kill_group(proc)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
+                                    stderr=subprocess.STDOUT, env=env, cwd=release,
+                                    start_new_session=True)
+        except OSError as exc:
+            raise GateFailed(f"cannot start the model server {argv[0]}: {exc.strerror}") from None
+    try:
+        detail = _wait_healthy(proc, base, d, log)
+        steps.append(GateStep("health", time.monotonic() - t0, detail))
+        on_step(f"healthy: {detail}")
+        t1 = time.monotonic()
+        detail = _known_answer(base, d)
+        steps.append(GateStep("known_answer", time.monotonic() - t1, detail))
+        on_step(f"known answer: {detail}")
+        t2 = time.monotonic()
+        agent_log = layout.logs / f"gate-{release.name}-agent.log"
+        agent_log.unlink(missing_ok=True)
+        done = run(probe, log=agent_log, env=env, timeout_s=d.agent_timeout_s,
+                   cwd=workspace)
+        if done.timed_out:
+            raise GateFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
+                             f"Log: {agent_log}")
+        if done.returncode != 0:
+            raise GateFailed(f"the agent probe exited with code {done.returncode}: "
+                             f"{_last_lines(done.output)}. Log: {agent_log}")
+        if nonce not in agent_log.read_text("utf-8", "replace"):
+            raise GateFailed("the agent probe exited 0 but its output does not show the probe "
+                             "file's name: the model made no tool call, or the tool did not "
+                             f"run. Log: {agent_log}")
+        steps.append(GateStep("agent_tool_call", time.monotonic() - t2,
+                              "the agent's tool call saw the probe file"))
+        on_step("agent tool call: ok")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        kill_group(proc)
     return steps

@@ -91,6 +91,19 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     return Keys(a, d / "release.pub", b, d / "other.pub")
 
 
+PROBE_PROMPT = "Find the file whose name starts with PROBE- in the workspace and say its name."
+# The installed agent's config for the probe: the gate's model server, by placeholders.
+AGENT_CONFIG: dict[str, Any] = {
+    "custom_providers": [{"name": "gate", "api": "openai", "base_url": "{base_url}",
+                          "model": "{served_name}", "sampling": ["temperature"]}],
+    "default_provider": "gate"}
+# The scripted model: the known answer, then a glob tool call, then a final answer.
+GATE_SCRIPT: list[dict[str, Any]] = [
+    {"text": "5"},
+    {"tool_calls": [{"name": "glob", "arguments": {"pattern": "PROBE-*"}}]},
+    {"text": "The probe file is the one glob found."}]
+
+
 def descriptor(**over: Any) -> dict[str, Any]:
     d: dict[str, Any] = {
         "format": "abhed-serve/1",
@@ -98,8 +111,9 @@ def descriptor(**over: Any) -> dict[str, Any]:
         "command": ["{venv}/bin/python", "-m", "models._scripted", "--script",
                     "{model_dir}/gate-script.json", "--port", "{port}", "--model", "tiny"],
         "known_answer": {"prompt": "What is 2+3? Answer with the number only.", "expect": "5"},
-        "agent_probe": ["{venv}/bin/abhed", "tool", "glob", '{"pattern": "PROBE-*"}',
-                        "--workspace", "{workspace}"],
+        "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4",
+                        "--workspace", "{workspace}", PROBE_PROMPT],
+        "agent_config": AGENT_CONFIG,
         "startup_timeout_s": 120,
         "agent_timeout_s": 120,
     }
@@ -132,7 +146,7 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
         (model / "config.json").write_text('{"layers": 1}\n')
         if with_descriptor:
             (model / "abhed-serve.json").write_text(json.dumps(serve or descriptor()))
-            (model / "gate-script.json").write_text(json.dumps(script or [{"text": "5"}]))
+            (model / "gate-script.json").write_text(json.dumps(GATE_SCRIPT if script is None else script))
         wh = d / "wheels"
         wh.mkdir()
         lock = []

@@ -171,3 +171,22 @@ exit 0
     assert "rc=6" in p.stdout, p.stdout + p.stderr + stderr
     assert "disk space" in stderr
     assert p.stdout.strip().splitlines()[-1] == "rc=6"  # releases/ empty, no current
+
+
+@pytest.mark.parametrize("script,expect", [
+    # The model answers without calling a tool: the run exits 0 but never saw the nonce.
+    ([{"text": "5"}, {"text": "There is a PROBE file."}], "does not show the probe file's name"),
+    # The model server fails mid-run: `abhed run` exits 4 and the gate quotes it.
+    ([{"text": "5"}, {"status": 500, "error": "scripted breakage"}],
+     "the agent probe exited with code 4"),
+], ids=["no-tool-call", "server-error"])
+def test_agent_probe_failures_keep_the_previous_release(
+        host: Installer, make_bundle: BundleMaker, script: list[dict[str, object]],
+        expect: str) -> None:
+    before = _snap(host)
+    r = host("upgrade", make_bundle(2, script=script))
+    assert r.returncode == 7, r.stdout + r.stderr
+    assert expect in r.stderr
+    _assert_untouched(host, before)
+    log = (host.prefix / "logs/gate-2-agent.log").read_text()
+    assert '"type": "run_started"' in log  # it was the release's `abhed run`
