@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -58,7 +59,6 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         "--dest", str(tmp), *deps, "pip"], check=True, timeout=1200)
         (tmp / ".complete").write_text("")
         if cached.exists():
-            import shutil
             shutil.rmtree(cached)
         tmp.rename(cached)
     return cached
@@ -133,17 +133,20 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
              serve: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
              platform: dict[str, Any] | None = None, drop_wheels: tuple[str, ...] = (),
              key: SecretKey | None = None, name: str = "abhed-test",
-             with_descriptor: bool = True) -> Path:
+             with_descriptor: bool = True, model_from: Path | None = None) -> Path:
         spec_key = hashlib.sha256(repr((version, weights, serve, script, platform, drop_wheels,
                                         key.public_key().id_hex if key else None, name,
-                                        with_descriptor)).encode()).hexdigest()[:12]
+                                        with_descriptor, model_from)).encode()).hexdigest()[:12]
         if spec_key in made:
             return made[spec_key]
         d = tmp_path_factory.mktemp(f"bundle-v{version}")
         model = d / "tiny"
-        model.mkdir()
-        (model / "weights.bin").write_bytes(weights)
-        (model / "config.json").write_text('{"layers": 1}\n')
+        if model_from is not None:  # a real model directory (the real-vLLM test)
+            shutil.copytree(model_from, model)
+        else:
+            model.mkdir()
+            (model / "weights.bin").write_bytes(weights)
+            (model / "config.json").write_text('{"layers": 1}\n')
         if with_descriptor:
             (model / "abhed-serve.json").write_text(json.dumps(serve or descriptor()))
             (model / "gate-script.json").write_text(json.dumps(GATE_SCRIPT if script is None else script))
