@@ -79,6 +79,10 @@ def find_descriptor(bundle_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def load_descriptor(path: Path) -> ServeDescriptor:
     try:
         data = path.read_bytes()
@@ -87,7 +91,7 @@ def load_descriptor(path: Path) -> ServeDescriptor:
     if len(data) > _MAX_BYTES:
         raise StepFailed(f"{path} is over {_MAX_BYTES} bytes: refused")
     try:
-        json.loads(data)
+        json.loads(data, parse_constant=_no_constant)
         return ServeDescriptor.model_validate_json(data, strict=True)
     except ValueError as exc:
         if isinstance(exc, ValidationError):
