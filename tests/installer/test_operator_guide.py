@@ -153,3 +153,14 @@ def test_the_guide_shows_the_binarys_real_output(installer_bin: list[str],
         assert in_guide[step.id] == blocks[step.id], (
             f"docs/operator-guide.md block {step.id!r} no longer matches the binary's output; "
             "run scripts/operator-guide-transcript and review the diff")
+
+
+def test_rewrite_replaces_block_bodies_and_keeps_the_prose() -> None:
+    text = ("Intro `x`.\n<!-- transcript: a -->\n```console\n$ old\n```\nMiddle.\n"
+            "<!-- transcript: b -->\n```console\n```\nEnd.\n")
+    assert guide_blocks(text) == {"a": "$ old\n", "b": ""}
+    new = rewrite(text, {"a": "$ new\nout\n", "b": "$ b\n"})
+    assert new == ("Intro `x`.\n<!-- transcript: a -->\n```console\n$ new\nout\n```\nMiddle.\n"
+                   "<!-- transcript: b -->\n```console\n$ b\n```\nEnd.\n")
+    # A block that a run did not produce keeps its text (and the comparison then fails).
+    assert guide_blocks(rewrite(text, {}))["a"] == "$ old\n"
