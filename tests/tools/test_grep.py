@@ -328,3 +328,40 @@ def test_tool_runs_through_abhed_tool_cli(workspace: Path) -> None:
         [sys.executable, "-m", "appliance.cli", "tool", "grep", json.dumps({"pattern": "needle"}),
          "--workspace", str(workspace)], capture_output=True, text=True, timeout=60, check=False)
     assert str(workspace / "a.txt") in out.stdout, out.stderr
+
+
+def test_alternation_of_literals_with_uneven_frequencies_finds_every_line(
+        workspace: Path, engine: str) -> None:
+    # Many hits of one literal, rare hits of the others, two on one line, the
+    # rare ones last: every line reported, in order, by both engines.
+    lines = []
+    for i in range(3000):
+        if i % 1000 == 999:
+            lines.append(f"{i} FIXME rare")
+        elif i % 3 == 0:
+            lines.append(f"{i} TODO common")
+        else:
+            lines.append(f"{i} nothing here")
+    lines.append("3000 XXX and TODO on one line")
+    lines.append("3001 XXX last")
+    write(workspace, "a.txt", "\n".join(lines) + "\n")
+    expected = [n + 1 for n, text in enumerate(lines)
+                if any(w in text for w in ("TODO", "FIXME", "XXX"))]
+    r = grep(workspace, engine, pattern="TODO|FIXME|XXX", output_mode="count")
+    assert r.ok and r.content.endswith(f"a.txt:{len(expected)}"), r.content
+    r = grep(workspace, engine, pattern="(TODO|FIXME|XXX)", output_mode="content")
+    assert r.ok
+    shown = [int(row.split(":")[1]) for row in r.content.splitlines() if row.count(":") >= 2]
+    assert shown == expected[: len(shown)] and len(shown) > 0, shown[:5]
+
+
+def test_literal_prefilter_is_kept_only_for_a_single_required_literal() -> None:
+    from tools._grep import compile_query
+
+    one = compile_query("spin_lock_irqsave", multiline=False, case_insensitive=False)
+    assert one.literals == (b"spin_lock_irqsave",)
+    # Several alternatives: one RE2 pass beats one bytes.find pass per literal.
+    many = compile_query("(TODO|FIXME|XXX)", multiline=False, case_insensitive=False)
+    assert many.literals is None
+    unanchored = type(many.regex).Anchor.UNANCHORED
+    assert many.regex.Match(unanchored, b"a FIXME b", 0, 9)[0][0] == 2  # still matches

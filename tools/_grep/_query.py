@@ -44,7 +44,7 @@ class Query:
     case_insensitive: bool
     re2_pattern: str  # flags applied, line-mode anchors rewritten
     rust_pattern: str  # the same regular language in ripgrep's dialect
-    literals: tuple[bytes, ...] | None  # one of these occurs in every match
+    literals: tuple[bytes, ...] | None  # one of these occurs in every match (at most one kept)
     regex: Any = field(repr=False, compare=False)  # re2._re2.RE2, compiled once
 
 
@@ -97,5 +97,10 @@ def compile_query(pattern: str, *, multiline: bool, case_insensitive: bool) -> Q
             "with a backslash (e.g. '\\(' or '\\.'), or see the RE2 syntax reference.",
         )
     lits = None if case_insensitive else required_literals(tokens)
-    literals = tuple(s.encode("utf-8", "surrogatepass") for s in lits) if lits else None
+    # The bytes.find prefilter pays only for one required literal: with
+    # several (an alternation such as TODO|FIXME|XXX) every file without a
+    # match is scanned once per literal, and one RE2 pass is faster (kernel
+    # tree, files_with_matches: 6.5 s with RE2 alone against 9.6 s with three
+    # finds; see docs/performance.md).
+    literals = (lits[0].encode("utf-8", "surrogatepass"),) if lits and len(lits) == 1 else None
     return Query(pattern, multiline, case_insensitive, re2_pattern, rust_pattern, literals, regex)
