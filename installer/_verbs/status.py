@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         mark = "*" if r["version"] == current else " "
         out(f" {mark} release {r['version']}  installed {r.get('installed_at')}  model "
             f"{r.get('model')}" + ("  (downgrade)" if r.get("downgrade") else ""))
-    out(f"current: {current}   previous: {state.previous}   highest ever: {state.highest}")
+    previous = "none" if state.previous is None else state.previous
+    out(f"current: {current}   previous: {previous}   highest ever: {state.highest}")
     where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
         else "no systemd (run script)"
     out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
