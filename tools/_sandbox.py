@@ -75,6 +75,14 @@ class ShellSandbox(Protocol):
         """Output of a job from ``offset``; ``kill`` stops it first.  KeyError if unknown."""
         ...
 
+    def interrupt(self) -> None:
+        """Stop the running foreground command, if any (the user interrupted the run).
+
+        Called from another thread while ``run`` waits; ``run`` then returns
+        with the signal that stopped the command.  Background jobs stay.
+        """
+        ...
+
     def close(self) -> None:
         """Kill every job and release the sandbox (the session ended)."""
         ...

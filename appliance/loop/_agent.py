@@ -125,8 +125,15 @@ class Agent:
             self._steers.append(text)
 
     def interrupt(self, reason: str = "interrupted") -> None:
-        """Stop the model stream (at once) and the run (after the running tool returns)."""
+        """Stop the model stream and a running shell command at once, then the run.
+
+        A file tool finishes its (short, bounded) call; a bash command is
+        signalled through the sandbox and its result records the signal.
+        """
         self._cancel.cancel(reason)
+        sandbox = self.dispatcher.ctx.sandbox
+        if sandbox is not None:
+            sandbox.interrupt()
 
     # -- the loop -------------------------------------------------------------
     def run(self, prompt: str, *, first_tool_choice: str | dict[str, Any] | None = None) -> RunOutcome:

@@ -204,6 +204,7 @@ class Runner:
         self._jobs: dict[str, _Job] = {}
         self._next_job = 1
         self._lock = threading.Lock()
+        self._foreground: set[int] = set()  # process groups of running foreground commands
 
     # -- spawning ---------------------------------------------------------
     def _spawn(self, command: str, cwd: str, env: dict[str, str],
@@ -243,6 +244,8 @@ class Runner:
             os.close(cwd_w)
         assert proc.stdout is not None
         pgid = proc.pid
+        with self._lock:
+            self._foreground.add(pgid)
 
         def on_limit() -> None:
             # Called from the reader thread: stop the group without waiting for
@@ -262,6 +265,8 @@ class Runner:
         except subprocess.TimeoutExpired:
             timed_out = True
             self._stop(proc)
+        with self._lock:
+            self._foreground.discard(pgid)
         # Anything the shell left behind in its group goes with it.
         _signal_group(proc.pid, signal.SIGKILL)
         if not cap.done.wait(2.0):
@@ -289,6 +294,23 @@ class Runner:
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
             "cwd": cwd_after,
         }
+
+    def interrupt(self) -> int:
+        """Stop every running foreground command (the user interrupted the run).
+
+        SIGTERM to each command's process group now, SIGKILL after the grace
+        period; the waiting ``run`` then returns with the signal.  Background
+        jobs are left alone: they have their own handles.  Returns how many
+        commands were signalled.
+        """
+        with self._lock:
+            groups = list(self._foreground)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGTERM)
+            timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
+            timer.daemon = True
+            timer.start()
+        return len(groups)
 
     # -- background -------------------------------------------------------
     def start(self, command: str, cwd: str, env: dict[str, str]) -> dict[str, Any]:
@@ -424,10 +446,12 @@ class Server:
         if op == "job":
             return self.runner.job(str(req["job_id"]), int(req.get("offset", 0)),
                                    bool(req.get("kill", False)))
+        if op == "interrupt":
+            return {"stopped": self.runner.interrupt()}
         if op == "shutdown":
             self.runner.close()
             return {}
-        raise ValueError(f"unknown op {op!r}; ops: hello, run, start, job, shutdown")
+        raise ValueError(f"unknown op {op!r}; ops: hello, run, start, job, interrupt, shutdown")
 
     def loop(self) -> None:
         buf = b""

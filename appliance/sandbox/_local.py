@@ -91,6 +91,9 @@ class _RunnerSandbox:
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
         return to_job(self._runner.job(job_id, offset, kill))
 
+    def interrupt(self) -> None:
+        self._runner.interrupt()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -127,6 +127,7 @@ class _Guest:
         self.buf = b""
         self.next_id = 0
         self.lock = threading.Lock()
+        self.send_lock = threading.Lock()  # writes only: notify() may send while request() waits
         self.hello: dict[str, Any] = {}
         started = time.monotonic()
         try:
@@ -243,6 +244,20 @@ class _Guest:
             raise SandboxCrashed(f"the session VM ({self.accel}) stopped; console:\n"
                                  f"{self._log_tail('console.log')}\nA new one starts on the next call.")
 
+    def notify(self, op: str) -> None:
+        """Send a request without waiting (``request`` may hold the channel meanwhile).
+
+        Its reply carries an id nobody waits for and is skipped by ``request``.
+        """
+        if self.sock is None:
+            return
+        line = json.dumps({"id": f"notify-{op}", "op": op}, separators=(",", ":")) + "\n"
+        with self.send_lock:
+            try:
+                self.sock.sendall(line.encode())
+            except OSError:
+                pass  # the VM is gone: nothing left to interrupt
+
     def request(self, op: str, *, wait_s: float, **fields: Any) -> dict[str, Any]:
         """Send one request, wait for its reply (``TimeoutError`` if none in time)."""
         with self.lock:
@@ -252,7 +267,8 @@ class _Guest:
             rid = self.next_id
             line = json.dumps({"id": rid, "op": op, **fields}, separators=(",", ":")) + "\n"
             try:
-                self.sock.sendall(line.encode())
+                with self.send_lock:
+                    self.sock.sendall(line.encode())
             except OSError as exc:
                 raise SandboxCrashed(f"lost the guest agent ({exc})") from None
             deadline = time.monotonic() + wait_s
@@ -415,6 +431,11 @@ class MicroVM:
         except _AgentRefused as exc:
             raise ValueError(str(exc)) from None
         return str(raw["job_id"])
+
+    def interrupt(self) -> None:
+        guest = self._guest
+        if guest is not None:
+            guest.notify("interrupt")
 
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
         if self._guest is None:

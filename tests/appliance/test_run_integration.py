@@ -105,3 +105,40 @@ def test_deny_rule_and_sandboxed_bash_in_a_real_run(abhed_home: Path, workspace:
     assert results[1]["ok"] is False
     verdicts = [e["verdict"] for e in evs if e["type"] == "policy_decision"]
     assert verdicts == ["allow", "deny"]
+
+
+def test_ctrl_c_stops_a_running_bash_command_not_just_the_model(abhed_home: Path, workspace: Path,
+                                                                tmp_path: Path) -> None:
+    """Regression: an interrupt used to wait for the running tool, here a 300 s command."""
+    import signal
+
+    with ScriptedServer([
+        {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "echo started > started.txt; sleep 300; echo finished > finished.txt",
+            "description": "a long build", "timeout_ms": 600000}}]},
+        {"text": "never reached"},
+    ]) as server:
+        conf = {"custom_providers": [{"name": "local", "api": "openai", "base_url": server.base_url,
+                                      "sampling": ["temperature"], "model": "scripted",
+                                      "max_retries": 0}],
+                "sandbox": {"backend": "bwrap"}, "policy": {"mode": "auto"}}
+        (abhed_home / "config.json").write_text(json.dumps(conf))
+        p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "build it",
+                              "--workspace", str(workspace), "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+        assert p.stdout is not None
+        started = workspace / "started.txt"
+        for line in p.stdout:
+            if json.loads(line)["event"]["type"] == "action":
+                break
+        while not started.exists():
+            subprocess.run(["sleep", "0.05"], check=True)
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=120)  # the command alone would take 300 s
+    assert p.returncode == 130, err
+    assert not (workspace / "finished.txt").exists()
+    evs = [json.loads(x)["event"] for x in rest.splitlines()]
+    obs = next(e for e in evs if e["type"] == "observation")
+    assert obs["result"]["details"]["signal"] in (signal.SIGTERM, signal.SIGKILL)
+    assert evs[-1]["type"] == "run_ended" and evs[-1]["reason"] == "interrupted"

@@ -206,6 +206,24 @@ def test_timeout_kills_the_command_and_its_children(sh: Shell) -> None:
         assert _markers_alive(f"sleep {marker}") == []
 
 
+def test_interrupt_stops_the_running_command_from_another_thread(sh: Shell) -> None:
+    import threading
+
+    marker = "654.25"
+    timer = threading.Timer(1.0, sh.sandbox.interrupt)
+    timer.start()
+    res = sh(f"sleep {marker}; echo never", timeout_ms=300000)
+    timer.join()
+    assert res.ok  # a stopped command is an observation, not a tool failure
+    assert res.details["signal"] in (15, 9)
+    assert "never" not in res.content
+    if sh.sandbox.backend == "microvm":
+        assert _out(sh("ps -eo args | grep -c '^sleep 654' || true")).splitlines()[0] == "0"
+    else:
+        assert _markers_alive(f"sleep {marker}") == []
+    assert "after" in _out(sh("echo after"))  # the sandbox still works afterwards
+
+
 def test_processes_left_by_a_finished_command_are_reaped(sh: Shell) -> None:
     res = sh("(sleep 765.5 &) ; echo started")
     assert "started" in res.content
