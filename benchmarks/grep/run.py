@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tools import ToolSettings, Workspace  # noqa: E402
-from tools._grep import Engine, PythonEngine, RipgrepEngine, collect, compile_query, find_rg  # noqa: E402
-from tools.grep import GrepArgs, _search  # noqa: E402
+from tools import ToolSettings, Workspace
+from tools._grep import Engine, PythonEngine, RipgrepEngine, collect, compile_query, find_rg
+from tools.grep import GrepArgs, _search
 
 # Outside the repository on purpose: inside it, git's ignore rules (the cache
 # is gitignored) would hide the trees from grep's own walker.
@@ -139,12 +139,15 @@ def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[st
                 for ename, eng in engines.items():
                     if not cold:
                         _search(eng, query, cands.files, args, 0, ws.root)  # warm up
-                    res[ename] = timed(lambda: _search(eng, query, cands.files, args, 0, ws.root),
-                                       repeat, cold)
-                raw = [rg, "--no-config", "--no-require-git", "-j", str(threads), "--no-messages"] + (["-i"] if ci else [])
-                raw += (["-l"] if mode == "files_with_matches" else ["-n"]) + ["-e", pattern, str(root)]
-                raw_s = timed(lambda: subprocess.run(raw, stdout=subprocess.DEVNULL, check=False),
-                              repeat, cold)
+                    res[ename] = timed(
+                        lambda e=eng, q=query, g=args: _search(e, q, cands.files, g, 0, ws.root),
+                        repeat, cold)
+                raw = [rg, "--no-config", "--no-require-git", "-j", str(threads), "--no-messages"]
+                raw += (["-i"] if ci else []) + (["-l"] if mode == "files_with_matches" else ["-n"])
+                raw += ["-e", pattern, str(root)]
+                raw_s = timed(
+                    lambda r=raw: subprocess.run(r, stdout=subprocess.DEVNULL, check=False),
+                    repeat, cold)
                 print(f"{label:12} {mode:18} {cache:5} {res['python']:9.3f} {res['ripgrep']:9.3f} "
                       f"{res['python'] / res['ripgrep']:6.2f} {raw_s:9.3f} {os.getloadavg()[0]:5.1f}",
                       flush=True)
