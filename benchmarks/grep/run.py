@@ -20,7 +20,10 @@ Cold cells drop the page cache before every run (``echo 3 >
 with a note.  Trees live under ~/.cache/abhed-bench/grep (or
 $ABHED_BENCH_CACHE), outside the repository so they never reach git: the
 stdlib is hard-linked there on first use; the Linux tree comes from
-``benchmarks/grep/prepare-kernel.sh``.
+``benchmarks/grep/prepare-kernel.sh`` (``--clean`` deletes it again).
+``--memory`` generates its data once under the same cache, in ``mem/`` (about
+3 GB on disk); each memory cell runs in a fresh child process and prints its
+peak RSS; rg's own peak comes from GNU ``time``.  Delete ``mem/`` afterwards.
 """
 
 from __future__ import annotations
