@@ -169,6 +169,32 @@ def compile_glob(pattern: str) -> re.Pattern[str]:
         raise ToolFailure("invalid_pattern", f"Glob {pattern!r} is malformed ({exc}).") from None
 
 
+def _class_body(inner: str, seg: str) -> str:
+    """A glob class body as a regex class body: single characters and a-b ranges.
+
+    Every special character is escaped, so nothing Python's re gives meaning inside a
+    class ("[" nesting, "--", "&&", "~~", "||" set operations, "^") survives;
+    a reversed range is refused instead of failing inside re.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(inner):
+        first = inner[i]
+        if i + 2 < len(inner) and inner[i + 1] == "-":
+            last = inner[i + 2]
+            if ord(last) < ord(first):
+                raise ToolFailure(
+                    "invalid_pattern",
+                    f"Glob segment {seg!r} has the range {first}-{last}, which runs backwards. "
+                    "Write ranges low to high, e.g. [a-z].")
+            out.append(re.escape(first) + "-" + re.escape(last))
+            i += 3
+        else:
+            out.append(re.escape(first))
+            i += 1
+    return "".join(out)
+
+
 def _segment(seg: str) -> str:
     res: list[str] = []
     i = 0
@@ -197,10 +223,7 @@ def _segment(seg: str) -> str:
                 negate = inner[:1] in ("!", "^")
                 if negate:
                     inner = inner[1:]
-                # Characters Python's re gives meaning inside a class ("[" opens a
-                # nested set, "&&", "~~", "||" are set operations) are escaped.
-                inner = re.sub(r"([\\\[\]&~|^])", r"\\\1", inner)
-                res.append(("[^/" if negate else "[") + inner + "]")
+                res.append(("[^/" if negate else "[") + _class_body(inner, seg) + "]")
                 i = j
         elif c == "{":
             depth += 1

@@ -322,3 +322,15 @@ def test_regression_symlink_in_the_literal_prefix_led_glob_outside_the_workspace
     res = h.ok(h.glob(pattern))
     assert res.content.startswith("[no files matched:")
     assert "secret_name" not in res.content.split("]")[-1]
+
+
+def test_regression_class_with_double_dash_warned_and_crashed_under_w_error() -> None:
+    """Hypothesis found '[?--]': Python's re warns "possible set difference" (an error here)."""
+    from tools.glob import compile_glob
+    from tools._result import ToolFailure
+
+    with pytest.raises(ToolFailure) as info:
+        compile_glob("[?--]")
+    assert info.value.code == "invalid_pattern" and "backwards" in info.value.message
+    assert compile_glob("[+--]").fullmatch(",")  # the range + to -, which holds ","
+    assert compile_glob("[a&&b]").fullmatch("&") and compile_glob("[~~]").fullmatch("~")
