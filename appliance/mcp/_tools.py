@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from appliance.extensions._tools import FreeArgs, check_json_schema
+from appliance.loop._untrusted import escape_markers
 from tools import Tool, ToolContext, ToolResult
 from tools._result import failure
 
@@ -24,9 +25,13 @@ MAX_CONTENT_CHARS = 30_000
 
 
 def untrusted(source: str, text: str) -> str:
-    """``text`` tagged as data from ``source``; tags inside it are defused."""
-    text = text.replace("<untrusted", "&lt;untrusted").replace("</untrusted", "&lt;/untrusted")
-    return f'<untrusted source="{source}">\n{text}\n</untrusted>'
+    """``text`` tagged as data from ``source``; markers inside it are defused.
+
+    Uses the loop's escape (any case, any spacing, opening or closing), so a
+    server cannot close the tag early with ``</ UNTRUSTED>`` either.
+    """
+    return (f'<untrusted source="{escape_markers(source).replace(chr(34), "&quot;")}">\n'
+            f"{escape_markers(text)}\n</untrusted>")
 
 
 class McpTool(Tool):
