@@ -18,7 +18,7 @@ from tools._tool import Args
 if TYPE_CHECKING:
     from appliance.extensions._host import ExtensionHost
 
-__all__ = ["ProvidedTool", "check_json_schema", "make_provided_tool"]
+__all__ = ["ProvidedTool", "SchemaTool", "cap_text", "check_json_schema", "make_provided_tool"]
 
 MAX_CONTENT_CHARS = 30_000
 
@@ -46,14 +46,22 @@ def check_json_schema(tool: str, schema: dict[str, Any], args: dict[str, Any]) -
                           "Nothing was run; fix and call again.")
 
 
-class ProvidedTool(Tool):
-    """Base of the classes made per provided tool (one class each, so ``spec()`` works)."""
+def cap_text(text: str) -> tuple[str, bool]:
+    """``text`` cut to the content cap, with a note saying how much was left out."""
+    if len(text) <= MAX_CONTENT_CHARS:
+        return text, False
+    cut = len(text) - MAX_CONTENT_CHARS
+    return (text[:MAX_CONTENT_CHARS]
+            + f"\n[truncated: {cut} more characters; ask the tool for less, e.g. a narrower query]",
+            True)
+
+
+class SchemaTool(Tool):
+    """A tool someone else defined (an extension's, an MCP server's): any JSON object in,
+    checked against the JSON schema it declared, which is also what the model is shown."""
 
     args_model = FreeArgs
-    capabilities: ClassVar[frozenset[str]] = frozenset({"extension"})
     schema: ClassVar[dict[str, Any]] = {"type": "object"}
-    extension: ClassVar[str] = ""
-    host: ClassVar[ExtensionHost | None] = None
 
     @classmethod
     def input_schema(cls) -> dict[str, Any]:
@@ -62,17 +70,26 @@ class ProvidedTool(Tool):
     def check_args(self, args: dict[str, Any]) -> None:
         check_json_schema(self.name, self.schema, args)
 
-    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
-        assert self.host is not None
+    def checked_values(self, args: Any) -> dict[str, Any]:
+        """The arguments as a plain dict, after the declared schema accepted them."""
         values = args.model_dump() if isinstance(args, FreeArgs) else dict(args)
         self.check_args(values)
-        result = self.host.invoke(self.name, "", values)
-        if len(result.content) > MAX_CONTENT_CHARS:
-            cut = len(result.content) - MAX_CONTENT_CHARS
-            result = result.model_copy(update={
-                "content": result.content[:MAX_CONTENT_CHARS]
-                + f"\n[truncated: {cut} more characters; ask for less, e.g. a narrower query]",
-                "truncated": True})
+        return values
+
+
+class ProvidedTool(SchemaTool):
+    """Base of the classes made per provided tool (one class each, so ``spec()`` works)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"extension"})
+    extension: ClassVar[str] = ""
+    host: ClassVar[ExtensionHost | None] = None
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        assert self.host is not None
+        result = self.host.invoke(self.name, "", self.checked_values(args))
+        content, truncated = cap_text(result.content)
+        if truncated:
+            result = result.model_copy(update={"content": content, "truncated": True})
         return result
 
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from appliance.extensions._tools import FreeArgs, check_json_schema
+from appliance.extensions._tools import SchemaTool, cap_text
 from appliance.loop._untrusted import escape_markers
-from tools import Tool, ToolContext, ToolResult
+from tools import ToolContext, ToolResult
 from tools._result import failure
 
 if TYPE_CHECKING:
     from appliance.mcp._gateway import McpGateway
 
 __all__ = ["McpTool", "make_mcp_tool", "untrusted"]
-
-MAX_CONTENT_CHARS = 30_000
-
 
 def untrusted(source: str, text: str) -> str:
     """``text`` tagged as data from ``source``; markers inside it are defused.
@@ -34,28 +31,18 @@ def untrusted(source: str, text: str) -> str:
             f"{escape_markers(text)}\n</untrusted>")
 
 
-class McpTool(Tool):
+class McpTool(SchemaTool):
     """Base of the classes made per MCP tool."""
 
-    args_model = FreeArgs
     capabilities: ClassVar[frozenset[str]] = frozenset({"mcp"})
-    schema: ClassVar[dict[str, Any]] = {"type": "object"}
     server: ClassVar[str] = ""
     remote_name: ClassVar[str] = ""
     gateway: ClassVar[McpGateway | None] = None
     timeout_s: ClassVar[float] = 30.0
 
-    @classmethod
-    def input_schema(cls) -> dict[str, Any]:
-        return dict(cls.schema)
-
-    def check_args(self, args: dict[str, Any]) -> None:
-        check_json_schema(self.name, self.schema, args)
-
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         assert self.gateway is not None
-        values = args.model_dump() if isinstance(args, FreeArgs) else dict(args)
-        self.check_args(values)
+        values = self.checked_values(args)
         source = f"mcp:{self.server}/{self.remote_name}"
         try:
             res = self.gateway.call(self.server, self.remote_name, values, self.timeout_s)
@@ -70,11 +57,7 @@ class McpTool(Tool):
         for item in res.content:
             text = getattr(item, "text", None)
             parts.append(text if isinstance(text, str) else f"[{item.type} content omitted]")
-        text = "\n".join(parts)
-        truncated = len(text) > MAX_CONTENT_CHARS
-        if truncated:
-            text = text[:MAX_CONTENT_CHARS] + (f"\n[truncated: {len(text) - MAX_CONTENT_CHARS} more "
-                                               "characters; ask the tool for less]")
+        text, truncated = cap_text("\n".join(parts))
         content = untrusted(source, text)
         if res.is_error:
             return failure("mcp_tool_error", f"{self.name} reported an error:\n{content}")
