@@ -19,7 +19,6 @@ from appliance.events import (
     ObservationEvent,
     SessionStarted,
     StoredEvent,
-    now_iso,
 )
 from tools import ToolResult, note_file_state
 
@@ -82,7 +81,3 @@ class Session:
     def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float) -> None:
         self.append(ObservationEvent(session_id=self.id, call_id=call_id, tool=tool, result=result,
                                      duration_ms=duration_ms))
-
-    @staticmethod
-    def started_at() -> str:
-        return now_iso()

@@ -304,7 +304,7 @@ def _snippets(
         after = display(
             bytes(body.data[lo:off]) + replacement + bytes(body.data[off + len(needle) : hi]), enc
         )
-        first = line - _count_lines_before(body, lo, off)
+        first = line - body.count_newlines(lo, off)
         numbered = [
             f"{first + i:>6}\t{text.rstrip(chr(13))}" for i, text in enumerate(after.split("\n"))
         ]
@@ -314,10 +314,6 @@ def _snippets(
             f"before (line {first})", f"after (line {first})",
         )))
     return shown, "\n".join(diffs)
-
-
-def _count_lines_before(body: _Body, lo: int, off: int) -> int:
-    return body.count_newlines(lo, off)
 
 
 def _ranges(lines: list[int]) -> str:
