@@ -26,6 +26,8 @@ __all__ = ["OFFLINE_ENV", "Completed", "child_env", "handle_signals", "kill_grou
            "signals_blocked"]
 
 # The model server and the agent must not try to reach a hub or phone home.
+# models._serve.OFFLINE_ENV is the twin (installer may not import models);
+# tests/test_offline_env.py keeps this a superset of it.
 OFFLINE_ENV: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
