@@ -12,15 +12,19 @@ from tools._paths import Located
 from tools._result import ToolFailure
 from tools._tool import ToolContext
 
-__all__ = ["check_target_dir", "check_overwrite", "locate_for_write"]
+__all__ = ["check_target_dir", "check_overwrite", "locate_for_check", "locate_for_write"]
 
 
-def locate_for_write(ctx: ToolContext, user_path: str) -> Located:
+def locate_for_write(ctx: ToolContext, user_path: str, *, create_parents: bool = True) -> Located:
     """Resolve a path to write, holding its directory's write lock until the caller closes it.
 
-    Missing parents are created only when the operator allows it.
+    Missing parents are created only when the operator allows it and the
+    caller may create a file (``create_parents``; an edit of existing text may not).
     """
-    loc = _locate_for_write(ctx, user_path)
+    loc = _resolve(ctx, user_path, create_parents=create_parents)
+    if loc is None:
+        _make_dirs(ctx, os.path.dirname(ctx.workspace.absolute(user_path)))
+        loc = ctx.workspace.locate(user_path)
     try:
         _lock_and_restat(loc)
     except BaseException:
@@ -66,12 +70,28 @@ def _lock_and_restat(loc: Located) -> None:
         loc.exists, loc.st = True, st
 
 
-def _locate_for_write(ctx: ToolContext, user_path: str) -> Located:
+def locate_for_check(ctx: ToolContext, user_path: str, *, create_parents: bool = True) -> Located | None:
+    """:func:`locate_for_write` without its side effects, for a precheck.
+
+    Nothing is created and no lock is taken.  ``None`` means the parent
+    directories are missing and the real call would create them: the target
+    is a new file, so nothing about an existing one can be checked.
+    """
+    return _resolve(ctx, user_path, create_parents=create_parents)
+
+
+def _resolve(ctx: ToolContext, user_path: str, *, create_parents: bool) -> Located | None:
+    """The target located, or ``None`` when its missing parents are to be created.
+
+    Every refusal (relative path, outside the workspace, parents missing and
+    not to be created) is raised here, so a precheck and the real call give
+    the same error from the same code.
+    """
     ws = ctx.workspace
     try:
         return ws.locate(user_path)
     except ToolFailure as exc:
-        if exc.code != "parent_not_found":
+        if exc.code != "parent_not_found" or not create_parents:
             raise
         target = ws.absolute(user_path)
         parent = os.path.dirname(target)
@@ -82,8 +102,7 @@ def _locate_for_write(ctx: ToolContext, user_path: str) -> Located:
                 "create directories (the operator has not enabled it). Check the path with glob; if "
                 f"the directory is really wanted, create it first with bash (`mkdir -p {parent}`).",
             ) from None
-        _make_dirs(ctx, parent)
-        return ws.locate(user_path)
+        return None
 
 
 def _make_dirs(ctx: ToolContext, directory: str) -> None:

@@ -92,6 +92,33 @@ class Tool:
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         raise NotImplementedError
 
+    def precheck(self, args: Any, ctx: ToolContext) -> ToolResult | None:
+        """The error result this call is certain to end with, found with no side effects.
+
+        ``args`` are the raw arguments as the model sent them.  Policy calls
+        this before it asks a human, so only calls that could succeed reach
+        an approval: a hopeless one (bad schema; for the file tools also a
+        relative path, outside the workspace, not read, stale, no match, not
+        unique) fails at once with exactly the error :func:`run_tool` would
+        give.  ``None`` means nothing was found; the real call still checks
+        everything again, since the world may change before it runs.
+        Subclasses add their own checks in :meth:`check`, sharing the code
+        their :meth:`run` uses.
+        """
+        try:
+            self.check(validate_args(self, args), ctx)
+        except ToolFailure as exc:
+            return exc.to_result()
+        except Exception:  # noqa: BLE001 - the real call reports it, typed, after policy
+            return None
+        return None
+
+    def check(self, args: Any, ctx: ToolContext) -> None:
+        """Raise the :class:`ToolFailure` that :meth:`run` would raise before changing anything.
+
+        Called with validated arguments by :meth:`precheck`; the default finds nothing.
+        """
+
     @classmethod
     def input_schema(cls) -> dict[str, Any]:
         schema = cls.args_model.model_json_schema()

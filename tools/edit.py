@@ -29,7 +29,8 @@ from pydantic import Field
 from rapidfuzz import fuzz, process
 
 from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
-from tools._mutate import check_overwrite, check_target_dir, locate_for_write
+from tools._mutate import check_overwrite, check_target_dir, locate_for_check, locate_for_write
+from tools._paths import Located
 from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
@@ -70,18 +71,29 @@ class Edit(Tool):
     capabilities = frozenset({"fs:write"})
     mutates = True
 
+    def check(self, args: EditArgs, ctx: ToolContext) -> None:
+        _refuse_no_change(args)
+        loc = locate_for_check(ctx, args.path, create_parents=not args.old_string)
+        if loc is None:
+            encode_new(args.new_string, what="new_string")
+            return
+        with loc:
+            if _check_new(args, ctx, loc):
+                return
+            fd, facts = check_overwrite(ctx, loc, tool="edit")
+            try:
+                body = _Body.open(fd, facts)
+                try:
+                    _plan(args, ctx, loc.path, body, facts)
+                finally:
+                    body.close()
+            finally:
+                os.close(fd)
+
     def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
-        if args.old_string == args.new_string:
-            raise ToolFailure(
-                "no_change",
-                "old_string and new_string are identical, so the edit would change nothing. "
-                "Put the text you want in new_string.",
-            )
-        with locate_for_write(ctx, args.path) as loc:
-            check_target_dir(loc)
-            if not loc.exists:
-                if args.old_string:
-                    raise missing_file_failure(ctx, args.path, loc)
+        _refuse_no_change(args)
+        with locate_for_write(ctx, args.path, create_parents=not args.old_string) as loc:
+            if _check_new(args, ctx, loc):
                 data = encode_new(args.new_string, what="new_string")
                 written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
                                        mode=ctx.settings.new_file_mode)
@@ -92,21 +104,11 @@ class Edit(Tool):
                     bytes_written=written, sha256_after=digest,
                     file_state={"path": loc.path, "sha256": digest},
                 )
-            if not args.old_string:
-                raise ToolFailure(
-                    "file_exists",
-                    f"{loc.path} already exists; an empty old_string only creates new files. To "
-                    "insert text, put a neighbouring line in old_string and the same line plus "
-                    "your text in new_string; to replace everything, use write.",
-                )
             fd, facts = check_overwrite(ctx, loc, tool="edit")
             try:
                 body = _Body.open(fd, facts)
                 try:
-                    result = _apply(args, ctx, loc.path, body, facts)
-                    if result is None:
-                        raise _no_match(args, ctx, loc.path, body, facts)
-                    plan, chunks = result
+                    plan, chunks = _plan(args, ctx, loc.path, body, facts)
                     assert loc.st is not None
                     hasher = hashlib.sha256()
                     written = atomic_write(
@@ -134,6 +136,42 @@ class Edit(Tool):
             sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
             diff=plan.diff, crlf_converted=plan.crlf,
         )
+
+
+def _refuse_no_change(args: EditArgs) -> None:
+    if args.old_string == args.new_string:
+        raise ToolFailure(
+            "no_change",
+            "old_string and new_string are identical, so the edit would change nothing. "
+            "Put the text you want in new_string.",
+        )
+
+
+def _check_new(args: EditArgs, ctx: ToolContext, loc: Located) -> bool:
+    """Whether this edit creates a new file; raises when the target cannot be edited at all."""
+    check_target_dir(loc)
+    if not loc.exists:
+        if args.old_string:
+            raise missing_file_failure(ctx, args.path, loc)
+        return True
+    if not args.old_string:
+        raise ToolFailure(
+            "file_exists",
+            f"{loc.path} already exists; an empty old_string only creates new files. To "
+            "insert text, put a neighbouring line in old_string and the same line plus "
+            "your text in new_string; to replace everything, use write.",
+        )
+    return False
+
+
+def _plan(
+    args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: FileFacts
+) -> tuple[_Plan, Iterator[bytes]]:
+    """Where the edit applies and the new file's bytes, or the failure saying why it cannot."""
+    result = _apply(args, ctx, path, body, facts)
+    if result is None:
+        raise _no_match(args, ctx, path, body, facts)
+    return result
 
 
 def _hashing(chunks: Iterator[bytes], hasher: hashlib._Hash) -> Iterator[bytes]:

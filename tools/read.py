@@ -47,42 +47,17 @@ class Read(Tool):
     args_model = ReadArgs
     capabilities = frozenset({"fs:read"})
 
+    def check(self, args: ReadArgs, ctx: ToolContext) -> None:
+        os.close(_open_text(args, ctx)[0])
+
     def run(self, args: ReadArgs, ctx: ToolContext) -> ToolResult:
-        ws = ctx.workspace
         settings = ctx.settings
-        ws.refuse_secret(ws.absolute(args.path))
-        with ws.locate(args.path) as loc:
-            if not loc.exists:
-                raise missing_file_failure(ctx, args.path, loc)
-            ws.refuse_secret(loc.path)
-            assert loc.st is not None
-            if stat.S_ISDIR(loc.st.st_mode):
-                raise ToolFailure(
-                    "is_directory",
-                    f"{loc.path} is a directory, not a file. Use glob with path={loc.path!r} to list it.",
-                )
-            if not stat.S_ISREG(loc.st.st_mode):
-                raise ToolFailure(
-                    "not_a_regular_file",
-                    f"{loc.path} is not a regular file (a device, socket or pipe); read refuses it "
-                    "because reading could block or never end.",
-                )
-            fd = open_regular(loc.dir_fd, loc.name, loc.path)
+        fd, path = _open_text(args, ctx)
         try:
-            head = os.pread(fd, 8192, 0)
-            kind = binary_kind(head)
-            if kind is not None:
-                raise ToolFailure(
-                    "binary_file",
-                    f"{loc.path} is a binary file ({kind}, {os.fstat(fd).st_size} bytes); read only "
-                    "returns text. Inspect it with a suitable command through bash if you must "
-                    "(e.g. `file`, `xxd | head`).",
-                    details={"binary_kind": kind},
-                )
             facts = scan(fd, keep_bytes=_WHOLE_FILE_BYTES)
-            file_state = {"path": loc.path, "sha256": facts.sha256}
+            file_state = {"path": path, "sha256": facts.sha256}
             base: dict[str, Any] = {
-                "path": loc.path,
+                "path": path,
                 "file_state": file_state,
                 "bytes": facts.size,
                 "total_lines": facts.line_count,
@@ -96,7 +71,7 @@ class Read(Tool):
             if start > facts.line_count:
                 raise ToolFailure(
                     "offset_out_of_range",
-                    f"offset {start} is past the end of {loc.path}, which has {facts.line_count} "
+                    f"offset {start} is past the end of {path}, which has {facts.line_count} "
                     f"lines. Use an offset between 1 and {facts.line_count}.",
                     details={"total_lines": facts.line_count},
                 )
@@ -121,6 +96,49 @@ class Read(Tool):
             body += "\n[note: this file uses CRLF line endings; line ends are shown without \\r]"
         return success(body, truncated=truncated or bool(cut), **base, start_line=start,
                        end_line=end, long_lines_cut=cut)
+
+
+def _open_text(args: ReadArgs, ctx: ToolContext) -> tuple[int, str]:
+    """Open the file for read, refusing all that read refuses before decoding it.
+
+    Returns an open descriptor of a regular text file and its canonical path
+    (the caller closes the descriptor).  Shared by :meth:`Read.run` and the
+    precheck, so both give the same error.
+    """
+    ws = ctx.workspace
+    ws.refuse_secret(ws.absolute(args.path))
+    with ws.locate(args.path) as loc:
+        if not loc.exists:
+            raise missing_file_failure(ctx, args.path, loc)
+        ws.refuse_secret(loc.path)
+        assert loc.st is not None
+        if stat.S_ISDIR(loc.st.st_mode):
+            raise ToolFailure(
+                "is_directory",
+                f"{loc.path} is a directory, not a file. Use glob with path={loc.path!r} to list it.",
+            )
+        if not stat.S_ISREG(loc.st.st_mode):
+            raise ToolFailure(
+                "not_a_regular_file",
+                f"{loc.path} is not a regular file (a device, socket or pipe); read refuses it "
+                "because reading could block or never end.",
+            )
+        fd = open_regular(loc.dir_fd, loc.name, loc.path)
+    try:
+        head = os.pread(fd, 8192, 0)
+        kind = binary_kind(head)
+        if kind is not None:
+            raise ToolFailure(
+                "binary_file",
+                f"{loc.path} is a binary file ({kind}, {os.fstat(fd).st_size} bytes); read only "
+                "returns text. Inspect it with a suitable command through bash if you must "
+                "(e.g. `file`, `xxd | head`).",
+                details={"binary_kind": kind},
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, loc.path
 
 
 def _numbered_small(

@@ -7,11 +7,13 @@ import hashlib
 import os
 import re
 import stat
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from tools._files import FileFacts, atomic_write, display, encode, encode_new
-from tools._mutate import check_overwrite, check_target_dir, locate_for_write
+from tools._mutate import check_overwrite, check_target_dir, locate_for_check, locate_for_write
+from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 
@@ -42,58 +44,94 @@ class Write(Tool):
     capabilities = frozenset({"fs:write"})
     mutates = True
 
+    def check(self, args: WriteArgs, ctx: ToolContext) -> None:
+        loc = locate_for_check(ctx, args.path)
+        if loc is None:
+            _check_size(ctx, ctx.workspace.absolute(args.path),
+                        len(encode_new(args.content, what="content")))
+            return
+        with loc:
+            prepared = _prepare(args, ctx, loc)
+            if prepared.fd is not None:
+                os.close(prepared.fd)
+
     def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
         with locate_for_write(ctx, args.path) as loc:
-            check_target_dir(loc)
-            if not loc.exists:
-                data = encode_new(args.content, what="content")
-                _check_size(ctx, loc.path, len(data))
-                written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
+            p = _prepare(args, ctx, loc)
+            if p.fd is None:
+                written = atomic_write(loc.dir_fd, loc.name, loc.path, [p.data],
                                        mode=ctx.settings.new_file_mode)
-                digest = hashlib.sha256(data).hexdigest()
+                digest = hashlib.sha256(p.data).hexdigest()
                 lines = _line_count(args.content)
                 return success(
                     f"Created {loc.path} ({written} bytes, {lines} lines).",
                     path=loc.path, created=True, changed=True, bytes_written=written,
                     sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
                 )
-            fd, facts = check_overwrite(ctx, loc, tool="write")
+            assert p.facts is not None
+            facts = p.facts
             try:
-                content = args.content
-                converted = False
-                if facts.newline == "\r\n" and _BARE_LF.search(content):
-                    content = _BARE_LF.sub("\r\n", content)
-                    converted = True
-                data = facts.bom + encode(content, facts, what="content")
-                _check_size(ctx, loc.path, len(data))
-                digest = hashlib.sha256(data).hexdigest()
+                digest = hashlib.sha256(p.data).hexdigest()
                 state = {"path": loc.path, "sha256": digest}
                 if digest == facts.sha256:
                     return success(
-                        f"No change: {loc.path} already has exactly this content ({len(data)} "
+                        f"No change: {loc.path} already has exactly this content ({len(p.data)} "
                         "bytes). Nothing was written.",
                         path=loc.path, created=False, changed=False, bytes_written=0,
                         sha256_after=digest, file_state=state,
                     )
-                diff = _diff(fd, facts, content, loc.path)
+                diff = _diff(p.fd, facts, p.content, loc.path)
             finally:
-                os.close(fd)
+                os.close(p.fd)
             assert loc.st is not None
-            written = atomic_write(loc.dir_fd, loc.name, loc.path, [data],
+            written = atomic_write(loc.dir_fd, loc.name, loc.path, [p.data],
                                    mode=stat.S_IMODE(loc.st.st_mode),
                                    owner=(loc.st.st_uid, loc.st.st_gid))
         notes = []
         if facts.bom or facts.encoding != "utf-8":
             notes.append(f"kept encoding {facts.encoding_label}")
-        if converted:
+        if p.converted:
             notes.append("line endings written as CRLF like the original")
         extra = f"; {', '.join(notes)}" if notes else ""
         return success(
             f"Overwrote {loc.path} ({written} bytes, was {facts.size} bytes{extra}).",
             path=loc.path, created=False, changed=True, bytes_written=written,
             bytes_before=facts.size, sha256_before=facts.sha256, sha256_after=digest,
-            file_state=state, diff=diff, crlf_converted=converted,
+            file_state=state, diff=diff, crlf_converted=p.converted,
         )
+
+
+@dataclass
+class _Prepared:
+    """What write will put where: the bytes, and for an overwrite the open file and its facts."""
+
+    data: bytes
+    content: str
+    fd: int | None = None  # open read descriptor of the existing file; the caller closes it
+    facts: FileFacts | None = None
+    converted: bool = False
+
+
+def _prepare(args: WriteArgs, ctx: ToolContext, loc: Located) -> _Prepared:
+    """Every check write makes before writing, shared by the run and the precheck."""
+    check_target_dir(loc)
+    if not loc.exists:
+        data = encode_new(args.content, what="content")
+        _check_size(ctx, loc.path, len(data))
+        return _Prepared(data, args.content)
+    fd, facts = check_overwrite(ctx, loc, tool="write")
+    try:
+        content = args.content
+        converted = False
+        if facts.newline == "\r\n" and _BARE_LF.search(content):
+            content = _BARE_LF.sub("\r\n", content)
+            converted = True
+        data = facts.bom + encode(content, facts, what="content")
+        _check_size(ctx, loc.path, len(data))
+    except BaseException:
+        os.close(fd)
+        raise
+    return _Prepared(data, content, fd, facts, converted)
 
 
 def _check_size(ctx: ToolContext, path: str, size: int) -> None:
