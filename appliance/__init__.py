@@ -1,24 +1,51 @@
 """The agent runtime: config, sessions, the event log, and tool dispatch.
 
 Errors: :class:`AbhedError` is the root (see ``appliance._errors``).
+
+The names below are imported on first use (PEP 562 ``__getattr__``), not when
+the package is: every ``abhed`` verb imports ``appliance`` first, and loading
+the config models, the dispatcher and the policy engine here would put pydantic
+and the whole runtime in front of ``abhed --help``.
 """
 
-from appliance._config import Config, load_config
-from appliance._dispatch import Dispatcher
-from appliance._errors import AbhedError, ChainBroken, ConfigError, EventLogError, SessionNotFound
-from appliance._home import abhed_home, events_db_path
-from appliance._session import Session
+from __future__ import annotations
 
-__all__ = [
-    "AbhedError",
-    "ChainBroken",
-    "Config",
-    "ConfigError",
-    "Dispatcher",
-    "EventLogError",
-    "Session",
-    "SessionNotFound",
-    "abhed_home",
-    "events_db_path",
-    "load_config",
-]
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from appliance._config import Config, load_config
+    from appliance._dispatch import Dispatcher
+    from appliance._errors import AbhedError, ChainBroken, ConfigError, EventLogError, SessionNotFound
+    from appliance._home import abhed_home, events_db_path
+    from appliance._session import Session
+
+# public name -> the private module that defines it
+_EXPORTS: dict[str, str] = {
+    "AbhedError": "appliance._errors",
+    "ChainBroken": "appliance._errors",
+    "Config": "appliance._config",
+    "ConfigError": "appliance._errors",
+    "Dispatcher": "appliance._dispatch",
+    "EventLogError": "appliance._errors",
+    "Session": "appliance._session",
+    "SessionNotFound": "appliance._errors",
+    "abhed_home": "appliance._home",
+    "events_db_path": "appliance._home",
+    "load_config": "appliance._config",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'appliance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,6 +1,11 @@
 """The ``abhed`` command.  Each verb lives in its own module and is imported
 only when it is run, so ``abhed --help`` stays fast and heavy dependencies
-(httpx, textual, vllm) load only for the verbs that need them.
+(httpx, textual, vllm, pydantic models) load only for the verbs that need them.
+
+``abhed --help`` lists every verb with a one-line summary.  Click would import
+each verb's module to read that summary from its docstring, so the summary is
+kept in :data:`COMMANDS` beside the import target instead; a test holds each
+summary equal to the command's own ``short_help`` so the two cannot drift.
 
 Exit codes: 0 done (a tool that ran and reported an error still counts as
 done), 1 the command failed (e.g. a broken event chain), 2 usage error.
@@ -9,39 +14,62 @@ done), 1 the command failed (e.g. a broken event chain), 2 usage error.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 import click
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
-# verb -> "module:attribute".  Add a verb by adding a line here.
-COMMANDS: dict[str, str] = {
-    "tool": "appliance.cli.tool:tool",
-    "sessions": "appliance.cli.sessions:sessions",
-    "events": "appliance.cli.events:events",
-    "policy": "appliance.cli.policy:policy",
-    "mcp": "appliance.cli.mcp:mcp",
-    "sandbox": "appliance.cli.sandbox:sandbox",
-    "bundle": "appliance.cli.bundle:bundle_group",
-    "run": "appliance.cli.run:run",
-    "rpc": "appliance.cli.rpc:rpc",
-    "serve": "appliance.cli.serve:serve",
+# verb -> ("module:attribute", the summary `abhed --help` shows).  Add a verb by
+# adding one line here; tests/appliance/test_cli_startup.py checks the summary
+# against the command and keeps heavy modules out of `abhed --help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "bundle": ("appliance.cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
+    "events": ("appliance.cli.events:events", "Inspect the tamper-evident event log."),
+    "mcp": ("appliance.cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
+    "policy": ("appliance.cli.policy:policy", "Inspect the operator policy."),
+    "rpc": ("appliance.cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),
+    "run": ("appliance.cli.run:run", "Work on PROMPT in a workspace until the model answers or a limit stops it."),
+    "sandbox": ("appliance.cli.sandbox:sandbox", "The sandbox the agent's shell runs in."),
+    "serve": ("appliance.cli.serve:serve", "Serve a catalog model with vLLM until interrupted."),
+    "sessions": ("appliance.cli.sessions:sessions", "List recorded sessions or show one."),
+    "tool": ("appliance.cli.tool:tool", "Run tool NAME with ARGS_JSON and print the result JSON as the last line."),
 }
 
 
+def load_command(name: str) -> click.Command | None:
+    """Import and return the command for verb ``name`` (None when there is no such verb)."""
+    entry = COMMANDS.get(name)
+    if entry is None:
+        return None
+    module, _, attr = entry[0].partition(":")
+    command = getattr(importlib.import_module(module), attr)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"{entry[0]} is not a click command")
+    return command
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Click's own truncation of a summary to ``limit`` characters, so help looks as before."""
+    return click.Command(None, help=text).get_short_help_str(limit)
+
+
 class LazyGroup(click.Group):
+    """A group whose verbs are imported on use, and whose help imports none of them."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(set(COMMANDS) | set(self.commands))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module, _, attr = target.partition(":")
-        command: Any = getattr(importlib.import_module(module), attr)
-        assert isinstance(command, click.Command)
-        return command
+        return self.commands.get(cmd_name) or load_command(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)), default=0)
+        rows = [(name, _shorten(COMMANDS[name][1], limit)) for name in COMMANDS]
+        rows += [(name, cmd.get_short_help_str(limit)) for name, cmd in self.commands.items()
+                 if name not in COMMANDS and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(sorted(rows))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
