@@ -14,18 +14,8 @@ from typing import Any
 import pytest
 
 from models import ScriptedServer
-
-
-def write_config(home: Path, base_url: str, **provider: Any) -> None:
-    conf = {"custom_providers": [{"name": "local", "api": "openai", "base_url": base_url,
-                                  "sampling": ["temperature", "seed"], "params": {"temperature": 0},
-                                  "model": "scripted", "max_retries": 0, **provider}]}
-    (home / "config.json").write_text(json.dumps(conf))
-
-
-def abhed(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], check=False, capture_output=True,
-                          text=True, timeout=timeout, env=os.environ.copy(), **kw)
+from tests.appliance.helpers import abhed, write_config
+from tests.helpers import wait_for
 
 
 @pytest.fixture
@@ -114,8 +104,7 @@ def test_run_ctrl_c_interrupts_and_records_it(server: ScriptedServer, workspace:
     for line in p.stdout:
         if json.loads(line)["event"]["type"] == "user_message":
             break
-    while not server.requests:
-        subprocess.run(["sleep", "0.05"])
+    wait_for(lambda: server.requests, 30, what="the model request")
     p.send_signal(signal.SIGINT)
     rest, err = p.communicate(timeout=30)
     assert p.returncode == 130, err

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from models import ScriptedServer
-from tests.appliance.test_run_cli import write_config
+from tests.appliance.helpers import write_config
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "rpc.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "rpc.md"
 
 
 def test_the_documented_client_runs(abhed_home: Path, workspace: Path, tmp_path: Path) -> None:

@@ -19,53 +19,9 @@ from appliance import load_config
 from appliance.events import EventStore
 from appliance.rpc import MAX_LINE_BYTES, RpcServer
 from models import ScriptedServer
-from tests.appliance.test_run_cli import write_config
-
-
-class Client:
-    """Runs ``abhed rpc`` as a subprocess; collects its lines on a thread."""
-
-    def __init__(self, *args: str) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "rpc", *args],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=os.environ.copy())
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.p.stdout is not None
-        try:
-            for line in self.p.stdout:
-                self.lines.put(json.loads(line))
-        except ValueError:  # closed by close()
-            pass
-
-    def raw(self, data: bytes) -> None:
-        assert self.p.stdin is not None
-        self.p.stdin.write(data)
-        self.p.stdin.flush()
-
-    def send(self, **req: Any) -> None:
-        self.raw(json.dumps(req).encode() + b"\n")
-
-    def until(self, pred: Any, timeout: float = 90) -> dict[str, Any]:
-        while True:
-            msg = self.lines.get(timeout=timeout)
-            if pred(msg):
-                return msg
-
-    def event(self, kind: str) -> dict[str, Any]:
-        return self.until(lambda m: m["type"] == "event" and m["event"]["type"] == kind)["event"]
-
-    def close(self) -> int:
-        assert self.p.stdin is not None and self.p.stderr is not None
-        self.p.stdin.close()
-        code = self.p.wait(30)
-        self.stderr = self.p.stderr.read().decode("utf-8", "replace")
-        self.p.stderr.close()
-        if self.p.stdout is not None:
-            self.p.stdout.close()
-        return code
+from tests.appliance.helpers import RpcClient as Client
+from tests.appliance.helpers import write_config
+from tests.helpers import wait_for
 
 
 @pytest.fixture
@@ -130,8 +86,7 @@ def test_abort_stops_a_hanging_run(server: ScriptedServer, workspace: Path) -> N
     c.send(method="start")
     c.send(method="prompt", prompt="x")
     c.event("user_message")
-    while not server.requests:
-        threading.Event().wait(0.02)
+    wait_for(lambda: server.requests, 30, what="the model request")
     c.send(id="a", method="abort")
     resp = c.until(lambda m: m["type"] == "response" and m["id"] == "a")
     assert resp["aborted"] is True

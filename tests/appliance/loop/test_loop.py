@@ -8,7 +8,8 @@ from pathlib import Path
 
 from appliance.events import ActionEvent, ModelTurn, ObservationEvent, RunEnded, RunStarted
 from appliance.loop import Approval, ApprovalRequest, CallbackApprover, HeadlessApprover, Limits
-from tests.appliance._loop_helpers import scripted_agent, types
+from tests.appliance.helpers import scripted_agent, types
+from tests.helpers import wait_for
 
 
 def _read(path: Path) -> dict[str, object]:
@@ -129,8 +130,7 @@ def test_interrupt_stops_a_hanging_stream(workspace: Path) -> None:
         t = threading.Thread(target=lambda: result.append(agent.run("go")))
         t.start()
         assert started.wait(10)
-        while not server.requests:
-            threading.Event().wait(0.01)
+        wait_for(lambda: server.requests, 10, what="the model request")
         agent.interrupt("rpc abort")
         t.join(10)
         assert not t.is_alive()

@@ -30,8 +30,9 @@ from appliance.sandbox import (
 )
 from appliance.sandbox._agent import PROTOCOL_VERSION, Runner, Server
 from appliance.sandbox._confine import seccomp_program
+from tests.helpers import wait_for
 
-CONFINE = Path(__file__).resolve().parents[2] / "appliance" / "sandbox" / "_confine.py"
+CONFINE = Path(__file__).resolve().parents[3] / "appliance" / "sandbox" / "_confine.py"
 
 
 # -- the wire protocol, over a real socket pair -------------------------------
@@ -102,11 +103,13 @@ def test_agent_background_job_round_trip(agent: AgentPeer, tmp_path: Path) -> No
     started = agent.call(id=1, op="start", command="echo bg-line; sleep 60", cwd=str(tmp_path),
                          env={"PATH": "/usr/bin:/bin"})
     job_id = started["result"]["job_id"]
-    for i in range(300):  # wait for the line (condition, not a fixed sleep)
-        seen = agent.call(id=10 + i, op="job", job_id=job_id, offset=0)["result"]
-        if seen["data_b64"]:
-            break
-        threading.Event().wait(0.05)
+    ids = iter(range(10, 10**6))
+
+    def first_line() -> dict[str, Any] | None:
+        seen: dict[str, Any] = agent.call(id=next(ids), op="job", job_id=job_id, offset=0)["result"]
+        return seen if seen["data_b64"] else None
+
+    seen = wait_for(first_line, 15, poll_s=0.05, what="the job's first line")
     assert seen["state"] == "running"
     killed = agent.call(id=2, op="job", job_id=job_id, offset=0, kill=True)["result"]
     assert killed["state"] == "killed" and killed["signal"] is not None

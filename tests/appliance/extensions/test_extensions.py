@@ -17,7 +17,7 @@ from appliance.extensions import DuplicateTool, ExtensionHost, ExtensionSpec, Re
 from appliance.policy import Gate, HookVerdict, PolicyEngine, PolicySettings
 from tools import ToolContext, ToolResult, Workspace, native_tools
 
-HERE = Path(__file__).parent / "extensions"
+HERE = Path(__file__).resolve().parents[2] / "fixtures" / "extensions"
 HOSTILE = str(HERE / "hostile.py")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from models import ScriptedServer
+from tests.helpers import wait_for
 
 EXTENSION = r"""
 import json, sys
@@ -132,8 +133,7 @@ def test_ctrl_c_stops_a_running_bash_command_not_just_the_model(abhed_home: Path
         for line in p.stdout:
             if json.loads(line)["event"]["type"] == "action":
                 break
-        while not started.exists():
-            subprocess.run(["sleep", "0.05"], check=True)
+        wait_for(started.exists, 120, what="the command to start")
         p.send_signal(signal.SIGINT)
         rest, err = p.communicate(timeout=120)  # the command alone would take 300 s
     assert p.returncode == 130, err

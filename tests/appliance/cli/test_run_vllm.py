@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.appliance.test_rpc import Client
-from tests.appliance.test_run_cli import abhed
+from tests.appliance.helpers import RpcClient as Client
+from tests.appliance.helpers import abhed
 from tests.models._vllm import SERVED, shared_vllm
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from appliance.policy import Gate, PolicyEngine, PolicySettings
 from tools import ToolContext, Workspace
 
 BIN = Path(sys.executable).parent
-POISON = str(Path(__file__).parent / "mcp_poison_server.py")
+POISON = str(Path(__file__).resolve().parents[2] / "fixtures" / "mcp_poison_server.py")
 
 pytestmark = pytest.mark.slow
 
