@@ -18,6 +18,8 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
 * ``inspect_bundle`` / ``BundleInfo`` and ``diff_bundles`` / ``BundleDiff``
   (no unpacking);
 * ``split_bundle`` / ``join_volumes`` / ``JoinResult`` for removable media;
+* ``open_regular`` / ``read_regular``: open an operator-named path only if it
+  is a regular file, never blocking on a FIFO (the installer uses them too);
 * ``Manifest`` and ``Member`` (``staged_name`` says where a member unpacks);
 * the errors::
 
@@ -50,6 +52,7 @@ from ._errors import (
                       UnsafeMember,
                       VolumeError,
 )
+from ._files import open_regular, read_regular
 from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
 from ._manifest import Manifest, Member, staged_name
 from ._minisign import PublicKey, SecretKey
@@ -81,6 +84,8 @@ __all__ = [
     "inspect_bundle",
     "join_volumes",
     "make_rotation",
+    "open_regular",
+    "read_regular",
     "rotate_trust",
     "split_bundle",
     "staged_name",

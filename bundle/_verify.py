@@ -26,13 +26,13 @@ import errno
 import hashlib
 import os
 import shutil
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
-from ._errors import BundleError, DigestMismatch, FormatError, RollbackRefused, StagingError
+from ._errors import DigestMismatch, FormatError, RollbackRefused, StagingError
+from ._files import open_regular
 from ._manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -73,16 +73,8 @@ class VerifiedBundle:
 
 
 def open_bundle_file(path: Path) -> BinaryIO:
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise BundleError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot open ({exc.strerror})") from None
-    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-        f.close()
-        raise BundleError(f"{path} is not a regular file")
-    return f
+    """Open the bundle, refusing a FIFO, device or directory without blocking on it."""
+    return open_regular(path, "bundle")
 
 
 def read_head(reader: TarReader) -> tuple[bytes, list[Signature]]:

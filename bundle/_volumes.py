@@ -29,7 +29,8 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._build import BuildProgress
-from ._errors import FormatError, VolumeError
+from ._errors import BundleError, FormatError, VolumeError
+from ._files import open_regular
 from ._manifest import canonical_json, strict_json
 from ._minisign import MAX_SIGNATURE_FILE_BYTES, SecretKey, parse_signatures
 from ._tar import CHUNK
@@ -88,7 +89,8 @@ def split_bundle(path: Path, out_dir: Path, part_size: int, keys: Sequence[Secre
     """Split ``path`` into parts of ``part_size`` bytes in ``out_dir``; return the index path."""
     if part_size < 1:
         raise VolumeError("the part size must be at least 1 byte")
-    total = path.stat().st_size
+    with open_regular(path, "bundle") as probe:
+        total = os.fstat(probe.fileno()).st_size
     count = -(-total // part_size)
     if total == 0 or count > MAX_PARTS:
         raise VolumeError(f"{total} bytes in parts of {part_size} makes {count} parts; "
@@ -97,7 +99,7 @@ def split_bundle(path: Path, out_dir: Path, part_size: int, keys: Sequence[Secre
     whole = hashlib.sha256()
     parts: list[VolumePart] = []
     done = 0
-    with open(path, "rb") as f:
+    with open_regular(path, "bundle") as f:
         for i in range(1, count + 1):
             name = f"{path.name}.{i:0{width}d}"
             dest = out_dir / name
@@ -131,14 +133,17 @@ def split_bundle(path: Path, out_dir: Path, part_size: int, keys: Sequence[Secre
 def read_index(index_path: Path, trust: TrustPolicy) -> VolumeIndex:
     """The volume index at ``index_path``, after its signature has been checked."""
     try:
-        with open(index_path, "rb") as f:
+        with open_regular(index_path, "volume index") as f:
             raw = f.read(MAX_INDEX_BYTES + 1)
-        with open(f"{index_path}.minisig", "rb") as f:
+        with open_regular(f"{index_path}.minisig", "volume index signature") as f:
             sig = f.read(MAX_SIGNATURE_FILE_BYTES + 1)
     except OSError as exc:
         raise VolumeError(f"cannot read the volume index or its signature ({exc.filename}: "
                           f"{exc.strerror}); copy NAME.volumes.json and its .minisig from "
                           "the first medium") from None
+    except BundleError as exc:
+        raise VolumeError(f"cannot read the volume index or its signature ({exc}); copy "
+                          "NAME.volumes.json and its .minisig from the first medium") from None
     check_threshold(raw, parse_signatures(sig), trust, "the volume index")
     strict_json(raw, "the volume index", MAX_INDEX_BYTES)
     try:
@@ -224,7 +229,8 @@ def _append_part(part: VolumePart, dirs: list[Path], fout: BinaryIO, whole: Any,
                  by_digest: dict[str, int], index: VolumeIndex, offset: int,
                  progress: BuildProgress | None) -> Any:
     """Append one part, trying each copy found; return the whole-bundle hash advanced."""
-    candidates = [d / part.name for d in dirs if (d / part.name).is_file()]
+    # exists(), not is_file(): a FIFO or device under a part's name is named as refused.
+    candidates = [d / part.name for d in dirs if (d / part.name).exists()]
     n = len(index.parts)
     if not candidates:
         where = ", ".join(str(d) for d in dirs)
@@ -239,7 +245,7 @@ def _append_part(part: VolumePart, dirs: list[Path], fout: BinaryIO, whole: Any,
         fout.truncate(offset)
         size = 0
         try:
-            with open(path, "rb") as fin:
+            with open_regular(path, "volume part") as fin:
                 while chunk := fin.read(CHUNK):
                     size += len(chunk)
                     if size > index.part_size:
@@ -251,6 +257,9 @@ def _append_part(part: VolumePart, dirs: list[Path], fout: BinaryIO, whole: Any,
                         progress("join", offset + size, index.size)
         except OSError as exc:
             faults.append(f"{path}: unreadable ({exc.strerror}): the medium may be damaged")
+            continue
+        except BundleError as exc:
+            faults.append(str(exc))
             continue
         digest = h.hexdigest()
         if size == part.size and digest == part.sha256:

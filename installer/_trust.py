@@ -25,15 +25,18 @@ TRUST_FORMAT = "abhed-installer-trust/1"
 
 
 def _read_keys(files: Sequence[Path]) -> list[Any]:
-    from bundle import BundleError, PublicKey
+    from bundle import BundleError, PublicKey, open_regular
 
     keys = []
     for f in files:
         try:
-            with open(f, "rb") as fh:
+            # Never a plain open(): it would wait forever on a FIFO named as the key.
+            with open_regular(f, "public key") as fh:
                 raw = fh.read(65537)
         except OSError as exc:
             raise UsageError(f"cannot read public key {f}: {exc.strerror}") from None
+        except BundleError as exc:
+            raise UsageError(f"cannot read {exc}") from None
         try:
             if len(raw) > 65536:
                 raise ValueError("over 64 KiB")

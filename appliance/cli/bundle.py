@@ -31,10 +31,22 @@ def _fail(exc: BundleError) -> NoReturn:
     sys.exit(1)
 
 
+_MAX_KEY_FILE = 64 * 1024
+_MAX_STATEMENT = 1024 * 1024
+
+
+def _read_bytes(path: Path, what: str, cap: int) -> bytes:
+    """A small operator-named file; a FIFO or device is refused, never waited on."""
+    try:
+        return bundle.read_regular(path, cap, what)
+    except BundleError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _read_text(path: Path, what: str) -> str:
     try:
-        return path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return _read_bytes(path, what, _MAX_KEY_FILE).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise click.UsageError(f"cannot read {what} {path}: {exc}") from None
 
 
@@ -56,10 +68,9 @@ def _trust(paths: tuple[Path, ...], threshold: int, rotations: tuple[Path, ...])
     try:
         policy = TrustPolicy(keys=_public_keys(paths), threshold=threshold)
         for statement in rotations:
-            policy = bundle.rotate_trust(policy, statement.read_bytes(),
-                                         Path(f"{statement}.minisig").read_bytes())
-    except OSError as exc:
-        raise click.UsageError(f"cannot read rotation statement: {exc}") from None
+            raw = _read_bytes(statement, "rotation statement", _MAX_STATEMENT)
+            sig = _read_bytes(Path(f"{statement}.minisig"), "rotation signature", _MAX_KEY_FILE)
+            policy = bundle.rotate_trust(policy, raw, sig)
     except BundleError as exc:
         _fail(exc)
     return policy

@@ -83,6 +83,19 @@ def test_verify_of_a_directory_or_missing_file_is_refused(inst: Installer, keys:
     assert inst("verify", tmp_path / "absent.abhed", "--trust", keys.pub).returncode == 3
 
 
+def test_a_fifo_as_bundle_or_key_is_refused_at_once(inst: Installer, keys: Keys,
+                                                    make_bundle: BundleMaker,
+                                                    tmp_path: Path) -> None:
+    # open() on a FIFO blocks until a writer comes; the installer must refuse, not wait.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for verb in ("verify", "preflight"):
+        r = inst(verb, fifo, "--trust", keys.pub, timeout=60)
+        assert r.returncode == 3 and "named pipe" in r.stderr, (verb, r.returncode, r.stderr)
+    r = inst("verify", make_bundle(1), "--trust", fifo, timeout=60)
+    assert r.returncode == 2 and "named pipe" in r.stderr, (r.returncode, r.stderr)
+
+
 def test_verify_without_any_key_says_how_to_pass_one(inst: Installer, make_bundle: BundleMaker) -> None:
     r = inst("verify", make_bundle(1))
     assert r.returncode == 2 and "--trust" in r.stderr
