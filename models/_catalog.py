@@ -19,11 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from models._errors import ProviderConfigError, ServeError
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
 
-__all__ = ["TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
+__all__ = ["REASONING_PARSERS", "TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
 
 TOOL_CALL_PARSERS: tuple[str, ...] = (
     "hermes", "qwen3_coder", "qwen3_xml", "llama3_json", "llama4_pythonic", "mistral",
     "pythonic", "granite", "internlm", "jamba", "deepseek_v3", "glm45", "kimi_k2", "openai",
+)
+
+REASONING_PARSERS: tuple[str, ...] = (
+    "deepseek_r1", "deepseek_v3", "qwen3", "glm45", "openai_gptoss", "mistral", "granite",
+    "hunyuan_a13b", "step3", "seed_oss", "ernie45", "minimax_m2",
 )
 
 
@@ -42,7 +47,15 @@ class CatalogEntry(BaseModel):
         default=None, description="Jinja file (relative to weights_dir); default: the tokenizer's own.")
     tool_call_parser: str = "hermes"
     max_model_len: int = Field(default=8192, ge=64, le=10_000_000)
-    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64,
+                                      description="GPUs one copy of the model is split across.")
+    pipeline_parallel_size: int = Field(
+        default=1, ge=1, le=64,
+        description="Pipeline stages (across hosts with Ray); GPUs used = tensor x pipeline.")
+    distributed_executor_backend: Literal["mp", "ray"] | None = Field(
+        default=None, description="vLLM's executor: 'ray' for serving across several hosts.")
+    reasoning_parser: str | None = Field(
+        default=None, description="vLLM's --reasoning-parser for models that think aloud.")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     sampling: tuple[str, ...] = Field(default=VLLM_SAMPLING,
                                       description="Sampling parameters this vLLM version honours.")
@@ -54,6 +67,14 @@ class CatalogEntry(BaseModel):
     def _parser(cls, v: str) -> str:
         if v not in TOOL_CALL_PARSERS:
             raise ValueError(f"tool_call_parser {v!r} is unknown; use one of {', '.join(TOOL_CALL_PARSERS)}")
+        return v
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _reasoning(cls, v: str | None) -> str | None:
+        if v is not None and v not in REASONING_PARSERS:
+            raise ValueError(f"reasoning_parser {v!r} is unknown; use one of "
+                             f"{', '.join(REASONING_PARSERS)}")
         return v
 
     @field_validator("sampling")

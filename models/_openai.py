@@ -5,7 +5,8 @@ acted on: connection refused, a connect or pool timeout (nothing was sent),
 and 502/503/504 from a proxy or a replica that is starting.  Everything else is
 raised at once with the server's own message.  One deadline covers the whole
 call, retries and backoff included.  ``trust_env=False``: proxy variables in
-the environment cannot route requests anywhere but the configured URLs.
+the environment cannot route requests anywhere but the configured URLs (the
+CA trust is chosen explicitly instead: see ``models._credentials``).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 import json
 import random
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from models._assembly import StreamAssembler, reply_from_message
+from models._credentials import ApiKey
 from models._errors import (
     ModelNotFound,
     ProviderHTTPError,
@@ -62,7 +65,12 @@ class OpenAIClient:
 
     def __init__(self, base_urls: list[str], *, connect_timeout_s: float = 5.0,
                  read_timeout_s: float = 300.0, deadline_s: float = 900.0, max_retries: int = 3,
-                 backoff_s: float = 0.2, transport: httpx.BaseTransport | None = None) -> None:
+                 backoff_s: float = 0.2, transport: httpx.BaseTransport | None = None,
+                 tls: ssl.SSLContext | None = None, api_key: ApiKey | None = None,
+                 start: int | None = None) -> None:
+        """``start`` is the replica tried first; default: a random one, so sessions
+        started against the same list spread over its servers.  ``tls`` replaces the
+        public roots (a site CA); ``api_key`` is sent as a Bearer token."""
         if not base_urls:
             raise ValueError("at least one base URL is needed")
         import httpx
@@ -73,11 +81,15 @@ class OpenAIClient:
         self.deadline_s = deadline_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
-        self._next = 0
+        self._next = (random.randrange(len(self.base_urls)) if start is None
+                      else start % len(self.base_urls))
+        self.has_api_key = api_key is not None
+        headers = {"user-agent": "abhed", **(api_key.header() if api_key is not None else {})}
         # No keep-alive: every request gets its own connection, whose socket an
         # interrupt can shut down even while a read is blocked on it.
+        verify: ssl.SSLContext | bool = tls if tls is not None else True
         self._http = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
-                                  headers={"user-agent": "abhed"},
+                                  headers=headers, verify=verify,
                                   limits=httpx.Limits(max_keepalive_connections=0))
 
     def close(self) -> None:
@@ -267,7 +279,9 @@ class OpenAIClient:
                 "from its /v1/models list, or fix \"model\" in the provider config.",
                 status=status, server_message=msg)
         hint = {400: "the request was refused as invalid; fix the value it names",
-                401: "the server wants credentials; Abhed sends none (offline appliance)",
+                401: ("the API key was refused; check api_key_file/api_key_env in the provider "
+                      "config" if self.has_api_key else "the server wants an API key: set "
+                      "api_key_file or api_key_env in the provider config (docs/providers.md)"),
                 413: "the request is too large; shorten the conversation",
                 422: "the request was refused as invalid; fix the value it names",
                 429: "the server is rate-limiting; wait and retry"}.get(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from models._catalog import Catalog
+from models._credentials import read_api_key, tls_context
 from models._errors import ModelNotFound, ProviderConfigError
 from models._openai import OpenAIClient
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
@@ -45,12 +46,15 @@ class OpenAIProvider:
 
 def open_provider(config: ProviderConfig, *, catalog: Catalog | None = None, model: str | None = None,
                   sampling: Mapping[str, Any] | None = None, check_model: bool = False,
-                  transport: Any = None) -> OpenAIProvider:
+                  transport: Any = None, replica: int | None = None) -> OpenAIProvider:
     """Build a provider, refusing anything that would be silently wrong.
 
     ``sampling`` are per-run values (e.g. from ``--temperature``) layered over
     the config's ``params``; both must be declared.  ``check_model`` asks the
     server's ``/v1/models`` whether the model is served (one request).
+    ``replica`` is the base URL tried first (default: a random one, which
+    spreads sessions over the replicas).  The API key and CA bundle are read
+    here, so a missing one is refused before the first request.
     """
     if config.api not in SUPPORTED_APIS:  # also refused by validation; kept for constructed configs
         raise ProviderConfigError(f"provider {config.name!r}: api {config.api!r} is not supported")
@@ -64,9 +68,13 @@ def open_provider(config: ProviderConfig, *, catalog: Catalog | None = None, mod
     values.update(sampling or {})
     checked = check_sampling(config.name, config.sampling, values, honoured=honoured,
                              where="params" if not sampling else "params or the request")
+    owner = f"provider {config.name!r}"
+    tls = tls_context(owner, config.ca_bundle)
+    api_key = read_api_key(owner, config.api_key_file, config.api_key_env)
     client = OpenAIClient(config.base_urls, connect_timeout_s=config.connect_timeout_s,
                           read_timeout_s=config.read_timeout_s, deadline_s=config.deadline_s,
-                          max_retries=config.max_retries, transport=transport)
+                          max_retries=config.max_retries, transport=transport, tls=tls,
+                          api_key=api_key, start=replica)
     chosen = model or config.model
     if chosen is None or check_model:
         served = client.list_models()

@@ -43,6 +43,15 @@ class ProviderConfig(BaseModel):
     deadline_s: float = Field(default=900.0, gt=0, le=86400,
                               description="Whole request, retries included.")
     max_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient failures only.")
+    ca_bundle: str | None = Field(
+        default=None, max_length=4096,
+        description="PEM file of the CA(s) that sign this https endpoint; only they are trusted.")
+    api_key_file: str | None = Field(
+        default=None, max_length=4096,
+        description="File holding the API key sent as a Bearer token (never logged).")
+    api_key_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        description="Environment variable holding the API key (never logged).")
 
     @field_validator("api")
     @classmethod
@@ -68,6 +77,12 @@ class ProviderConfig(BaseModel):
             if parts.query or parts.fragment or parts.username or parts.password:
                 raise ValueError(f"base_url {u!r} must not carry a query, fragment or credentials")
         return v
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ProviderConfig:
+        if self.api_key_file is not None and self.api_key_env is not None:
+            raise ValueError("set api_key_file or api_key_env, not both")
+        return self
 
     @model_validator(mode="after")
     def _sampling_declared(self) -> ProviderConfig:

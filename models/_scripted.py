@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -74,15 +75,23 @@ class ScriptedServer:
 
     def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]] = (), *,
                  responder: Callable[[dict[str, Any]], ScriptStep] | None = None,
-                 model: str = "scripted", port: int = 0) -> None:
+                 model: str = "scripted", port: int = 0, api_key: str | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """``api_key``: refuse /v1 requests without ``Authorization: Bearer KEY`` (401), as
+        vLLM does with ``VLLM_API_KEY``; ``tls``: serve https with this server context."""
         self.steps = [s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps]
         self.responder = responder
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.api_key = api_key
+        self.scheme = "https" if tls is not None else "http"
+        self.authorizations: list[str | None] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread: threading.Thread | None = None
 
     @property
@@ -91,7 +100,7 @@ class ScriptedServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
 
     def add(self, *steps: ScriptStep | dict[str, Any]) -> None:
         with self._lock:
@@ -142,7 +151,22 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _refused(self) -> bool:
+                """vLLM's --api-key check: every /v1 route, not /health."""
+                got = self.headers.get("authorization")
+                with server._lock:
+                    server.authorizations.append(got)
+                if server.api_key is None or not self.path.startswith("/v1"):
+                    return False
+                if got == f"Bearer {server.api_key}":
+                    return False
+                self.close_connection = True  # the unread body must not be taken as a request
+                self._json(401, {"error": "Unauthorized"})
+                return True
+
             def do_GET(self) -> None:
+                if self._refused():
+                    return
                 if self.path in ("/health", "/v1/health"):
                     self._json(200, {})
                 elif self.path == "/v1/models":
@@ -151,6 +175,8 @@ class ScriptedServer:
                     self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
             def do_POST(self) -> None:
+                if self._refused():
+                    return
                 if self.path != "/v1/chat/completions":
                     self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
                     return

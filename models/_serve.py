@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from models._catalog import CatalogEntry
-from models._errors import ServeError
+from models._credentials import ApiKey, read_api_key
+from models._errors import ProviderConfigError, ServeError
 
 __all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer"]
 
@@ -64,6 +65,11 @@ class ServeSettings(BaseModel):
     startup_timeout_s: float = Field(default=900.0, gt=0, le=7200)
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for vLLM.")
     extra_args: tuple[str, ...] = ()
+    api_key_file: str | None = Field(
+        default=None, max_length=4096,
+        description="File with the API key vLLM demands of clients (VLLM_API_KEY; never in argv).")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+                                    description="Environment variable holding that key.")
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -75,12 +81,13 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
+def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     # urllib, not httpx: the launcher must work before anything else is imported,
     # and a no-proxy opener keeps environment proxies out of health checks.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with opener.open(url, timeout=timeout_s) as resp:
+        with opener.open(urllib.request.Request(url, headers=headers or {}),
+                         timeout=timeout_s) as resp:
             return int(resp.status), bytes(resp.read(1 << 20))
     except urllib.error.HTTPError as exc:
         return int(exc.code), b""
@@ -102,6 +109,7 @@ class VllmServer:
         self.extra_args = tuple(self.settings.extra_args) + tuple(extra_args)
         self.extra_env = {**self.settings.env, **(extra_env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        self._api_key: ApiKey | None = None
 
     @property
     def base_url(self) -> str:
@@ -118,6 +126,12 @@ class VllmServer:
                 "--tensor-parallel-size", str(e.tensor_parallel_size),
                 "--dtype", e.dtype,
                 "--enable-auto-tool-choice", "--tool-call-parser", e.tool_call_parser]
+        if e.pipeline_parallel_size > 1:
+            argv += ["--pipeline-parallel-size", str(e.pipeline_parallel_size)]
+        if e.distributed_executor_backend is not None:
+            argv += ["--distributed-executor-backend", e.distributed_executor_backend]
+        if e.reasoning_parser is not None:
+            argv += ["--reasoning-parser", e.reasoning_parser]
         if e.chat_template:
             argv += ["--chat-template", str(weights / e.chat_template)]
         return argv + list(e.extra_args) + list(self.extra_args)
@@ -129,7 +143,20 @@ class VllmServer:
             env.pop(k, None)
         env.update(OFFLINE_ENV)
         env.update(self.extra_env)
+        key = self.api_key()
+        if key is not None:
+            env["VLLM_API_KEY"] = key.reveal()  # the environment, not argv: ps shows argv to all
         return env
+
+    def api_key(self) -> ApiKey | None:
+        """The key clients must send (serve.api_key_file / api_key_env), read once."""
+        if self._api_key is None:
+            try:
+                self._api_key = read_api_key("serve", self.settings.api_key_file,
+                                             self.settings.api_key_env)
+            except ProviderConfigError as exc:
+                raise ServeError(str(exc), reason="api_key") from None
+        return self._api_key
 
     def preflight(self) -> None:
         """Refuse early, naming the cause: unusable python, altered weights, port taken."""
@@ -137,6 +164,7 @@ class VllmServer:
             raise ServeError(f"{self.python} is not an executable Python; set serve.vllm_python "
                              "(or --python) to the interpreter that has vLLM", reason="vllm_missing")
         self.entry.verify_weights(self.base_dir)
+        self.api_key()
         if not _port_free(self.host, self.port):
             raise ServeError(f"port {self.port} on {self.host} is taken; pick another with --port or "
                              "stop the program using it", reason="port_taken")
@@ -195,7 +223,9 @@ class VllmServer:
             try:
                 status, _ = _get(root + "/health", 2.0)
                 if status == 200:
-                    status, body = _get(self.base_url + "/models", 5.0)
+                    key = self.api_key()
+                    status, body = _get(self.base_url + "/models", 5.0,
+                                        key.header() if key is not None else None)
                     served: list[Any] = json.loads(body).get("data", []) if status == 200 else []
                     if any(isinstance(m, dict) and m.get("id") == self.entry.served_name for m in served):
                         return
