@@ -20,6 +20,16 @@ __all__ = [
     "SCHEMA_VERSION",
     "ActionEvent",
     "ApprovalEvent",
+    "ArtifactRef",
+    "Compacted",
+    "FileRestore",
+    "PlanStepState",
+    "PlanUpdated",
+    "TaskEnded",
+    "TaskStarted",
+    "TodoEntry",
+    "TodoUpdated",
+    "UndoApplied",
     "ExtensionDied",
     "ExtensionLog",
     "PolicyDecision",
@@ -62,6 +72,9 @@ class SessionStarted(_Base):
     workspace: str
     abhed_version: str
     settings: dict[str, Any] = Field(default_factory=dict)
+    parent_session_id: str | None = Field(
+        default=None, description="For a subagent's session: the session whose task call made it.")
+    parent_call_id: str | None = Field(default=None, description="That task call's id.")
 
 
 class ActionEvent(_Base):
@@ -74,6 +87,17 @@ class ActionEvent(_Base):
     source: str = Field(default="model", description="Who asked: model, cli, rpc, subagent.")
 
 
+class ArtifactRef(BaseModel):
+    """A blob kept beside the log (a cut output, a file's preimage), named by its digest."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str
+    bytes: int
+    kind: Literal["output", "preimage"]
+    source: str = Field(default="", description="The file a preimage is of; empty for an output.")
+
+
 class ObservationEvent(_Base):
     """What a tool call produced, recorded before the result reaches the model."""
 
@@ -82,6 +106,8 @@ class ObservationEvent(_Base):
     tool: str
     result: ToolResult
     duration_ms: float
+    artifacts: list[ArtifactRef] = Field(
+        default_factory=list, description="Blobs kept whole for this call: a cut output, a preimage.")
 
 
 class SessionEnded(_Base):
@@ -98,6 +124,9 @@ RunEndReason = Literal[
     "deadline",        # limits.deadline_s of wall-clock time passed
     "interrupted",     # Ctrl-C, rpc abort, or the caller's cancel
     "provider_error",  # the model server failed in a way retrying did not fix
+    "repeated_failure",  # the same call failed (or was denied) loop.max_repeated_failures times in a row
+    "context_full",    # the conversation no longer fits the context and compaction could not help
+    "budget",          # a subagent's reserved share of its parent's budget ran out
 ]
 
 
@@ -113,6 +142,10 @@ class RunStarted(_Base):
     sampling: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] = Field(default_factory=list, description="Tool names offered, in prompt order.")
     system_prompt_sha256: str = Field(description="Identifies the stable prompt prefix.")
+    instructions_file: str | None = Field(
+        default=None, description="The project instructions read into the prompt: ABHED.md, else AGENTS.md.")
+    resumed: bool = Field(default=False,
+                          description="The conversation was rebuilt from this session's earlier events.")
 
 
 class UserMessage(_Base):
@@ -177,6 +210,104 @@ class RunEnded(_Base):
     answer: str | None = None
 
 
+# -- working memory, artifacts, compaction, undo, subagents --------------------
+
+
+class TodoEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    content: str
+    status: Literal["pending", "in_progress", "done"]
+
+
+class TodoUpdated(_Base):
+    """The model replaced its todo list (a ``todo`` call that succeeded); the whole list."""
+
+    type: Literal["todo_updated"] = "todo_updated"
+    call_id: str
+    items: list[TodoEntry]
+
+
+class PlanStepState(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: str
+    status: Literal["pending", "in_progress", "done", "skipped"]
+
+
+class PlanUpdated(_Base):
+    """The model wrote or replaced the plan (a ``plan`` call that succeeded)."""
+
+    type: Literal["plan_updated"] = "plan_updated"
+    call_id: str
+    title: str
+    steps: list[PlanStepState]
+    notes: str = ""
+
+
+class Compacted(_Base):
+    """The conversation sent to the model was shortened: what was masked or summarised."""
+
+    type: Literal["compacted"] = "compacted"
+    run_id: str = ""
+    trigger: Literal["auto", "manual"]
+    strategy: Literal["mask", "summary"]
+    masked_call_ids: list[str] = Field(default_factory=list,
+                                       description="Tool results replaced by a one-line stub.")
+    summarised_through_seq: int | None = Field(
+        default=None, description="Events up to this session_seq are represented by `summary`.")
+    summary: str = ""
+    tokens_before: int
+    tokens_after: int
+    context_tokens: int = Field(description="The model's context length it was measured against.")
+
+
+class FileRestore(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    action: Literal["restored", "deleted", "refused"]
+    reason: str = ""
+    sha256_before: str | None = None
+    sha256_after: str | None = None
+
+
+class UndoApplied(_Base):
+    """An undo: which files went back to their preimages, which were refused and why."""
+
+    type: Literal["undo_applied"] = "undo_applied"
+    requested_by: str = Field(description="rpc, cli, tui.")
+    after_turn: int | None = Field(default=None, description="Undo every turn after this one; None: the last.")
+    run_ids: list[str] = Field(default_factory=list)
+    files: list[FileRestore] = Field(default_factory=list)
+    bash_calls_not_undone: int = Field(default=0, description="bash calls in those runs; their effects stay.")
+
+
+class TaskStarted(_Base):
+    """A ``task`` call spawned a subagent: its session, profile and reserved budget."""
+
+    type: Literal["task_started"] = "task_started"
+    call_id: str
+    child_session_id: str
+    agent_type: str
+    description: str
+    reserved: dict[str, float] = Field(default_factory=dict,
+                                       description="turns, tokens, deadline_s reserved from the parent.")
+
+
+class TaskEnded(_Base):
+    """The subagent ended; what the harness measured (not what the child said)."""
+
+    type: Literal["task_ended"] = "task_ended"
+    call_id: str
+    child_session_id: str
+    status: str = Field(description="The child's run end reason: done, max_turns, budget, interrupted ...")
+    files_changed: list[str] = Field(default_factory=list)
+    commands: list[dict[str, Any]] = Field(default_factory=list, description="bash commands and exit codes.")
+    spent: dict[str, float] = Field(default_factory=dict)
+
+
 # -- policy and extensions: every decision, with what made it -----------------
 
 
@@ -230,7 +361,8 @@ class ExtensionDied(_Base):
 Event = Annotated[
     SessionStarted | ActionEvent | ObservationEvent | SessionEnded
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
-    | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied,
+    | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
+    | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded,
     Field(discriminator="type"),
 ]
 
