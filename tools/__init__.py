@@ -44,8 +44,10 @@ def native_tools() -> dict[str, Tool]:
     from tools.edit import Edit
     from tools.glob import Glob
     from tools.grep import Grep
+    from tools.plan import Plan
     from tools.read import Read
+    from tools.todo import Todo
     from tools.write import Write
 
-    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash()]
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash(), Todo(), Plan()]
     return {t.name: t for t in tools}

@@ -6,7 +6,7 @@ line (``{"type": "event", "seq": N, "event": {...}}``), for programs.
 
 Exit codes: 0 the model finished; 2 refused before starting (config, unknown
 provider or model, undeclared sampling); 3 a limit ended the run (turns,
-tokens, deadline); 4 the model server failed; 130 interrupted (Ctrl-C).
+tokens, deadline, repeated failure, a full context); 4 the model server failed; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from appliance.cli._common import config_option, get_config, open_store
 from appliance.events import StoredEvent
 
 EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
-              "interrupted": 130}
+              "interrupted": 130, "repeated_failure": 3, "context_full": 3, "budget": 3}
 
 
 def event_line(stored: StoredEvent) -> str:
