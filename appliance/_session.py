@@ -11,14 +11,18 @@ import os
 import secrets
 import time
 
+from pydantic import ValidationError
+
 from appliance._errors import EventLogError, SessionNotFound
 from appliance.events import (
     ActionEvent,
     Event,
     EventStore,
     ObservationEvent,
+    PlanUpdated,
     SessionStarted,
     StoredEvent,
+    TodoUpdated,
 )
 from tools import ToolResult, note_file_state
 
@@ -81,3 +85,15 @@ class Session:
     def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float) -> None:
         self.append(ObservationEvent(session_id=self.id, call_id=call_id, tool=tool, result=result,
                                      duration_ms=duration_ms))
+        # Working memory gets its own typed events, so a UI (and the history
+        # fold) never has to parse a tool result to show the list.
+        memory: Event | None = None
+        try:
+            if result.ok and tool == "todo" and isinstance(result.details.get("todo"), list):
+                memory = TodoUpdated(session_id=self.id, call_id=call_id, items=result.details["todo"])
+            elif result.ok and tool == "plan" and isinstance(result.details.get("plan"), dict):
+                memory = PlanUpdated(session_id=self.id, call_id=call_id, **result.details["plan"])
+        except (ValidationError, TypeError):
+            memory = None  # an extension rewrote the result into something else: no list to show
+        if memory is not None:
+            self.append(memory)

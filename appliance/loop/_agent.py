@@ -29,10 +29,11 @@ from appliance.events import (
     UserMessage,
 )
 from appliance.loop._approver import MODES, ApprovalRequest, Approver, AutoApprover
+from appliance.loop._history import History
 from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import SystemPrompt, tool_specs
-from appliance.loop._untrusted import wrap_result
+from appliance.loop._recover import recover_interrupted_run
 from models import (
     CancelToken,
     ChatRequest,
@@ -47,8 +48,6 @@ from tools import Tool, ToolResult
 from tools._result import failure
 
 __all__ = ["Agent", "RunOutcome"]
-
-_REPEAT_HINT_AT = 3
 
 
 @dataclass(frozen=True)
@@ -104,13 +103,25 @@ class Agent:
         # Extensions' before_send: may drop messages from what goes upstream;
         # the conversation kept here (and the event log) stays whole.
         self.before_send = before_send
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt.text}]
+        # The conversation is a fold of the session's events (the log is the
+        # one source of truth): rebuilt from what is recorded, then fed each
+        # event as it is appended, so a resumed session sends the same bytes.
+        self.history = History.rebuild(session.store.events(session.id), system_prompt.text,
+                                       self.signatures)
+        self._resumed = self.history.runs > 0
+        session.listen(lambda stored: self.history.feed(stored.event, stored.session_seq))
+        recover_interrupted_run(session, self.history)
         self._steers: list[str] = []
         self._lock = threading.Lock()
         self._cancel = CancelToken()
         self.running = False
         self._run_tool_choice: str | dict[str, Any] | None = None
         self.closers: list[Callable[[], None]] = []
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation so far, as folded from the session's events."""
+        return self.history.messages
 
     def close(self) -> None:
         """Release what the agent holds: the tooling (sandbox, extensions, MCP) and the provider."""
@@ -158,9 +169,11 @@ class Agent:
                 mode=self.mode, limits=self.limits.model_dump(mode="json"),
                 sampling=dict(getattr(self.provider, "sampling", {}) or {}),
                 tools=[s["function"]["name"] for s in self.specs],
-                system_prompt_sha256=self.system_prompt.sha256))
+                system_prompt_sha256=self.system_prompt.sha256,
+                instructions_file=self.system_prompt.instructions_file,
+                resumed=self._resumed))
+            self._resumed = False
             self._user(run_id, prompt, "prompt")
-            failures: list[tuple[str, str]] = []
             while True:
                 self._check_cancel()
                 self._drain_steers(run_id)
@@ -185,28 +198,21 @@ class Agent:
                                     completion_tokens=reply.usage.completion_tokens)
                     if reply.usage else None,
                     duration_ms=round(waited_ms, 3)))
-                self._assistant(reply)
                 if not reply.tool_calls:
                     answer = reply.text
                     raise StopRun("done", "the model finished" + (
                         " (its reply was cut at the token limit)" if reply.finish_reason == "length" else ""))
-                for i, (cid, call) in enumerate(zip(call_ids, reply.tool_calls)):
+                for cid, call in zip(call_ids, reply.tool_calls):
                     if self._cancel.cancelled:
-                        self._tool_message(call, failure(
-                            "cancelled", "Not run: the run was interrupted before this call."), "")
-                        continue
-                    result = self._call(run_id, cid, call)
-                    key = (call.name, result.error.code if result.error else "")
-                    failures = failures + [key] if not result.ok else []
-                    hint = ""
-                    if result.error is not None and result.error.code == "invalid_arguments" \
-                            and call.name in self.signatures:
-                        hint += f"\n[abhed: {call.name} expects {self.signatures[call.name]}]"
-                    if len(failures) >= _REPEAT_HINT_AT and len(set(failures[-_REPEAT_HINT_AT:])) == 1:
-                        hint += (f"\n[abhed: {len(failures)} failed {call.name} calls in a row with the same "
-                                f"error ({key[1]}). This approach is not converging: re-read the error, "
-                                "change approach, or answer explaining what blocks you.]")
-                    self._tool_message(call, result, hint)
+                        break  # the fold answers the calls left: "not run"
+                    self._call(run_id, cid, call)
+                    repeats, tool = self.history.repeated_failures()
+                    limit = self.limits.max_repeated_failures
+                    if limit and repeats >= limit:
+                        raise StopRun("repeated_failure", (
+                            f"stopped: the same {tool} call failed {repeats} times in a row "
+                            f"(limit loop.max_repeated_failures={limit}). Look at the last error, "
+                            "change the task or the policy, and prompt again."))
         except StopRun as stop:
             return self._end(run_id, stop.reason, stop.message, turns, prompt_tokens,
                              completion_tokens, answer)
@@ -227,7 +233,6 @@ class Agent:
     def _user(self, run_id: str, text: str, kind: str) -> None:
         self.session.append(UserMessage(session_id=self.session.id, run_id=run_id,
                                         kind="steer" if kind == "steer" else "prompt", text=text))
-        self.messages.append({"role": "user", "content": text})
 
     def _drain_steers(self, run_id: str) -> None:
         with self._lock:
@@ -240,7 +245,8 @@ class Agent:
         sampling: dict[str, Any] = {}
         if self.limits.max_completion_tokens is not None:
             sampling["max_tokens"] = self.limits.max_completion_tokens
-        outgoing = self.before_send(self.messages) if self.before_send else self.messages
+        messages = self.history.outgoing()
+        outgoing = self.before_send(messages) if self.before_send else messages
         request = ChatRequest(messages=outgoing, tools=self.specs, tool_choice=tool_choice,
                               sampling=sampling, stream=True)
         t0 = time.perf_counter()
@@ -252,18 +258,6 @@ class Agent:
         except ProviderError as exc:
             raise StopRun("provider_error", str(exc)) from None
         return reply, (time.perf_counter() - t0) * 1000
-
-    def _assistant(self, reply: ModelReply) -> None:
-        msg: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
-        if reply.tool_calls:
-            msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": c.arguments}}
-                                 for c in reply.tool_calls]
-        self.messages.append(msg)
-
-    def _tool_message(self, call: ToolCall, result: ToolResult, hint: str) -> None:
-        self.messages.append({"role": "tool", "tool_call_id": call.id,
-                              "content": wrap_result(call.name, result) + hint})
 
     def _refuse(self, call_id: str, call: ToolCall, args: Any, result: ToolResult) -> ToolResult:
         """Record a call that was never dispatched (unparseable, or denied) and its result."""
@@ -308,13 +302,7 @@ class Agent:
 
     def _end(self, run_id: str, reason: RunEndReason, message: str, turns: int, prompt_tokens: int,
              completion_tokens: int, answer: str | None) -> RunOutcome:
-        # Every tool call the model made must be answered before the conversation goes on.
-        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
-        for m in self.messages:
-            for c in m.get("tool_calls") or []:
-                if c["id"] not in answered:
-                    self.messages.append({"role": "tool", "tool_call_id": c["id"],
-                                          "content": "Not run: the run ended first."})
+        # Calls the model made that did not run are answered by the fold at run_ended.
         self.session.append(RunEnded(session_id=self.session.id, run_id=run_id, reason=reason,
                                      message=message, turns=turns, prompt_tokens=prompt_tokens,
                                      completion_tokens=completion_tokens, answer=answer))

@@ -25,6 +25,10 @@ class Limits(BaseModel):
     deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="Wall-clock time per run.")
     max_completion_tokens: int | None = Field(
         default=None, ge=1, description="max_tokens sent with each request; default: the server's.")
+    max_repeated_failures: int = Field(
+        default=3, ge=0, le=1000,
+        description="End the run (reason repeated_failure) after this many identical failed or "
+        "denied calls in a row, so a denial cannot become an endless retry; 0: never.")
 
 
 class StopRun(Exception):

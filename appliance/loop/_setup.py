@@ -73,7 +73,7 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
     host = tooling.host
     if host is not None:
         # Extensions may add to the system prompt (read once: a stable prefix).
-        prompt = SystemPrompt(host.system_prompt(prompt.text))
+        prompt = SystemPrompt(host.system_prompt(prompt.text), prompt.instructions_file)
     agent = Agent(session=session, dispatcher=tooling.dispatcher, provider=provider,
                   system_prompt=prompt, tools=tooling.tools,
                   limits=config.loop, approver=approver, mode=mode,

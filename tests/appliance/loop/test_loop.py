@@ -28,7 +28,8 @@ def test_read_then_answer_records_the_whole_run_in_order(workspace: Path) -> Non
     assert isinstance(obs, ObservationEvent) and obs.result.ok and "the answer is 42" in obs.result.content
     # The second request carried the tool result, wrapped as untrusted data.
     tool_msg = server.requests[1]["messages"][-1]
-    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "call-0"
+    # Call ids in the history are the log's (run.turn.index), so a rebuild sends the same bytes.
+    assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == obs.call_id
     assert tool_msg["content"].startswith('<untrusted tool="read" ok="true">')
     assert "the answer is 42" in tool_msg["content"]
     # The action's call id links the model turn to the action.
@@ -80,8 +81,10 @@ def test_unknown_tool_and_invalid_args_are_results_not_exceptions(workspace: Pat
 
 
 def test_three_equivalent_failures_add_a_not_converging_hint(workspace: Path) -> None:
-    missing = {"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "nope.txt")}}]}
-    with scripted_agent(workspace, [missing, missing, missing, {"text": "stuck"}]) as (agent, server, _):
+    # Equivalent (same tool, same error), not identical: identical ones end the run.
+    missing = [{"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / f"nope{n}.txt")}}]}
+               for n in range(3)]
+    with scripted_agent(workspace, [*missing, {"text": "stuck"}]) as (agent, server, _):
         agent.run("go")
     contents = [r["messages"][-1]["content"] for r in server.requests[1:]]
     assert ["not converging" in c for c in contents] == [False, False, True]

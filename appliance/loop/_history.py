@@ -1,0 +1,307 @@
+"""The conversation the model sees, folded from the session's events.
+
+The event log is the one source of truth: the live loop does not keep its
+own transcript, it feeds every event it records to a :class:`History` and
+sends what the fold produces.  A resumed session folds the same events in
+the same order, so its next request is the same bytes a never-interrupted
+process would send (the tool call ids in the history are the ids the log
+records, not the provider's, for the same reason).
+
+Rules, each deterministic in the events alone:
+
+* ``user_message`` -> a user message; ``model_turn`` -> an assistant message
+  with its calls; the ``observation`` of one of those calls -> its tool
+  message (the wrapped result plus the loop's hints).
+* A call still unanswered when its run ends (``run_ended``) or when the next
+  run starts (a crash left no ``run_ended``) is answered so no provider sees
+  a dangling call: "not run" when no ``action`` was recorded, "outcome
+  unknown" when the action was recorded but its observation was not.
+* A run that is not the session's first starts with the open todo list and
+  the plan (working memory), and, when ``run_started.resumed`` says a new
+  process took over, what did not survive: background jobs, the shell's
+  directory.  The same text goes in after a compaction.
+* ``compacted`` changes what is *sent*, never the fold: masked results
+  become one-line stubs, a summary stands in for the turns it covers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.events import (
+    ActionEvent,
+    Compacted,
+    Event,
+    ModelTurn,
+    ObservationEvent,
+    PlanUpdated,
+    RunEnded,
+    RunStarted,
+    StoredEvent,
+    TodoUpdated,
+    UserMessage,
+)
+from appliance.loop._untrusted import wrap_result
+from tools.plan import render_plan
+from tools.todo import render_todo
+
+__all__ = ["NOT_RUN", "REPEAT_HINT_AT", "History", "memory_text"]
+
+REPEAT_HINT_AT = 3
+NOT_RUN = "Not run: the run ended before this call was made."
+_UNKNOWN = ("Outcome unknown: this call was started but Abhed stopped before its result was "
+            "recorded. {what}")
+_UNKNOWN_WHAT = {
+    "bash": "The command may have run, partly or completely: check its effects (files, "
+            "processes) before running it again.",
+}
+_UNKNOWN_FILE = ("Read the file before changing it again: the change may or may not have been "
+                 "applied.")
+
+
+@dataclass
+class _Msg:
+    """One message plus what compaction needs to know about it."""
+
+    body: dict[str, Any]
+    seq: int
+    call_id: str | None = None
+    tool: str = ""
+
+
+@dataclass
+class _Streak:
+    """The run of failed calls at the end of the conversation."""
+
+    equivalent: list[tuple[str, str]] = field(default_factory=list)  # (tool, error code)
+    identical: list[tuple[str, str, str]] = field(default_factory=list)  # + canonical args
+
+
+def memory_text(todo: list[dict[str, Any]] | None, plan: dict[str, Any] | None) -> str:
+    """The working memory the model is reminded of; empty when there is nothing open."""
+    parts: list[str] = []
+    if todo and any(i.get("status") != "done" for i in todo):
+        parts.append("Your todo list (keep it current with the todo tool):\n" + render_todo(todo))
+    if plan and any(s.get("status") not in ("done", "skipped") for s in plan.get("steps") or []):
+        parts.append("Your plan (update it with the plan tool):\n" + render_plan(plan))
+    return "\n\n".join(parts)
+
+
+class History:
+    """Folds events into the message list; :meth:`outgoing` is what a request sends."""
+
+    def __init__(self, system_prompt: str, signatures: dict[str, str] | None = None) -> None:
+        self.signatures = signatures or {}
+        self._msgs: list[_Msg] = [_Msg({"role": "system", "content": system_prompt}, 0)]
+        self._pending: dict[str, str] = {}  # call id -> tool name, in the last model turn
+        self._actions: dict[str, ActionEvent] = {}  # call id -> its action, while pending
+        self._runs = 0
+        self._streak = _Streak()
+        self.todo: list[dict[str, Any]] | None = None
+        self.plan: dict[str, Any] | None = None
+        self.jobs: dict[str, str] = {}  # background job id -> the command that started it
+        self.cwd: str | None = None
+        self.workspace: str | None = None
+        self.compactions: list[Compacted] = []
+        #: The run that started and has not ended (a crash leaves one behind).
+        self.open_run: str | None = None
+
+    # -- folding ------------------------------------------------------------
+    @classmethod
+    def rebuild(cls, events: Iterable[StoredEvent], system_prompt: str,
+                signatures: dict[str, str] | None = None) -> History:
+        history = cls(system_prompt, signatures)
+        for stored in events:
+            history.feed(stored.event, stored.session_seq)
+        return history
+
+    def feed(self, event: Event, seq: int = 0) -> None:
+        """Fold one event (in log order); events the conversation does not show are ignored."""
+        if isinstance(event, RunStarted):
+            self._close_pending(seq)
+            self._runs += 1
+            self.open_run = event.run_id
+            if self._runs > 1:
+                self._remind(event, seq)
+        elif isinstance(event, UserMessage):
+            self._close_pending(seq)
+            self._add({"role": "user", "content": event.text}, seq)
+        elif isinstance(event, ModelTurn):
+            self._close_pending(seq)
+            msg: dict[str, Any] = {"role": "assistant", "content": event.text or None}
+            if event.tool_calls:
+                msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}}
+                                     for c in event.tool_calls]
+                self._pending = {c.id: c.name for c in event.tool_calls}
+            self._add(msg, seq)
+        elif isinstance(event, ActionEvent):
+            if event.call_id in self._pending:
+                self._actions[event.call_id] = event
+        elif isinstance(event, ObservationEvent):
+            self._observe(event, seq)
+        elif isinstance(event, TodoUpdated):
+            self.todo = [i.model_dump() for i in event.items]
+        elif isinstance(event, PlanUpdated):
+            self.plan = {"title": event.title, "steps": [s.model_dump() for s in event.steps],
+                         "notes": event.notes}
+        elif isinstance(event, RunEnded):
+            self._close_pending(seq)
+            self.open_run = None
+        elif isinstance(event, Compacted):
+            self.compactions.append(event)
+            text = memory_text(self.todo, self.plan)
+            if text:
+                self._add({"role": "user", "content": "[abhed: the conversation was compacted. "
+                           + text + "]"}, seq)
+
+    def _add(self, body: dict[str, Any], seq: int, call_id: str | None = None, tool: str = "") -> None:
+        self._msgs.append(_Msg(body, seq, call_id, tool))
+
+    def _remind(self, event: RunStarted, seq: int) -> None:
+        parts: list[str] = []
+        memory = memory_text(self.todo, self.plan)
+        if memory:
+            parts.append(memory)
+        if event.resumed:
+            if self.jobs:
+                listed = ", ".join(f"{j} ({c[:60]})" for j, c in sorted(self.jobs.items()))
+                parts.append(f"This session was resumed in a new process; its background jobs "
+                             f"ended with the old one: {listed}. Start them again if you need them.")
+                self.jobs = {}
+            if self.cwd and self.cwd != self.workspace:
+                parts.append(f"The shell's working directory is {self.cwd}, as before.")
+        if parts:
+            self._add({"role": "user", "content": "[abhed: " + "\n\n".join(parts) + "]"}, seq)
+
+    def _observe(self, event: ObservationEvent, seq: int) -> None:
+        details = event.result.details
+        if event.tool == "bash" and event.result.ok:
+            if isinstance(details.get("cwd_after"), str):
+                self.cwd = details["cwd_after"]
+            if details.get("background") and isinstance(details.get("job_id"), str):
+                action = self._actions.get(event.call_id)
+                args = action.args if action is not None and isinstance(action.args, dict) else {}
+                self.jobs[details["job_id"]] = str(args.get("command", ""))
+            elif details.get("state") in ("exited", "killed"):
+                self.jobs.pop(str(details.get("job_id")), None)
+        name = self._pending.pop(event.call_id, None)
+        if name is None:
+            return  # a call made by a person (cli, rpc), not part of the conversation
+        action = self._actions.pop(event.call_id, None)
+        result = event.result
+        hint = ""
+        if result.ok:
+            self._streak = _Streak()
+        else:
+            code = result.error.code if result.error else ""
+            canon = _canonical(action.args if action is not None else None)
+            self._streak.equivalent.append((name, code))
+            self._streak.identical.append((name, code, canon))
+            if code == "invalid_arguments" and name in self.signatures:
+                hint += f"\n[abhed: {name} expects {self.signatures[name]}]"
+            tail = self._streak.equivalent[-REPEAT_HINT_AT:]
+            if len(tail) >= REPEAT_HINT_AT and len(set(tail)) == 1:
+                hint += (f"\n[abhed: {len(self._streak.equivalent)} failed {name} calls in a row "
+                         f"with the same error ({code}). This approach is not converging: re-read "
+                         "the error, change approach, or answer explaining what blocks you.]")
+        self._add({"role": "tool", "tool_call_id": event.call_id,
+                   "content": wrap_result(name, result) + hint}, seq, event.call_id, name)
+
+    def _close_pending(self, seq: int) -> None:
+        for call_id, name in list(self._pending.items()):
+            action = self._actions.pop(call_id, None)
+            if action is None:
+                content = NOT_RUN
+            else:
+                what = _UNKNOWN_WHAT.get(name, _UNKNOWN_FILE if name in ("write", "edit") else
+                                         "It may or may not have taken effect.")
+                content = _UNKNOWN.format(what=what)
+            self._add({"role": "tool", "tool_call_id": call_id, "content": content}, seq, call_id, name)
+        self._pending = {}
+
+    # -- reading --------------------------------------------------------------
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The whole conversation as folded (no compaction applied)."""
+        return [m.body for m in self._msgs]
+
+    @property
+    def runs(self) -> int:
+        """Runs the session has started so far."""
+        return self._runs
+
+    def pending(self) -> list[str]:
+        """Calls of the last model turn not yet answered."""
+        return list(self._pending)
+
+    def dangling(self) -> list[ActionEvent]:
+        """Calls whose action was recorded but whose observation was not (a crash mid-call)."""
+        return [a for cid, a in self._actions.items() if cid in self._pending]
+
+    def repeated_failures(self) -> tuple[int, str]:
+        """How many identical failed calls end the conversation, and the tool."""
+        run = self._streak.identical
+        if not run:
+            return 0, ""
+        last = run[-1]
+        n = 0
+        for key in reversed(run):
+            if key != last:
+                break
+            n += 1
+        return n, last[0]
+
+    def outgoing(self) -> list[dict[str, Any]]:
+        """What the next request sends: the fold with every compaction applied."""
+        if not self.compactions:
+            return self.messages
+        masked: set[str] = set()
+        summary: Compacted | None = None
+        for c in self.compactions:
+            masked.update(c.masked_call_ids)
+            if c.strategy == "summary" and c.summarised_through_seq is not None:
+                summary = c
+        out: list[dict[str, Any]] = []
+        for m in self._msgs:
+            if summary is not None and 0 < m.seq <= (summary.summarised_through_seq or 0):
+                if m.body["role"] == "user":
+                    out.append(m.body)  # the person's words survive verbatim
+                continue
+            if m.call_id is not None and m.call_id in masked and m.body["role"] == "tool":
+                out.append({**m.body, "content": mask_stub(m.tool, m.call_id)})
+                continue
+            out.append(m.body)
+        if summary is not None:
+            out.insert(1, {"role": "user", "content": "[abhed: summary of the earlier conversation, "
+                           "written when it was compacted]\n" + summary.summary})
+        return _drop_orphans(out)
+
+
+def mask_stub(tool: str, call_id: str) -> str:
+    return (f"[abhed: the output of this {tool} call was masked to save context. Its full text is "
+            f"kept: read it with the read tool, path \"abhed:output/{call_id}\" (offset/limit page "
+            "it); do not re-run the call just to see it]")
+
+
+def _canonical(args: Any) -> str:
+    try:
+        return json.dumps(args, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return repr(args)[:4096]
+
+
+def _drop_orphans(msgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool messages whose assistant call was summarised away go too (providers refuse them)."""
+    called: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        for c in m.get("tool_calls") or []:
+            called.add(c["id"])
+        if m.get("role") == "tool" and m.get("tool_call_id") not in called:
+            continue
+        out.append(m)
+    return out

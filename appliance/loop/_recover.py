@@ -1,0 +1,71 @@
+"""Close a run a crash left open, recording what actually happened to its calls.
+
+A process that died mid-run (power cut, kill -9) leaves a ``run_started``
+with no ``run_ended``, and maybe an ``action`` with no ``observation``.  Such
+a call was started, so its outcome is unknown; this records an observation
+saying so, reconciled where that is possible: for ``write`` and ``edit`` the
+file's current hash is compared with the hash the session last saw, so the
+model is told whether the change is there.  ``bash`` cannot be reconciled;
+the model is told plainly that it may have run.  Then the run is ended
+(``interrupted``), so the log never holds an open run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from appliance._session import Session
+from appliance.events import RunEnded
+from appliance.loop._history import History
+from tools._result import failure
+
+__all__ = ["recover_interrupted_run"]
+
+
+def _file_sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256()
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _reconcile(session: Session, tool: str, args: object) -> tuple[str, dict[str, object]]:
+    path = args.get("path") if isinstance(args, dict) else None
+    if tool in ("write", "edit") and isinstance(path, str) and os.path.isabs(path):
+        seen = session.seen_hash(path)
+        now = _file_sha256(path)
+        facts: dict[str, object] = {"path": path, "sha256_seen": seen, "sha256_now": now}
+        if now is not None and now == seen:
+            return (f"{path} is exactly as this session last saw it: the {tool} was NOT applied. "
+                    "You may make it again."), facts
+        if now is None:
+            return (f"{path} does not exist now" + (" (it did before)" if seen else "")
+                    + f": the {tool} was not applied as a new file. Check before retrying."), facts
+        return (f"{path} differs from what this session last saw: the {tool} was probably applied "
+                "(or someone else changed the file). Read it before changing it again."), facts
+    if tool == "bash":
+        return ("The command may have run, partly or completely: check its effects (files, "
+                "processes) before running it again."), {}
+    return "It may or may not have taken effect; check before repeating it.", {}
+
+
+def recover_interrupted_run(session: Session, history: History) -> None:
+    """Record outcomes for a crashed run's started calls, then end that run."""
+    run_id = history.open_run
+    if run_id is None:
+        return
+    for action in history.dangling():
+        what, facts = _reconcile(session, action.tool, action.args)
+        session.record_result(action.call_id, action.tool, failure(
+            "outcome_unknown",
+            f"Outcome unknown: this {action.tool} call was started, but Abhed stopped before its "
+            f"result was recorded. {what}", details={"reconciled": facts}), 0.0)
+    session.append(RunEnded(session_id=session.id, run_id=run_id, reason="interrupted",
+                            message="the process stopped during this run (found when the session "
+                            "was resumed); calls that did not finish are marked outcome unknown",
+                            turns=0))
