@@ -4,7 +4,8 @@ Public surface: provider configuration (:class:`ProviderConfig`), the
 OpenAI-compatible client (:class:`OpenAIClient`) and provider
 (:class:`OpenAIProvider`, :func:`open_provider`), the wire-neutral request and
 reply types, sampling checks (:func:`check_sampling`), the model catalog
-(:class:`Catalog`, :class:`CatalogEntry`), the vLLM launcher
+(:class:`Catalog`, :class:`CatalogEntry`) and the model-family presets that
+write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`) and the scripted test server (:class:`ScriptedServer`).
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
@@ -26,6 +27,7 @@ from models._errors import (
     ServeError,
 )
 from models._openai import OpenAIClient
+from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
@@ -36,6 +38,7 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 __all__ = [
     "KNOWN_SAMPLING",
     "OFFLINE_ENV",
+    "PRESETS",
     "SUPPORTED_APIS",
     "TOOL_CALL_PARSERS",
     "VLLM_SAMPLING",
@@ -49,6 +52,7 @@ __all__ = [
     "ModelsError",
     "OpenAIClient",
     "OpenAIProvider",
+    "Preset",
     "Provider",
     "ProviderConfig",
     "ProviderConfigError",
@@ -66,7 +70,10 @@ __all__ = [
     "Usage",
     "VllmServer",
     "check_sampling",
+    "entry_from_preset",
+    "get_preset",
     "hash_weights",
     "load_catalog",
     "open_provider",
+    "suggest_tensor_parallel",
 ]

@@ -24,6 +24,7 @@ __all__ = ["COMMANDS", "main"]
 # against the command and keeps heavy modules out of `abhed --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("appliance.cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
+    "catalog": ("appliance.cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
     "events": ("appliance.cli.events:events", "Inspect the tamper-evident event log."),
     "mcp": ("appliance.cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
     "policy": ("appliance.cli.policy:policy", "Inspect the operator policy."),
