@@ -1,0 +1,260 @@
+"""The one seam between the TUI and the appliance: start an agent, feed the app, relay answers.
+
+Everything the TUI does to the agent goes through :class:`AgentLink`, and
+everything it calls here is what ``abhed rpc`` calls (``start_agent``, the
+session's event listener, ``Agent.on_delta``, a ``CallbackApprover``,
+``Agent.steer``, ``Agent.interrupt``), so the TUI holds no agent logic: a
+decision policy makes, the TUI only shows and answers.
+
+Threads: the agent runs on a worker thread; the :class:`Sink` methods are
+called from that thread (and from the approver, which blocks the worker until
+the person answers).  The app's sink only posts messages, which Textual makes
+thread-safe, so no widget is touched off the UI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from appliance import AbhedError, Config
+from appliance.events import EventStore, StoredEvent
+from appliance.loop import Agent, Approval, ApprovalRequest, CallbackApprover, RunOutcome, start_agent
+from models import Delta, ModelsError
+
+__all__ = ["AgentLink", "LinkInfo", "PendingApproval", "Sink"]
+
+MODES = ("plan", "ask", "auto")
+
+
+@dataclass
+class PendingApproval:
+    """A call waiting on the person; :meth:`answer` releases the agent's thread.
+
+    ``always_rules`` are the rules (as ``abhed policy explain`` describes them)
+    that "allow always" would store; empty means policy does not offer it
+    (destructive commands ask every time).
+    """
+
+    call_id: str
+    tool: str
+    args: Any
+    reason: str
+    commands: tuple[str, ...] = ()
+    always_rules: tuple[str, ...] = ()
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _answer: Approval | None = field(default=None, repr=False)
+
+    def answer(self, decision: str, *, always: bool = False, reason: str = "") -> None:
+        """Answer once; later answers are ignored (the first one already reached the agent)."""
+        if self._done.is_set():
+            return
+        if always and decision == "allow" and self.always_rules:
+            from appliance.policy import ScopedApproval
+
+            self._answer = ScopedApproval("allow", "tui", reason, always=True)
+        else:
+            self._answer = Approval("allow" if decision == "allow" else "deny", "tui", reason)
+        self._done.set()
+
+    @property
+    def answered(self) -> bool:
+        return self._done.is_set()
+
+
+class Sink(Protocol):
+    """What the link tells the app.  Called from worker threads."""
+
+    def event(self, stored: StoredEvent) -> None: ...
+
+    def delta(self, delta: Delta) -> None: ...
+
+    def approval(self, pending: PendingApproval) -> None: ...
+
+    def started(self, info: LinkInfo) -> None: ...
+
+    def failed(self, message: str) -> None: ...
+
+    def run_ended(self, outcome: RunOutcome | None, error: str | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """What the status line shows about the session, known once it has started."""
+
+    session_id: str
+    workspace: str
+    provider: str
+    model: str
+    mode: str
+    sandbox: str  # microvm, bwrap, host, or "none (why)"
+    context_window: int | None
+    tools: tuple[str, ...]
+
+
+class AgentLink:
+    """Starts (or resumes) one session's agent and runs its prompts on a worker thread."""
+
+    def __init__(self, config: Config, store: EventStore, workspace: Path, sink: Sink, *,
+                 provider: str | None = None, model: str | None = None, mode: str | None = None,
+                 session_id: str | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.workspace = workspace
+        self.sink = sink
+        self.provider_name = provider
+        self.model = model
+        self.mode = mode or config.policy.mode
+        self.session_id = session_id
+        self.agent: Agent | None = None
+        self.info: LinkInfo | None = None
+        self._worker: threading.Thread | None = None
+        self._pending: list[PendingApproval] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+
+    # -- starting ---------------------------------------------------------------
+    def start(self) -> None:
+        """Start the agent on a thread (it may probe the model server); the sink hears the result."""
+        threading.Thread(target=self._start, name="abhed-tui-start", daemon=True).start()
+
+    def _start(self) -> None:
+        if self.mode not in MODES:
+            self.sink.failed(f"mode {self.mode!r} is not one of plan, ask, auto")
+            return
+        try:
+            agent, provider = start_agent(
+                self.config, self.store, self.workspace, provider_name=self.provider_name,
+                model=self.model, mode=self.mode, approver=CallbackApprover(self._ask),
+                session_id=self.session_id)
+        except (AbhedError, ModelsError) as exc:
+            self.sink.failed(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - shown on the error screen, never a traceback
+            self.sink.failed(f"{type(exc).__name__}: {exc}")
+            return
+        if self._closed.is_set():
+            agent.close()
+            return
+        self.agent = agent
+        self.session_id = agent.session.id
+        agent.on_delta = self.sink.delta
+        sandbox = agent.dispatcher.ctx.sandbox
+        problem = getattr(agent.dispatcher.ctx, "sandbox_problem", "")
+        backend = str(getattr(sandbox, "backend", "")) if sandbox is not None else \
+            f"none ({problem or 'no sandbox'})"
+        self.info = LinkInfo(
+            session_id=agent.session.id, workspace=agent.session.workspace, provider=provider.name,
+            model=provider.model, mode=self.mode, sandbox=backend,
+            context_window=self._context_window(), tools=tuple(sorted(agent.tools)))
+        self.sink.started(self.info)
+        agent.session.listen(self.sink.event)
+
+    def _context_window(self) -> int | None:
+        """The model's window from the catalog entry, when the provider names one."""
+        try:
+            from appliance.loop import choose_provider
+
+            pconf = choose_provider(self.config, self.provider_name)
+            if pconf.catalog_entry is None:
+                return None
+            from models import load_catalog
+
+            from appliance import abhed_home
+
+            path = Path(self.config.catalog).expanduser() if self.config.catalog \
+                else abhed_home() / "catalog.json"
+            return int(load_catalog(path).get(pconf.catalog_entry).max_model_len)
+        except Exception:  # noqa: BLE001 - the status line then shows tokens without a %
+            return None
+
+    def history(self) -> list[StoredEvent]:
+        """The session's recorded events so far (a resumed session is re-rendered from them)."""
+        if self.session_id is None:
+            return []
+        return list(self.store.events(self.session_id))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Every recorded session, newest first, with its first prompt (for /resume)."""
+        out: list[dict[str, Any]] = []
+        for info in reversed(self.store.sessions()):
+            first = ""
+            for stored in self.store.events(info["id"], types=("user_message",)):
+                first = str(getattr(stored.event, "text", ""))
+                break
+            out.append({**info, "first_prompt": first})
+        return out
+
+    # -- running -----------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    def submit(self, text: str) -> bool:
+        """Start a run of ``text``; False when one is already running or no agent is up."""
+        agent = self.agent
+        if agent is None or self.busy:
+            return False
+
+        def work() -> None:
+            outcome: RunOutcome | None = None
+            error: str | None = None
+            try:
+                outcome = agent.run(text)
+            except Exception as exc:  # noqa: BLE001 - reported in the transcript, never a crash
+                error = f"the run failed: {type(exc).__name__}: {exc}"
+            self.sink.run_ended(outcome, error)
+
+        self._worker = threading.Thread(target=work, name="abhed-tui-run", daemon=True)
+        self._worker.start()
+        return True
+
+    def steer(self, text: str) -> bool:
+        """Give the running run a message; it reaches the model before its next call."""
+        if self.agent is None or not self.busy:
+            return False
+        self.agent.steer(text)
+        return True
+
+    def interrupt(self, reason: str = "Esc") -> bool:
+        """Stop the model stream and a running command; a waiting approval is denied."""
+        agent = self.agent
+        if agent is None or not self.busy:
+            return False
+        agent.interrupt(reason)
+        with self._lock:
+            pending, self._pending = self._pending, []
+        for p in pending:
+            p.answer("deny", reason=f"interrupted ({reason})")
+        return True
+
+    def _ask(self, req: ApprovalRequest) -> Approval:
+        rules = tuple(r.describe() if hasattr(r, "describe") else str(r)
+                      for r in getattr(req, "always_rules", ()))
+        pending = PendingApproval(req.call_id, req.tool, req.args, req.reason,
+                                  tuple(getattr(req, "commands", ())), rules)
+        with self._lock:
+            self._pending.append(pending)
+        self.sink.approval(pending)
+        while not pending._done.wait(0.1):
+            if self._closed.is_set():
+                pending.answer("deny", reason="no answer: the TUI closed")
+        with self._lock:
+            if pending in self._pending:
+                self._pending.remove(pending)
+        assert pending._answer is not None
+        return pending._answer
+
+    def close(self, wait_s: float = 10.0) -> None:
+        """Interrupt a running run, wait briefly for it to record its end, release the agent."""
+        self._closed.set()
+        if self.busy:
+            self.interrupt("TUI closed")
+        if self._worker is not None:
+            self._worker.join(wait_s)
+        if self.agent is not None:
+            self.agent.close()
+            self.agent = None
+

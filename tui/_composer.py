@@ -1,0 +1,76 @@
+"""The message box: multi-line, Enter sends, Tab queues or completes.
+
+A ``TextArea`` so a paste of 10,000 lines arrives whole (an ``Input`` would
+flatten it); a paste over :data:`MAX_PROMPT_CHARS` is refused with a notice
+saying so, never cut silently (claude-code#13328).
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
+
+__all__ = ["MAX_PROMPT_CHARS", "Composer"]
+
+MAX_PROMPT_CHARS = 1_000_000  # as `abhed run` allows; a bigger text belongs in a file
+
+
+class Composer(TextArea):
+    """Posts :class:`Send` on Enter and :class:`Tabbed` on Tab; Ctrl+J inserts a newline."""
+
+    DEFAULT_CSS = """
+    Composer { height: auto; max-height: 10; min-height: 3; border: round $primary; }
+    Composer:focus { border: round $accent; }
+    """
+
+    class Send(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class Tabbed(Message):
+        """Tab: the app completes a / command or an @path, or queues the message."""
+
+    class UpOnEmpty(Message):
+        """Up with nothing typed: the app hands back the last queued message."""
+
+    class PasteRefused(Message):
+        def __init__(self, size: int) -> None:
+            super().__init__()
+            self.size = size
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
+                         compact=True, **kw)  # type: ignore[arg-type]
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Send(self.text))
+            return
+        if event.key == "ctrl+j":
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if event.key == "tab":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Tabbed())
+            return
+        if event.key == "up" and not self.text:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.UpOnEmpty())
+            return
+        await super()._on_key(event)
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        if len(self.text) + len(event.text) > MAX_PROMPT_CHARS:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.PasteRefused(len(event.text)))
+            return
+        await super()._on_paste(event)

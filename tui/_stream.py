@@ -1,0 +1,142 @@
+"""Streamed model text, split into frozen blocks and one open tail.
+
+Re-rendering the whole reply on every delta is O(n²) (pi-mono#8711,
+opencode#6172), and Textual's ``Markdown.append`` re-parses the last block,
+so a 2,000-line code fence is re-highlighted on each append.  Here the text
+is cut at block boundaries as it arrives: a paragraph ends at a blank line, a
+fence at its closing marker, and a long fence is cut every
+:data:`CODE_CHUNK_LINES` lines.  Each finished piece is rendered once and
+never again; only the open tail (at most one paragraph or one code chunk)
+is re-rendered, once per tick of the app's render clock.
+
+Pure logic, no Textual: :class:`BlockSplitter` is tested on its own.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+from models import Delta
+
+__all__ = ["CODE_CHUNK_LINES", "Block", "BlockSplitter", "DeltaBuffer"]
+
+CODE_CHUNK_LINES = 40
+MAX_PARAGRAPH_LINES = 60  # a paragraph with no blank line is cut here, so the tail stays bounded
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A finished piece of a reply: Markdown text, or part of a code fence."""
+
+    kind: str  # "markdown" | "code"
+    text: str
+    lang: str = ""
+
+
+class BlockSplitter:
+    """Feed text; take finished blocks as they complete; render :attr:`tail` each tick."""
+
+    def __init__(self) -> None:
+        self._partial = ""  # the text after the last newline
+        self._lines: list[str] = []  # complete lines of the open block
+        self._fence: str | None = None  # the open fence's marker, when inside one
+        self._lang = ""
+        self._done: list[Block] = []
+        self.text_len = 0
+
+    def feed(self, text: str) -> None:
+        self.text_len += len(text)
+        data = self._partial + text
+        *complete, self._partial = data.split("\n")
+        for line in complete:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        if self._fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(self._fence[0]) and set(stripped) == {self._fence[0]} \
+                    and len(stripped) >= len(self._fence):
+                self._emit_code()
+                self._fence = None
+                return
+            self._lines.append(line)
+            if len(self._lines) >= CODE_CHUNK_LINES:
+                self._emit_code()
+            return
+        m = _FENCE.match(line)
+        if m:
+            self._emit_markdown()
+            self._fence, self._lang = m.group(1), m.group(2)
+            return
+        if not line.strip():
+            self._emit_markdown()
+            return
+        self._lines.append(line)
+        if len(self._lines) >= MAX_PARAGRAPH_LINES:
+            self._emit_markdown()
+
+    def _emit_markdown(self) -> None:
+        if self._lines:
+            self._done.append(Block("markdown", "\n".join(self._lines)))
+        self._lines = []
+
+    def _emit_code(self) -> None:
+        if self._lines:
+            self._done.append(Block("code", "\n".join(self._lines), self._lang))
+        self._lines = []
+
+    def take(self) -> list[Block]:
+        """The blocks finished since the last call (each is handed out once)."""
+        done, self._done = self._done, []
+        return done
+
+    @property
+    def tail(self) -> Block | None:
+        """The open block as it stands, partial last line included; None when empty."""
+        lines = self._lines + ([self._partial] if self._partial else [])
+        if not lines:
+            return None
+        if self._fence is not None:
+            return Block("code", "\n".join(lines), self._lang)
+        return Block("markdown", "\n".join(lines))
+
+    def finish(self) -> list[Block]:
+        """End of the reply: everything left becomes finished blocks."""
+        if self._partial:
+            partial, self._partial = self._partial, ""
+            if self._fence is not None:
+                self._lines.append(partial)
+            else:
+                self._line(partial)
+        if self._fence is not None:
+            self._emit_code()
+            self._fence = None
+        else:
+            self._emit_markdown()
+        return self.take()
+
+
+class DeltaBuffer:
+    """Deltas from the agent's thread, drained by the UI's render clock (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._text: list[str] = []
+        self._tool: str | None = None
+
+    def put(self, delta: Delta) -> None:
+        with self._lock:
+            if delta.kind == "text":
+                self._text.append(delta.text)
+            elif delta.name:
+                self._tool = delta.name
+
+    def drain(self) -> tuple[str, str | None]:
+        """(text since the last drain, the name of a tool call being streamed, if any)."""
+        with self._lock:
+            text, self._text = "".join(self._text), []
+            tool, self._tool = self._tool, None
+        return text, tool
