@@ -13,12 +13,18 @@ from __future__ import annotations
 import importlib
 import typing
 
-if typing.TYPE_CHECKING:
-    from appliance._config import Config, load_config
-    from appliance._dispatch import Dispatcher
-    from appliance._errors import AbhedError, ChainBroken, ConfigError, EventLogError, SessionNotFound
-    from appliance._home import abhed_home, events_db_path
-    from appliance._session import Session
+if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
+    from appliance._config import Config as Config
+    from appliance._config import load_config as load_config
+    from appliance._dispatch import Dispatcher as Dispatcher
+    from appliance._errors import AbhedError as AbhedError
+    from appliance._errors import ChainBroken as ChainBroken
+    from appliance._errors import ConfigError as ConfigError
+    from appliance._errors import EventLogError as EventLogError
+    from appliance._errors import SessionNotFound as SessionNotFound
+    from appliance._home import abhed_home as abhed_home
+    from appliance._home import events_db_path as events_db_path
+    from appliance._session import Session as Session
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {

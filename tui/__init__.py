@@ -1,1 +1,25 @@
-"""Placeholder docstring."""
+"""The Abhed terminal UI (Textual): ``abhed`` / ``abhed tui`` (docs/tui.md).
+
+Public surface: :class:`AbhedApp` (the app), :class:`AgentLink` (its one
+seam to the appliance, which tests may replace), and :func:`run_tui`.  The
+package depends on ``appliance`` and holds no agent logic: it renders the
+session's events and the model's streamed text, and relays the person's
+answers, steers and interrupts through the calls ``abhed rpc`` uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tui._adapter import AgentLink
+from tui._app import AbhedApp
+
+__all__ = ["AbhedApp", "AgentLink", "run_tui"]
+
+
+def run_tui(config: Any, store: Any, workspace: Path, **options: Any) -> int:
+    """Run the app full-screen until the person quits; returns the exit code."""
+    app = AbhedApp(config, store, workspace, **options)
+    result = app.run()
+    return int(result or 0)

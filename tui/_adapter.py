@@ -187,6 +187,28 @@ class AgentLink:
             out.append({**info, "first_prompt": first})
         return out
 
+    def complete_paths(self, prefix: str, limit: int = 20) -> list[str]:
+        """Workspace files whose relative path starts with ``prefix``, found by the glob tool.
+
+        The glob tool's own walk, so its ignore rules (.gitignore, the
+        operator's ignore list, node_modules ...) apply; nothing is recorded.
+        """
+        from tools import ToolContext, Workspace, run_tool
+        from tools.glob import Glob
+
+        if len(prefix) > 512 or "\x00" in prefix:
+            return []
+        safe = "".join(f"[{c}]" if c in "*?[]{}" else c for c in prefix)
+        pattern = f"{safe}*" if "/" in prefix else f"**/{safe}*"
+        ws = Workspace(str(self.workspace), self.config.tools.secret_paths)
+        result = run_tool(Glob(), {"pattern": pattern}, ToolContext(workspace=ws, settings=self.config.tools))
+        if not result.ok or not result.details.get("count"):
+            return []
+        root = ws.root.rstrip("/") + "/"
+        paths = [p[len(root):] if p.startswith(root) else p
+                 for p in result.content.splitlines() if not p.startswith("[")]
+        return sorted(paths, key=lambda p: (not p.startswith(prefix), len(p), p))[:limit]
+
     # -- running -----------------------------------------------------------------
     @property
     def busy(self) -> bool:

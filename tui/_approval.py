@@ -73,7 +73,7 @@ class ApprovalCard(Vertical, can_focus=True):
     """Shows one :class:`PendingApproval`; answers it by key, then posts :class:`Answered`."""
 
     DEFAULT_CSS = """
-    ApprovalCard { height: auto; max-height: 60%; border: round $warning; padding: 0 1;
+    ApprovalCard { height: auto; max-height: 18; border: round $warning; padding: 0 1;
                    overflow-y: auto; }
     ApprovalCard:focus { border: round $accent; }
     ApprovalCard > Input { display: none; }

@@ -20,7 +20,7 @@ class Composer(TextArea):
     """Posts :class:`Send` on Enter and :class:`Tabbed` on Tab; Ctrl+J inserts a newline."""
 
     DEFAULT_CSS = """
-    Composer { height: auto; max-height: 10; min-height: 3; border: round $primary; }
+    Composer { height: auto; max-height: 10; min-height: 3; border: round $primary; padding: 0 1; }
     Composer:focus { border: round $accent; }
     """
 
@@ -42,7 +42,8 @@ class Composer(TextArea):
 
     def __init__(self, **kw: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
-                         compact=True, **kw)  # type: ignore[arg-type]
+                         placeholder="Type a task; Enter sends, Ctrl+J a new line, /help keys",
+                         **kw)  # type: ignore[arg-type]
 
     async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter":

@@ -135,7 +135,7 @@ class ToolCard(Static, can_focus=True):
     unmount the card and rebuild it identically later.
     """
 
-    BINDINGS = [Binding("enter,o", "toggle", "expand/collapse", show=False)]
+    BINDINGS = [Binding("enter,o", "toggle_card", "expand/collapse", show=False)]
     DEFAULT_CSS = """
     ToolCard { margin: 1 0 0 0; padding: 0 1; border-left: thick $secondary; height: auto; }
     ToolCard:focus { border-left: thick $accent; background: $boost; }
@@ -156,7 +156,7 @@ class ToolCard(Static, can_focus=True):
         record_result(self.data, ok, content, error_code, duration_ms, details)
         self.refresh_card()
 
-    def action_toggle(self) -> None:
+    def action_toggle_card(self) -> None:
         self.data["expanded"] = not self.data.get("expanded", False)
         self.refresh_card()
 

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("appliance.cli.serve:serve", "Serve a catalog model with vLLM until interrupted."),
     "sessions": ("appliance.cli.sessions:sessions", "List recorded sessions or show one."),
     "tool": ("appliance.cli.tool:tool", "Run tool NAME with ARGS_JSON and print the result JSON as the last line."),
+    "tui": ("appliance.cli.tui:tui", "Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."),
 }
 
 
@@ -73,7 +74,22 @@ class LazyGroup(click.Group):
                 formatter.write_dl(sorted(rows))
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="abhed", prog_name="abhed")
-def main() -> None:
-    """Abhed: an offline coding agent for air-gapped sites."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Abhed: an offline coding agent for air-gapped sites.
+
+    With no command, in a terminal, opens the TUI on the current directory.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    import sys
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        click.echo(ctx.get_help())  # no terminal to draw on: say what the verbs are
+        return
+    command = load_command("tui")
+    assert command is not None
+    ctx.invoke(command)

@@ -1,0 +1,669 @@
+"""The Abhed TUI: a transcript, an approval card, a composer and a status line.
+
+The app renders what the agent records and relays what the person decides;
+it decides nothing itself.  It talks to the appliance only through
+:class:`tui._adapter.AgentLink` (``link_factory`` swaps it in tests).
+
+Keys (the full table is ``tui._commands.KEYS``, shown by /help and in
+docs/tui.md): Esc interrupts and never quits; Ctrl+C clears, interrupts, and
+quits only when pressed twice on an empty idle screen; Ctrl+D quits; Enter
+sends, or steers while the agent works; Tab queues while it works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.timer import Timer
+from textual.widgets import Static
+
+from appliance import Config
+from appliance.events import EventStore
+from tui._adapter import AgentLink, LinkInfo, PendingApproval, Sink
+from tui._approval import GUARD_S, ApprovalCard
+from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text
+from tui._composer import MAX_PROMPT_CHARS, Composer
+from tui._copy import copy_text
+from tui._export import export_markdown
+from tui._messages import (
+    AppSink,
+    ApprovalAsked,
+    EventArrived,
+    LinkFailed,
+    LinkStarted,
+    RunFinished,
+)
+from tui._render import plain
+from tui._screens import SessionPicker
+from tui._stream import DeltaBuffer
+from tui._transcript import Entry, Transcript
+from tui._widgets import AssistantBlock, ToolCard, record_result
+
+__all__ = ["AbhedApp", "LinkFactory"]
+
+RENDER_HZ = 25
+QUIT_WINDOW_S = 2.0
+LinkFactory = Callable[..., AgentLink]
+
+
+class StatusLine(Static):
+    DEFAULT_CSS = "StatusLine { height: 1; padding: 0 1; background: $panel; }"
+
+
+class SidePanel(Static):
+    DEFAULT_CSS = """
+    SidePanel { width: 34; height: 1fr; border-left: solid $panel-lighten-2; padding: 0 1; }
+    """
+
+
+class AbhedApp(App[int]):
+    """One workspace, one session at a time."""
+
+    TITLE = "Abhed"
+    CSS = """
+    Screen { layout: vertical; }
+    #main { height: 1fr; }
+    #bottom { height: auto; }
+    #queue { height: auto; max-height: 6; color: $text-muted; padding: 0 1; display: none; }
+    #suggest { height: auto; max-height: 8; color: $text-muted; padding: 0 1; display: none; }
+    """
+    BINDINGS = [
+        Binding("escape", "interrupt", "interrupt", priority=True, show=False),
+        Binding("ctrl+c", "ctrl_c", "clear / interrupt / quit", priority=True, show=False),
+        Binding("ctrl+d", "quit_now", "quit", priority=True, show=False),
+        Binding("pageup", "page(-1)", show=False, priority=True),
+        Binding("pagedown", "page(1)", show=False, priority=True),
+        Binding("ctrl+home", "earliest", show=False, priority=True),
+        Binding("ctrl+end", "latest", show=False, priority=True),
+        Binding("ctrl+o", "toggle_card", show=False, priority=True),
+        Binding("ctrl+y", "copy_last", show=False, priority=True),
+        Binding("ctrl+t", "toggle_panel", show=False, priority=True),
+        Binding("ctrl+r", "retry", show=False),
+    ]
+
+    def __init__(self, config: Config | None, store: EventStore, workspace: Path, *,
+                 session_id: str | None = None, provider: str | None = None,
+                 model: str | None = None, mode: str | None = None, problem: str = "",
+                 link_factory: LinkFactory | None = None, guard_s: float = GUARD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.config = config
+        self.store = store
+        self.workspace = workspace
+        self.options: dict[str, Any] = {"provider": provider, "model": model, "mode": mode,
+                                        "session_id": session_id}
+        self.problem = problem
+        self.link_factory: LinkFactory = link_factory or AgentLink
+        self.guard_s = guard_s
+        self.clock = clock
+        self.deltas = DeltaBuffer()
+        self.sink: Sink = AppSink(self, self.deltas)
+        self.link: AgentLink | None = None
+        self.info: LinkInfo | None = None
+        self.running = False
+        self.state = "starting"
+        self.live: Entry | None = None
+        self.cards: dict[str, Entry] = {}
+        self.queue: list[str] = []
+        self.approvals: list[PendingApproval] = []
+        self.card: ApprovalCard | None = None
+        self.tokens = 0
+        self.context_tokens = 0
+        self.last_answer = ""
+        self.panel_items: dict[str, str] = {}
+        self.panel_open = True
+        self._quit_armed_at: float | None = None
+        self._suggestions: list[str] = []
+        self._suggest_index = 0
+        self._clock_timer: Timer | None = None
+        self.exit_code = 0
+
+    # -- layout -------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="main"):
+            yield Transcript(id="transcript")
+            yield SidePanel("", id="panel")
+        with Vertical(id="bottom"):
+            yield Static("", id="queue")
+            yield Static("", id="suggest")
+            yield Composer(id="composer")
+            yield StatusLine("", id="status")
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.query_one(Transcript)
+
+    @property
+    def composer(self) -> Composer:
+        return self.query_one(Composer)
+
+    def on_mount(self) -> None:
+        self._clock_timer = self.set_interval(1 / RENDER_HZ, self._tick, pause=True)
+        self.composer.focus()
+        self._layout_panel()
+        self._start()
+
+    def on_resize(self) -> None:
+        self._layout_panel()
+
+    def _layout_panel(self) -> None:
+        panel = self.query_one(SidePanel)
+        panel.display = self.panel_open and self.size.width >= 100 and bool(self.panel_items)
+        self._status()
+
+    # -- the link -----------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.config is None:
+            self._failed(self.problem or "no configuration")
+            return
+        self.state = "starting"
+        self._status()
+        self.link = self.link_factory(self.config, self.store, self.workspace, self.sink,
+                                      **self.options)
+        self.link.start()
+
+    def _restart(self, **changes: Any) -> None:
+        if self.link is not None:
+            self.link.close()
+        self.options.update(changes)
+        self.transcript.clear_entries()
+        self.cards.clear()
+        self.live = None
+        self.running = False
+        self._start()
+
+    def on_link_started(self, msg: LinkStarted) -> None:
+        self.info = msg.info
+        self.options["session_id"] = msg.info.session_id
+        self.state = "idle"
+        history = self.link.history() if self.link is not None else []
+        for stored in history:
+            self._event(stored.event, replay=True)
+        if not history or len(history) <= 1:
+            self.note(f"Session {msg.info.session_id} in {msg.info.workspace}. "
+                      "Type a task and press Enter; /help lists the keys.")
+        self._status()
+
+    def on_link_failed(self, msg: LinkFailed) -> None:
+        self._failed(msg.message)
+
+    def _failed(self, message: str) -> None:
+        self.state = "not started"
+        text = Text()
+        text.append("Abhed could not start the agent\n\n", style="bold")
+        text.append(plain(message))
+        text.append("\n\nFix that (docs/providers.md and docs/configuration.md say how; "
+                    "`abhed run` checks the same things), then press Ctrl+R to try again, "
+                    "or Ctrl+D to quit.", style="dim")
+        self.transcript.add(Entry("notice", {"text": text, "error": True}))
+        self._status()
+
+    def action_retry(self) -> None:
+        if self.link is None or self.link.agent is None:
+            if self.config is None:
+                from appliance import AbhedError, load_config
+
+                try:
+                    self.config = load_config()
+                except AbhedError as exc:
+                    self.problem = str(exc)
+            self._restart()
+
+    # -- events from the agent ---------------------------------------------------------
+    def on_event_arrived(self, msg: EventArrived) -> None:
+        self._event(msg.stored.event, replay=False)
+
+    def _event(self, e: Any, *, replay: bool) -> None:
+        kind = e.type
+        if kind == "user_message":
+            self.transcript.add(Entry("user", {"text": e.text, "kind": e.kind}))
+        elif kind == "model_turn":
+            self._drain()
+            if self.live is not None:
+                widget = self.live.widget
+                if isinstance(widget, AssistantBlock):
+                    widget.finish(e.text)
+                else:
+                    self.live.data.update(text=e.text, finished=True)
+                self.live = None
+            elif e.text:
+                self.transcript.add(Entry("assistant", {"text": e.text, "finished": True}))
+            if e.text:
+                self.last_answer = e.text
+            if e.usage is not None:
+                self.tokens += e.usage.prompt_tokens + e.usage.completion_tokens
+                self.context_tokens = e.usage.prompt_tokens + e.usage.completion_tokens
+        elif kind == "action":
+            entry = self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": e.tool,
+                                                       "args": e.args}))
+            self.cards[e.call_id] = entry
+            if not replay:
+                self.state = f"running {e.tool}"
+        elif kind == "observation":
+            found = self.cards.get(e.call_id)
+            entry = found if found is not None else self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": e.tool,
+                                                           "args": {}}))
+            r = e.result
+            code = r.error.code if r.error else ""
+            if isinstance(entry.widget, ToolCard):
+                entry.widget.set_result(r.ok, r.content, code, e.duration_ms, r.details)
+            else:
+                record_result(entry.data, r.ok, r.content, code, e.duration_ms, r.details)
+            if not replay:
+                self.state = "thinking"
+        elif kind == "approval":
+            if e.decided_by not in ("auto",):
+                mark = "allowed" if e.decision == "allow" else "denied"
+                self.note(f"{e.tool}: {mark} by {e.decided_by}" + (f" ({e.reason})" if e.reason
+                                                                    else ""))
+        elif kind == "policy_rule_added":
+            self.note(f"stored for this session: {e.rule}")
+        elif kind == "run_started":
+            if not replay:
+                self.state = "thinking"
+        elif kind == "run_ended":
+            if e.reason != "done":
+                self.note(f"run ended: {e.reason}: {e.message}", error=e.reason != "interrupted")
+        elif kind == "extension_died":
+            self.note(f"extension {e.extension} stopped answering ({e.reason}); it is skipped "
+                      "for the rest of the session", error=True)
+        elif "todo" in kind or "plan" in kind:
+            self._panel(kind, e)
+        self._status()
+
+    def _panel(self, kind: str, e: Any) -> None:
+        """Todo and plan events (when the agent records them) drive the side panel."""
+        items = getattr(e, "items", None) or getattr(e, "todos", None) or getattr(e, "steps", None)
+        lines: list[str] = []
+        if isinstance(items, list):
+            for item in items:
+                text = getattr(item, "content", None) or getattr(item, "text", None) or str(item)
+                status = str(getattr(item, "status", ""))
+                mark = {"completed": "☑", "done": "☑", "in_progress": "▶"}.get(status, "☐")
+                lines.append(f"{mark} {text}")
+        else:
+            body = getattr(e, "text", None) or getattr(e, "plan", None) or ""
+            lines.append(str(body))
+        self.panel_items["Plan" if "plan" in kind else "Todo"] = "\n".join(lines)
+        out = Text()
+        for title, body in self.panel_items.items():
+            out.append(title + "\n", style="bold")
+            out.append(plain(body + "\n\n"))
+        self.query_one(SidePanel).update(out)
+        self._layout_panel()
+
+    def on_approval_asked(self, msg: ApprovalAsked) -> None:
+        self.approvals.append(msg.pending)
+        self._show_card()
+
+    def _show_card(self) -> None:
+        while self.approvals and self.approvals[0].answered:
+            self.approvals.pop(0)
+        if self.card is not None or not self.approvals:
+            self._status()
+            return
+        self.card = ApprovalCard(self.approvals[0], clock=self.clock, guard_s=self.guard_s)
+        self.query_one("#bottom").mount(self.card, before=self.composer)
+        self.card.focus()
+        self.state = "waiting for your approval"
+        self._status()
+
+    def on_approval_card_answered(self, msg: ApprovalCard.Answered) -> None:
+        if self.approvals and self.approvals[0] is msg.pending:
+            self.approvals.pop(0)
+        self._close_card()
+        self.state = "running"
+        self._show_card()
+
+    def _close_card(self) -> None:
+        if self.card is not None:
+            self.card.remove()
+            self.card = None
+            self.composer.focus()
+
+    def on_run_finished(self, msg: RunFinished) -> None:
+        self._drain()
+        if self.live is not None:
+            if isinstance(self.live.widget, AssistantBlock):
+                self.live.widget.finish()
+            self.live = None
+        self.running = False
+        self.approvals.clear()
+        self._close_card()
+        if self._clock_timer is not None:
+            self._clock_timer.pause()
+        if msg.error:
+            self.note(msg.error, error=True)
+        self.state = "idle"
+        if self.queue:
+            self._send_prompt(self.queue.pop(0))
+        self._queue_view()
+        self._status()
+
+    # -- the render clock ---------------------------------------------------------------
+    def _tick(self) -> None:
+        self._drain()
+        if self.live is not None and isinstance(self.live.widget, AssistantBlock):
+            self.live.widget.tick()
+
+    def _drain(self) -> None:
+        text, tool = self.deltas.drain()
+        if tool:
+            self.state = f"writing a {tool} call"
+            self._status()
+        if not text:
+            return
+        if self.live is None:
+            self.live = self.transcript.add(Entry("assistant", {"text": "", "finished": False}))
+            self.state = "answering"
+            self._status()
+        widget = self.live.widget
+        if isinstance(widget, AssistantBlock):
+            widget.feed(text)
+        else:
+            self.live.data["text"] = self.live.data.get("text", "") + text
+
+    # -- the status line -------------------------------------------------------------------
+    def _status(self) -> None:
+        try:
+            line = self.query_one(StatusLine)
+        except NoMatches:
+            return  # before the first frame
+        t = Text()
+        info = self.info
+        if info is not None:
+            t.append(plain(info.model, "bold"))
+            t.append(f" · {info.mode} · ")
+            if info.sandbox == "host":
+                t.append("UNSANDBOXED", style="bold white on red")
+            else:
+                t.append(plain(info.sandbox))
+            if info.context_window:
+                pct = 100 * self.context_tokens / info.context_window
+                t.append(f" · ctx {pct:.0f}%", style="red" if pct > 90 else "")
+            t.append(f" · {self.tokens:,} tok")
+        if self.queue:
+            t.append(f" · {len(self.queue)} queued")
+        t.append(" · ")
+        busy = self.running or self.state == "starting"
+        t.append(("● " if busy else "○ ") + self.state, style="yellow" if busy else "green")
+        line.update(t)
+
+    def _queue_view(self) -> None:
+        view = self.query_one("#queue", Static)
+        view.display = bool(self.queue)
+        view.update(plain("\n".join(f"queued {i + 1}: {q.splitlines()[0][:100] if q else ''}"
+                                    for i, q in enumerate(self.queue))
+                          + "\n(Up on an empty input takes the last one back to edit)"))
+
+    def note(self, text: str, *, error: bool = False) -> None:
+        self.transcript.add(Entry("notice", {"text": text, "error": error}))
+
+    # -- the composer --------------------------------------------------------------------
+    def on_composer_send(self, msg: Composer.Send) -> None:
+        text = msg.text
+        if self._suggestions and text.startswith("/") and " " not in text.strip() \
+                and text.strip() not in COMMANDS:
+            text = self._suggestions[self._suggest_index % len(self._suggestions)]
+        if not text.strip():
+            return
+        self.composer.text = ""
+        self._suggest([])
+        if text.startswith("/"):
+            self._command(text.strip())
+            return
+        if self.running:
+            if self.link is not None and self.link.steer(text):
+                self.notify("steering: the message reaches the model before its next step")
+            else:
+                self.queue.append(text)
+                self._queue_view()
+            return
+        self._send_prompt(text)
+
+    def _send_prompt(self, text: str) -> None:
+        if self.link is None or self.link.agent is None:
+            self.note("the agent is not running, so the message was not sent; see above why, "
+                      "or press Ctrl+R to retry", error=True)
+            self.composer.text = text
+            return
+        if self.link.submit(text):
+            self.running = True
+            self.state = "thinking"
+            if self._clock_timer is not None:
+                self._clock_timer.resume()
+        self._status()
+
+    def on_composer_tabbed(self, msg: Composer.Tabbed) -> None:
+        text = self.composer.text
+        if text.startswith("/") and "\n" not in text:
+            options = complete_command(text)
+            if options:
+                pick = options[self._suggest_index % len(options)] if self._suggestions else options[0]
+                self._suggest_index += 1
+                self.composer.text = pick + " "
+                self.composer.move_cursor(self.composer.document.end)
+                self._suggest(options)
+            return
+        word = text.rsplit(None, 1)[-1] if text.strip() else ""
+        if word.startswith("@") and self.link is not None:
+            options = self.link.complete_paths(word[1:])
+            if options:
+                self.composer.text = text[: len(text) - len(word)] + "@" + options[0]
+                self.composer.move_cursor(self.composer.document.end)
+            self._suggest(options)
+            return
+        if self.running and text.strip():
+            self.queue.append(text)
+            self.composer.text = ""
+            self._queue_view()
+            self._status()
+
+    def on_composer_up_on_empty(self, msg: Composer.UpOnEmpty) -> None:
+        if self.queue:
+            self.composer.text = self.queue.pop()
+            self.composer.move_cursor(self.composer.document.end)
+            self._queue_view()
+            self._status()
+
+    def on_composer_paste_refused(self, msg: Composer.PasteRefused) -> None:
+        self.note(f"paste refused: it is {msg.size:,} characters and a message may hold "
+                  f"{MAX_PROMPT_CHARS:,}; nothing was pasted. Put it in a file in the workspace "
+                  "and ask the agent to read it.", error=True)
+
+    def on_text_area_changed(self, event: Composer.Changed) -> None:
+        text = self.composer.text
+        if text.startswith("/") and "\n" not in text and " " not in text:
+            self._suggest(complete_command(text))
+        elif not text:
+            self._suggest([])
+
+    def _suggest(self, options: list[str]) -> None:
+        if options != self._suggestions:
+            self._suggest_index = 0
+        self._suggestions = options
+        view = self.query_one("#suggest", Static)
+        view.display = bool(options)
+        lines = [f"{o}  {COMMANDS.get(o, '')}" for o in options[:8]]
+        view.update(plain("\n".join(lines) + ("\n(Tab completes)" if options else "")))
+
+    # -- slash commands -------------------------------------------------------------------------
+    def _command(self, line: str) -> None:
+        name, _, arg = line.partition(" ")
+        arg = arg.strip()
+        if name not in COMMANDS:
+            self.note(f"no command {name!r}; commands: {', '.join(COMMANDS)}", error=True)
+        elif name in UNAVAILABLE:
+            self.note(UNAVAILABLE[name])
+        elif name == "/help":
+            self.note(help_text())
+        elif name == "/quit":
+            self.exit(0)
+        elif name == "/mode":
+            self._mode(arg)
+        elif name == "/new":
+            if self.running:
+                self.note("a run is in progress; press Esc to interrupt it first", error=True)
+                return
+            self._restart(session_id=None)
+        elif name == "/resume":
+            self._resume(arg)
+        elif name == "/export":
+            self._export(arg)
+        elif name == "/sandbox":
+            self._sandbox()
+        elif name == "/copy":
+            self.action_copy_last()
+
+    def _mode(self, arg: str) -> None:
+        current = self.info.mode if self.info else str(self.options.get("mode") or "?")
+        if not arg:
+            self.note(f"mode: {current}. /mode plan|ask|auto changes it (the operator's policy "
+                      "still decides what runs)")
+            return
+        if arg not in ("plan", "ask", "auto"):
+            self.note(f"/mode takes plan, ask or auto, not {arg!r}", error=True)
+            return
+        if self.running:
+            self.note("a run is in progress; press Esc to interrupt it first", error=True)
+            return
+        self.note(f"switching to {arg} mode")
+        self._restart(mode=arg)
+
+    def _resume(self, arg: str) -> None:
+        if self.running:
+            self.note("a run is in progress; press Esc to interrupt it first", error=True)
+            return
+        if self.link is None:
+            return
+        if arg:
+            self._restart(session_id=arg)
+            return
+        sessions = self.link.sessions()
+        if not sessions:
+            self.note("no recorded sessions yet")
+            return
+
+        def picked(session_id: str | None) -> None:
+            if session_id:
+                self._restart(session_id=session_id)
+
+        self.push_screen(SessionPicker(sessions), picked)
+
+    def _export(self, arg: str) -> None:
+        sid = self.info.session_id if self.info else "session"
+        target = Path(arg).expanduser() if arg else self.workspace / f"abhed-{sid}.md"
+        if not target.is_absolute():
+            target = self.workspace / target
+        try:
+            n = export_markdown(self.transcript.entries, target, title=f"Abhed session {sid}")
+        except OSError as exc:
+            self.note(f"export failed: {exc}", error=True)
+            return
+        self.note(f"exported {n} messages to {target}")
+
+    def _sandbox(self) -> None:
+        if self.info is None:
+            self.note("the agent has not started, so there is no sandbox yet")
+            return
+        if self.info.sandbox == "host":
+            self.note("sandbox: host. UNSANDBOXED: the operator chose to run bash commands "
+                      "directly on this machine, as you.", error=True)
+        else:
+            self.note(f"sandbox: {self.info.sandbox} (`abhed sandbox check` compares the backends)")
+
+    # -- keys ------------------------------------------------------------------------------------
+    def action_interrupt(self) -> None:
+        if self.card is not None and self.card.has_class("reason"):
+            self.card.remove_class("reason")
+            self.card.focus()
+            return
+        if self._suggestions:
+            self._suggest([])
+            return
+        if self.running and self.link is not None and self.link.interrupt("Esc"):
+            self.state = "interrupting"
+            self._status()
+
+    def action_ctrl_c(self) -> None:
+        if self.composer.text:
+            self.composer.text = ""
+            self._quit_armed_at = None
+            return
+        if self.running and self.link is not None:
+            self.link.interrupt("Ctrl+C")
+            self.state = "interrupting"
+            self._status()
+            return
+        now = self.clock()
+        if self._quit_armed_at is not None and now - self._quit_armed_at <= QUIT_WINDOW_S:
+            self.exit(0)
+            return
+        self._quit_armed_at = now
+        self.notify("press Ctrl+C again to quit (Ctrl+D quits at once)")
+
+    def action_quit_now(self) -> None:
+        self.exit(0)
+
+    def action_page(self, direction: int) -> None:
+        t = self.transcript
+        if direction < 0:
+            if t.scroll_y <= 0:
+                t.show_earlier()
+            t.scroll_page_up(animate=False)
+        else:
+            t.scroll_page_down(animate=False)
+
+    def action_earliest(self) -> None:
+        while self.transcript.show_earlier():
+            pass
+        self.transcript.scroll_home(animate=False)
+
+    def action_latest(self) -> None:
+        self.transcript.show_latest()
+
+    def action_toggle_card(self) -> None:
+        focused = self.focused
+        if isinstance(focused, ToolCard):
+            focused.action_toggle_card()
+            return
+        for entry in reversed(self.transcript.mounted()):
+            if isinstance(entry.widget, ToolCard):
+                entry.widget.action_toggle_card()
+                entry.widget.scroll_visible()
+                return
+
+    def action_copy_last(self) -> None:
+        if not self.last_answer:
+            self.notify("nothing to copy yet")
+            return
+
+        def write(seq: str) -> None:
+            driver = self._driver
+            if driver is not None:
+                driver.write(seq)
+                driver.flush()
+
+        self.note("copy: " + copy_text(self.last_answer, write))
+
+    def action_toggle_panel(self) -> None:
+        self.panel_open = not self.panel_open
+        if not self.panel_items:
+            self.note("the side panel shows the todo list and the plan once the agent records "
+                      "them; there are none yet")
+        self._layout_panel()
+
+    async def action_quit(self) -> None:
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        if self.link is not None:
+            self.link.close(wait_s=5)

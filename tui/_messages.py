@@ -1,0 +1,76 @@
+"""Messages from the agent's threads to the app, and the sink that posts them.
+
+Textual's ``post_message`` is thread-safe; deltas do not go through it (400
+a second would flood the queue) but into a :class:`~tui._stream.DeltaBuffer`
+that the render clock drains.
+"""
+
+from __future__ import annotations
+
+from textual.message import Message
+from textual.message_pump import MessagePump
+
+from appliance.events import StoredEvent
+from appliance.loop import RunOutcome
+from models import Delta
+from tui._adapter import LinkInfo, PendingApproval
+from tui._stream import DeltaBuffer
+
+__all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkStarted", "RunFinished"]
+
+
+class EventArrived(Message):
+    def __init__(self, stored: StoredEvent) -> None:
+        super().__init__()
+        self.stored = stored
+
+
+class ApprovalAsked(Message):
+    def __init__(self, pending: PendingApproval) -> None:
+        super().__init__()
+        self.pending = pending
+
+
+class LinkStarted(Message):
+    def __init__(self, info: LinkInfo) -> None:
+        super().__init__()
+        self.info = info
+
+
+class LinkFailed(Message):
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
+
+
+class RunFinished(Message):
+    def __init__(self, outcome: RunOutcome | None, error: str | None) -> None:
+        super().__init__()
+        self.outcome = outcome
+        self.error = error
+
+
+class AppSink:
+    """The :class:`tui._adapter.Sink` of one app: every call becomes a message (or a buffered delta)."""
+
+    def __init__(self, target: MessagePump, deltas: DeltaBuffer) -> None:
+        self.target = target
+        self.deltas = deltas
+
+    def event(self, stored: StoredEvent) -> None:
+        self.target.post_message(EventArrived(stored))
+
+    def delta(self, delta: Delta) -> None:
+        self.deltas.put(delta)
+
+    def approval(self, pending: PendingApproval) -> None:
+        self.target.post_message(ApprovalAsked(pending))
+
+    def started(self, info: LinkInfo) -> None:
+        self.target.post_message(LinkStarted(info))
+
+    def failed(self, message: str) -> None:
+        self.target.post_message(LinkFailed(message))
+
+    def run_ended(self, outcome: RunOutcome | None, error: str | None) -> None:
+        self.target.post_message(RunFinished(outcome, error))

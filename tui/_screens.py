@@ -1,0 +1,45 @@
+"""The /resume picker: earlier sessions with their time, workspace and first prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from tui._safe import visible
+
+__all__ = ["SessionPicker"]
+
+
+class SessionPicker(ModalScreen[str | None]):
+    """Enter resumes the highlighted session; Esc goes back."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "back", priority=True)]
+    DEFAULT_CSS = """
+    SessionPicker { align: center middle; }
+    SessionPicker > OptionList { width: 90%; height: 70%; border: round $accent; }
+    """
+
+    def __init__(self, sessions: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.sessions = sessions[:200]
+
+    def compose(self) -> ComposeResult:
+        yield Static("Resume which session? (Enter resumes, Esc goes back)")
+        options = []
+        for s in self.sessions:
+            when = str(s.get("last_event_at") or s.get("created_at") or "")[:19].replace("T", " ")
+            first = visible(str(s.get("first_prompt", "")).replace("\n", " "))[:60] or "(no prompt)"
+            options.append(Option(f"{when}  {visible(str(s['workspace']))[-30:]}  {first}",
+                                  id=str(s["id"])))
+        yield OptionList(*options)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
