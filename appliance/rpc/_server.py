@@ -2,7 +2,8 @@
 
 Requests (one JSON object per line, ``id`` optional and echoed)::
 
-    {"method": "start", "mode": "auto"|"ask", "workspace"?, "provider"?, "model"?, "session"?}
+    {"method": "start", "mode": "auto"|"ask", "workspace"?, "provider"?, "model"?, "session"?,
+     "deltas"?: true|false}
     {"method": "prompt", "prompt": "..."}        starts a run in the background
     {"method": "steer", "text": "..."}           a message for the running run
     {"method": "abort"}                           interrupt the running run
@@ -12,8 +13,10 @@ Requests (one JSON object per line, ``id`` optional and echoed)::
 Lines out: ``{"type": "response", "id", "method", "ok": true, ...}`` for each
 request, ``{"type": "error", "id", "error": {"code", "message"}}`` for a request
 that failed (never a crash), ``{"type": "event", "seq", "event"}`` for every
-event the agent records, and ``{"type": "approval_request", "request_id", ...}``
-when a call needs an answer.  docs/rpc.md is the full reference.
+event the agent records, ``{"type": "delta", "kind", "text", "index", "name"}``
+for each piece of the model's reply as it streams (transient, never
+persisted; ``"deltas": false`` in start turns them off), and
+``{"type": "approval_request", "request_id", ...}`` when a call needs an answer.  docs/rpc.md is the full reference.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from appliance._config import Config
 from appliance._errors import AbhedError
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import MODES, Agent, Approval, ApprovalRequest, CallbackApprover, start_agent
-from models import ModelsError, OpenAIProvider
+from models import Delta, ModelsError, OpenAIProvider
 
 __all__ = ["MAX_LINE_BYTES", "RpcServer"]
 
@@ -72,6 +75,11 @@ class RpcServer:
                 self.out.flush()
             except (BrokenPipeError, ValueError, OSError):
                 self._closing.set()
+
+    def _delta(self, delta: Delta) -> None:
+        # Transient progress: what the model is writing, before the model_turn event records it.
+        self.send({"type": "delta", "kind": delta.kind, "text": delta.text, "index": delta.index,
+                   "name": delta.name})
 
     def _event(self, stored: StoredEvent) -> None:
         self.send({"type": "event", "seq": stored.seq, "event": stored.event.model_dump(mode="json")})
@@ -177,6 +185,9 @@ class RpcServer:
         mode = req.get("mode", "auto")
         if mode not in MODES:
             raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}")
+        deltas = req.get("deltas", True)
+        if not isinstance(deltas, bool):
+            raise _Fail("invalid_params", "\"deltas\" must be true or false")
         ws_raw = self._str(req, "workspace", required=False, max_len=4096)
         workspace = Path(ws_raw) if ws_raw else self.defaults["workspace"]
         if not isinstance(workspace, Path) or not workspace.is_dir():
@@ -193,6 +204,8 @@ class RpcServer:
             raise _Fail("start_failed", str(exc)) from None
         self.agent, self.provider = agent, provider
         agent.session.listen(self._event)
+        if deltas:
+            agent.on_delta = self._delta
         return {"session_id": agent.session.id, "provider": provider.name, "model": provider.model,
                 "mode": mode, "tools": sorted(agent.tools)}
 

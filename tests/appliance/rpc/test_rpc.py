@@ -134,3 +134,45 @@ def test_start_failure_is_an_error_line(abhed_home: Path, workspace: Path) -> No
     err = c.until(lambda m: m["type"] == "error")
     assert err["id"] == 1 and err["error"]["code"] == "start_failed"
     assert c.close() == 0
+
+
+def test_deltas_stream_before_the_turn_and_can_be_turned_off(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"text": "streamed in pieces", "chunk_chars": 4}, {"text": "quiet"})
+    c = Client("--workspace", str(workspace))
+    c.send(id=1, method="start")
+    c.until(lambda m: m["type"] == "response")
+    c.send(id=2, method="prompt", prompt="hi")
+    pieces: list[str] = []
+    while True:
+        msg = c.until(lambda m: m["type"] in ("delta", "event"))
+        if msg["type"] == "delta":
+            assert msg["kind"] == "text" and set(msg) == {"type", "kind", "text", "index", "name"}
+            pieces.append(msg["text"])
+        elif msg["event"]["type"] == "model_turn":
+            break
+    assert "".join(pieces) == "streamed in pieces" and len(pieces) > 1
+    c.event("run_ended")
+    assert c.close() == 0
+    # Never persisted: the log holds the turn, not its pieces.
+    from appliance import events_db_path
+
+    store = EventStore(events_db_path())
+    assert "delta" not in {e.event.type for e in store.events()}
+    store.close()
+
+    quiet = Client("--workspace", str(workspace))
+    quiet.send(id=1, method="start", deltas=False)
+    quiet.until(lambda m: m["type"] == "response")
+    quiet.send(id=2, method="prompt", prompt="hi")
+    seen = []
+    while True:
+        msg = quiet.until(lambda m: True)
+        seen.append(msg["type"])
+        if msg["type"] == "event" and msg["event"]["type"] == "run_ended":
+            break
+    assert "delta" not in seen
+    assert quiet.close() == 0
+    bad = Client("--workspace", str(workspace))
+    bad.send(id=1, method="start", deltas="yes")
+    assert bad.until(lambda m: m["type"] == "error")["error"]["code"] == "invalid_params"
+    assert bad.close() == 0
