@@ -66,12 +66,11 @@ class Composer(TextArea):
             event.prevent_default()
             self.post_message(self.UpOnEmpty())
             return
-        await super()._on_key(event)
+        # Anything else: TextArea's own _on_key runs next (Textual dispatches along the MRO).
 
     async def _on_paste(self, event: events.Paste) -> None:
         if len(self.text) + len(event.text) > MAX_PROMPT_CHARS:
             event.stop()
             event.prevent_default()
             self.post_message(self.PasteRefused(len(event.text)))
-            return
-        await super()._on_paste(event)
+        # Otherwise TextArea's own _on_paste inserts it (Textual dispatches along the MRO).

@@ -1,0 +1,312 @@
+"""The app against the real appliance (scripted model server, host sandbox), driven by Pilot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual import events
+
+from models import ScriptedServer
+from tests.tui.helpers import real_app, until, write_config
+from tui._approval import ApprovalCard
+from tui._widgets import ToolCard
+
+pytestmark = pytest.mark.anyio
+
+SIZE = (100, 32)
+
+
+@pytest.fixture
+def server(abhed_home: Path) -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        write_config(abhed_home, s.base_url)
+        yield s
+
+
+def kinds(app: object) -> list[str]:
+    return [e.kind for e in app.transcript.entries]  # type: ignore[attr-defined]
+
+
+async def test_prompt_tool_call_and_streamed_answer(server: ScriptedServer, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("alpha\n")
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "a.txt")}}]},
+               {"text": "It says **alpha**.\n\n```python\nprint('x')\n```\n", "chunk_chars": 3})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None, what="the agent to start")
+        assert app.info is not None and app.info.model == "scripted" and app.info.sandbox == "host"
+        app.composer.text = "what is in a.txt?"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.last_answer and not app.running, what="the run to end")
+        assert kinds(app)[-3:] == ["user", "tool", "assistant"]
+        card = app.transcript.entries[-2].widget
+        assert isinstance(card, ToolCard) and card.data["status"] == "ok"
+        assert "alpha" in card.data["output"]
+        status = str(app.query_one("#status").render())
+        assert "UNSANDBOXED" in status and "scripted" in status and "idle" in status
+
+
+async def test_no_provider_opens_on_an_error_screen_not_a_traceback(abhed_home: Path,
+                                                                    workspace: Path) -> None:
+    (abhed_home / "config.json").write_text("{}")
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", what="the error screen")
+        text = str(app.transcript.entries[-1].data["text"])
+        assert "Abhed could not start" in text and "no model provider is configured" in text
+        app.composer.text = "hello"
+        await pilot.press("enter")  # refused with a sentence, the app stays up
+        assert "not running" in str(app.transcript.entries[-1].data["text"])
+        assert app.is_running
+
+
+async def test_server_down_is_said_in_words(abhed_home: Path, workspace: Path) -> None:
+    write_config(abhed_home, "http://127.0.0.1:9/v1")
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", what="the error screen")
+        text = str(app.transcript.entries[-1].data["text"])
+        assert "Traceback" not in text and "127.0.0.1:9" in text
+
+
+async def test_destructive_bash_card_offers_no_always_and_deny_reason_reaches_model(
+        server: ScriptedServer, workspace: Path) -> None:
+    server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf build",
+                                                              "description": "clean"}}]},
+               {"text": "ok, I will not"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "clean up"
+        await pilot.press("enter")
+        card = await until(pilot, lambda: app.card, what="the approval card")
+        assert card.pending.always_rules == ()
+        assert "rm -rf build" in card.pending.commands
+        await pilot.press("a")  # no "always" for a destructive command: ignored
+        assert not card.pending.answered
+        await pilot.press("pageup")  # the transcript still scrolls while the card is open
+        assert app.card is card
+        await pilot.press("r")
+        for ch in "use make clean":
+            await pilot.press("space" if ch == " " else ch)
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.running and app.last_answer, what="the run to end")
+        tool_msgs = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "use make clean" in tool_msgs[-1]["content"]
+        assert app.card is None
+
+
+async def test_allow_always_stores_the_rule_it_showed(abhed_home: Path, workspace: Path) -> None:
+    with ScriptedServer() as server:
+        write_config(abhed_home, server.base_url, policy={"mode": "ask"})
+        target = workspace / "notes.txt"
+        server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(target),
+                                                                   "content": "hi\n"}}]},
+                   {"text": "written"})
+        app = real_app(workspace)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None)
+            app.composer.text = "write notes"
+            await pilot.press("enter")
+            card = await until(pilot, lambda: app.card, what="the approval card")
+            assert card.pending.always_rules, "a write in ask mode can be allowed always"
+            shown = card.pending.always_rules[0]
+            await pilot.press("a")
+            await until(pilot, lambda: not app.running and app.last_answer)
+            assert target.read_text() == "hi\n"
+            notes = [str(e.data.get("text")) for e in app.transcript.entries if e.kind == "notice"]
+            assert any("stored for this session" in n for n in notes)
+            assert "tool=write" in shown
+
+
+async def test_type_ahead_guard_ignores_keys_until_armed(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf x", "description": "rm"}}]},
+               {"text": "done"})
+    now = [100.0]
+    app = real_app(workspace, guard_s=0.5, clock=lambda: now[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "go"
+        await pilot.press("enter")
+        card = await until(pilot, lambda: app.card)
+        await pilot.press("y")  # typed as the card appeared: must not answer it
+        assert not card.pending.answered
+        now[0] += 0.6
+        await pilot.press("y")
+        await until(pilot, lambda: card.pending.answered)
+        await until(pilot, lambda: not app.running)
+
+
+async def test_esc_interrupts_a_running_command_and_never_quits(server: ScriptedServer,
+                                                                 workspace: Path) -> None:
+    server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30", "description": "wait"}}]},
+               {"text": "never reached"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "wait"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.state == "running bash", what="the command to start")
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.running, timeout_s=20, what="the interrupt")
+        await pilot.press("escape")  # idle: nothing to interrupt, and it does not quit
+        assert app.is_running
+        notes = " ".join(str(e.data.get("text")) for e in app.transcript.entries)
+        assert "interrupted" in notes
+
+
+async def test_enter_steers_and_tab_queues_while_working(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 1", "description": "wait"}}]},
+               {"text": "first done"}, {"text": "second done"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "start"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.state == "running bash")
+        app.composer.text = "also check the docs"
+        await pilot.press("enter")
+        app.composer.text = "then write a summary"
+        await pilot.press("tab")
+        assert app.queue == ["then write a summary"]
+        assert "1 queued" in str(app.query_one("#status").render())
+        await until(pilot, lambda: len(server.requests) >= 3 and not app.running, timeout_s=30,
+                    what="the queued message to run after the turn")
+        second = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "user"]
+        assert second[-1] == "also check the docs"
+        third = [m["content"] for m in server.requests[2]["messages"] if m["role"] == "user"]
+        assert third[-1] == "then write a summary"
+        assert app.queue == []
+
+
+async def test_ctrl_c_clears_then_needs_two_presses_to_quit(server: ScriptedServer,
+                                                           workspace: Path) -> None:
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "draft"
+        await pilot.press("ctrl+c")
+        assert app.composer.text == "" and app.is_running
+        await pilot.press("ctrl+c")
+        assert app.is_running
+        await pilot.press("ctrl+c")
+    assert app.return_code == 0
+
+
+async def test_ctrl_d_quits(server: ScriptedServer, workspace: Path) -> None:
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+d")
+    assert not app.is_running
+
+
+async def test_slash_commands_and_completion(server: ScriptedServer, workspace: Path) -> None:
+    (workspace / "src").mkdir()
+    (workspace / "src" / "main.py").write_text("x")
+    (workspace / ".gitignore").write_text("ignored.py\n")
+    (workspace / "ignored.py").write_text("x")
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "/he"
+        await pilot.press("tab")
+        assert app.composer.text == "/help "
+        await pilot.press("enter")
+        assert "Ctrl+D" in str(app.transcript.entries[-1].data["text"])
+        for cmd in ("/compact", "/todo"):
+            app.composer.text = cmd
+            await pilot.press("enter")
+            assert "not available yet" in str(app.transcript.entries[-1].data["text"])
+        app.composer.text = "/sandbox"
+        await pilot.press("enter")
+        assert "UNSANDBOXED" in str(app.transcript.entries[-1].data["text"])
+        app.composer.text = "/nope"
+        await pilot.press("enter")
+        assert "no command" in str(app.transcript.entries[-1].data["text"])
+        app.composer.text = "look at @mai"
+        await pilot.press("tab")
+        assert app.composer.text == "look at @src/main.py"
+        assert app.link is not None and app.link.complete_paths("ign") == []  # .gitignore applies
+        app.composer.text = "/export out.md"
+        await pilot.press("enter")
+        assert (workspace / "out.md").read_text().startswith("# Abhed session")
+        sid = app.info.session_id if app.info else ""
+        app.composer.text = "/mode plan"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.info is not None and app.info.mode == "plan")
+        assert app.info is not None and app.info.session_id == sid  # same session, new mode
+        app.composer.text = "/new"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.info is not None and app.info.session_id != sid)
+
+
+async def test_resume_rerenders_the_session_from_its_log(server: ScriptedServer, workspace: Path) -> None:
+    server.add({"text": "first answer"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        sid = app.info.session_id if app.info else ""
+        app.composer.text = "remember me"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.last_answer and not app.running)
+    again = real_app(workspace, session_id=sid)
+    async with again.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: again.info is not None)
+        assert ["user", "assistant"] == [e.kind for e in again.transcript.entries][:2]
+        assert again.transcript.entries[0].data["text"] == "remember me"
+
+
+async def test_paste_of_10000_lines_arrives_whole_and_oversize_is_refused_aloud(
+        server: ScriptedServer, workspace: Path) -> None:
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        text = "\n".join(f"line {i}" for i in range(10_000))
+        app.post_message(events.Paste(text))
+        await until(pilot, lambda: app.composer.text.count("\n") == 9_999, what="the paste")
+        app.composer.text = ""
+        app.post_message(events.Paste("x" * 1_000_001))
+        await until(pilot, lambda: "paste refused" in str(app.transcript.entries[-1].data.get("text")))
+        assert app.composer.text == ""
+
+
+async def test_small_terminal_resize_and_no_color(server: ScriptedServer, workspace: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    server.add({"text": "short"})
+    app = real_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.no_color
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "hi"
+        await pilot.press("enter")
+        await pilot.resize_terminal(40, 12)
+        await pilot.resize_terminal(160, 50)
+        await until(pilot, lambda: app.last_answer == "short" and not app.running)
+        await pilot.resize_terminal(80, 24)
+        assert app.query_one("#status").region.y == 23
+        # one message each, after resizes: nothing duplicated or lost
+        assert kinds(app).count("user") == 1 and kinds(app).count("assistant") == 1
+
+
+async def test_tool_card_expands_by_key(server: ScriptedServer, workspace: Path) -> None:
+    (workspace / "long.txt").write_text("".join(f"row {i}\n" for i in range(50)))
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "long.txt")}}]},
+               {"text": "read it"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "read"
+        await pilot.press("enter")
+        await until(pilot, lambda: not app.running and app.last_answer)
+        card = next(e.widget for e in app.transcript.entries if e.kind == "tool")
+        assert isinstance(card, ToolCard)
+        collapsed = card.size.height
+        await pilot.press("ctrl+o")
+        await pilot.pause()
+        assert card.data["expanded"] and card.size.height > collapsed + 20
+        card.focus()
+        await pilot.press("enter")
+        assert not card.data["expanded"]

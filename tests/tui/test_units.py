@@ -1,0 +1,115 @@
+"""The TUI's pure parts: the stream splitter, safe text, copy, the key table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models import Delta
+from tui._commands import COMMANDS, KEYS, complete_command, help_text
+from tui._copy import copy_text, osc52
+from tui._safe import clip_lines, visible
+from tui._stream import CODE_CHUNK_LINES, BlockSplitter, DeltaBuffer
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "tui.md"
+
+
+def split_all(text: str, piece: int) -> list[tuple[str, str]]:
+    s = BlockSplitter()
+    out = []
+    for i in range(0, len(text), piece):
+        s.feed(text[i:i + piece])
+        out += s.take()
+    out += s.finish()
+    return [(b.kind, b.text) for b in out]
+
+
+def test_paragraphs_and_fences_become_frozen_blocks() -> None:
+    text = "# Title\n\nSome *text*.\n\n```python\nx = 1\ny = 2\n```\nafter\n"
+    assert split_all(text, 3) == [("markdown", "# Title"), ("markdown", "Some *text*."),
+                                  ("code", "x = 1\ny = 2"), ("markdown", "after")]
+
+
+def test_a_2000_line_fence_is_cut_into_chunks_and_the_tail_stays_small() -> None:
+    s = BlockSplitter()
+    s.feed("```rust\n")
+    biggest_tail = 0
+    for i in range(2000):
+        s.feed(f"let v{i} = {i};\n")
+        tail = s.tail
+        biggest_tail = max(biggest_tail, len(tail.text.splitlines()) if tail else 0)
+    s.feed("```\n")
+    blocks = s.take() + s.finish()
+    assert biggest_tail <= CODE_CHUNK_LINES
+    assert all(b.kind == "code" and b.lang == "rust" for b in blocks)
+    assert sum(len(b.text.splitlines()) for b in blocks) == 2000
+
+
+@given(st.text(alphabet="ab `~#\n-*", max_size=300), st.integers(1, 17))
+def test_splitting_never_loses_a_line(text: str, piece: int) -> None:
+    """Every non-blank, non-fence line of the reply is in exactly one block, in order."""
+    got = "\n".join(t for _, t in split_all(text, piece))
+    kept = [ln for ln in got.split("\n") if ln.strip()]
+    fence = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+    source = [ln for ln in text.split("\n") if ln.strip()]
+    assert [ln for ln in source if not fence.match(ln)] == \
+        [ln for ln in kept if not fence.match(ln)]
+
+
+def test_delta_buffer_drains_text_and_the_call_being_written() -> None:
+    b = DeltaBuffer()
+    b.put(Delta(kind="text", text="a"))
+    b.put(Delta(kind="text", text="b"))
+    b.put(Delta(kind="tool_call", name="bash"))
+    assert b.drain() == ("ab", "bash")
+    assert b.drain() == ("", None)
+
+
+def test_control_sequences_become_visible_symbols() -> None:
+    hostile = "ok\x1b]52;c;SGVsbG8=\x07 \x1b[2J\rX\x00\x9b\x7f\ud800"
+    shown = visible(hostile)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", shown)
+    assert "␛]52;c;SGVsbG8=␇" in shown and "␛[2J" in shown and "\ufffd" in shown
+    assert visible("plain text\n\tindented") == "plain text\n    indented"
+
+
+def test_clip_lines_bounds_a_megabyte_line_and_counts_what_it_left() -> None:
+    shown, left, cut = clip_lines("x" * 1_000_000, max_lines=4, max_width=100)
+    assert len(shown) < 200 and cut == 1 and left == 0 and "+999,900 chars" in shown
+    shown, left, cut = clip_lines("".join(f"{i}\n" for i in range(10)), max_lines=3)
+    assert shown == "0\n1\n2" and left == 7 and cut == 0
+    assert clip_lines("", max_lines=3) == ("", 0, 0)
+
+
+def test_osc52_wraps_for_tmux_and_refuses_oversize() -> None:
+    assert osc52("hi", tmux=False) == "\x1b]52;c;aGk=\x07"
+    wrapped = osc52("hi", tmux=True)
+    assert wrapped is not None and wrapped.startswith("\x1bPtmux;\x1b\x1b]52;") and wrapped.endswith("\x1b\\")
+    assert osc52("x" * 100_000, tmux=False) is None
+
+
+def test_copy_never_claims_a_copy_that_did_not_happen() -> None:
+    written: list[str] = []
+    said = copy_text("hi", written.append, env={"PATH": "/nonexistent"})
+    assert written and "OSC 52" in said and "depends on the terminal" in said
+    assert not said.startswith("copied")
+    said = copy_text("x" * 100_000, written.append, env={"PATH": "/nonexistent"})
+    assert said.startswith("not copied")
+
+
+def test_command_completion() -> None:
+    assert complete_command("/he") == ["/help"]
+    assert complete_command("/") == list(COMMANDS)
+    assert complete_command("/mode plan") == []
+    assert "Ctrl+D" in help_text()
+
+
+def test_docs_key_table_is_the_apps() -> None:
+    doc = DOC.read_text()
+    for key, what in KEYS:
+        assert f"| {key} | {what} |" in doc, key
+    for cmd in COMMANDS:
+        assert f"`{cmd}" in doc, cmd
