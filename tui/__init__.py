@@ -9,17 +9,7 @@ answers, steers and interrupts through the calls ``abhed rpc`` uses.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from tui._adapter import AgentLink
-from tui._app import AbhedApp
+from tui._app import AbhedApp, run_tui
 
 __all__ = ["AbhedApp", "AgentLink", "run_tui"]
-
-
-def run_tui(config: Any, store: Any, workspace: Path, **options: Any) -> int:
-    """Run the app full-screen until the person quits; returns the exit code."""
-    app = AbhedApp(config, store, workspace, **options)
-    result = app.run()
-    return int(result or 0)

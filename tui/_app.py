@@ -47,7 +47,7 @@ from tui._stream import DeltaBuffer
 from tui._transcript import Entry, Transcript
 from tui._widgets import AssistantBlock, ToolCard, record_result
 
-__all__ = ["AbhedApp", "LinkFactory"]
+__all__ = ["AbhedApp", "LinkFactory", "run_tui"]
 
 RENDER_HZ = 25
 QUIT_WINDOW_S = 2.0
@@ -667,3 +667,10 @@ class AbhedApp(App[int]):
     def on_unmount(self) -> None:
         if self.link is not None:
             self.link.close(wait_s=5)
+
+
+def run_tui(config: Config | None, store: EventStore, workspace: Path, **options: Any) -> int:
+    """Run the app full-screen until the person quits; returns the exit code."""
+    app = AbhedApp(config, store, workspace, **options)
+    result = app.run()
+    return int(result or 0)
