@@ -48,6 +48,10 @@ __all__ = [
     "SessionStarted",
     "migrate",
     "now_iso",
+    "LOG_SESSION",
+    "LogRepaired",
+    "SegmentDeleted",
+    "SegmentStarted",
 ]
 
 SCHEMA_VERSION = 1
@@ -358,11 +362,57 @@ class ExtensionDied(_Base):
     reason: str
 
 
+# -- the log's own events: rotation, repair, retention -------------------------
+
+LOG_SESSION = "log"
+"""The ``session_id`` of events about the log itself (no session is named "log")."""
+
+
+class SegmentStarted(_Base):
+    """The first event of a segment opened by rotation: it names the segment it continues."""
+
+    type: Literal["segment_started"] = "segment_started"
+    segment: int
+    previous_segment: str = Field(description="File name of the segment sealed before this one.")
+    previous_head_seq: int
+    previous_head_hash: str
+    reason: str = Field(description="size, age, repair or operator.")
+
+
+class LogRepaired(_Base):
+    """``abhed events repair`` salvaged a damaged log: what was kept, what was lost, where the evidence is."""
+
+    type: Literal["log_repaired"] = "log_repaired"
+    damaged_file: str = Field(description="Where the damaged file was kept, untouched.")
+    damaged_sha256: str
+    damage: str = Field(description="What verify found wrong.")
+    last_good_seq: int
+    last_good_hash: str
+    highest_seq_seen: int = Field(description="The highest event number still readable in the damaged file.")
+    highest_hash_seen: str
+    lost_events: int = Field(description="Events after last_good_seq that could not be kept in the chain.")
+    method: str = Field(description="How rows were read back: sql, rowid or sqlite-recover.")
+
+
+class SegmentDeleted(_Base):
+    """A sealed segment was deleted by retention; its range and head stay on the record."""
+
+    type: Literal["segment_deleted"] = "segment_deleted"
+    segment: str
+    first_seq: int
+    last_seq: int
+    head_hash: str
+    sha256: str
+    deleted_by: str
+
+
 Event = Annotated[
     SessionStarted | ActionEvent | ObservationEvent | SessionEnded
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
     | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
-    | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded,
+    | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded
+
+    | SegmentStarted | LogRepaired | SegmentDeleted,
     Field(discriminator="type"),
 ]
 
