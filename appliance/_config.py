@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance.events import EventLogSettings
 from appliance.extensions._settings import ExtensionSpec
 from appliance.mcp._settings import McpServerSpec
 from appliance.policy._settings import PolicySettings
@@ -34,6 +35,7 @@ class Config(BaseModel):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     extensions: list[ExtensionSpec] = Field(default_factory=list)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
+    events: EventLogSettings = Field(default_factory=EventLogSettings)
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

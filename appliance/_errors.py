@@ -3,7 +3,9 @@
     AbhedError
     ├── ConfigError        config.json missing pieces, malformed, or refused
     ├── EventLogError      the event store cannot be opened or written
-    │   └── ChainBroken    verification found an altered, missing or reordered event
+    │   ├── EventLogDamaged  the file or its chain is damaged: every door refuses it
+    │   │   └── ChainBroken  verification found an altered, missing or reordered event
+    │   └── EventLogFull     the disk holding the log is (nearly) full
     └── SessionNotFound    no session with that id
 
 Tool failures are not here: they are results (``tools.ToolResult``), never
@@ -12,7 +14,8 @@ exceptions, because the model must read them.
 
 from __future__ import annotations
 
-__all__ = ["AbhedError", "ChainBroken", "ConfigError", "EventLogError", "SessionNotFound"]
+__all__ = ["AbhedError", "ChainBroken", "ConfigError", "EventLogDamaged", "EventLogError",
+           "EventLogFull", "SessionNotFound"]
 
 
 class AbhedError(Exception):
@@ -27,11 +30,37 @@ class EventLogError(AbhedError):
     pass
 
 
-class ChainBroken(EventLogError):
-    def __init__(self, seq: int, reason: str) -> None:
-        super().__init__(f"event {seq}: {reason}")
+class EventLogDamaged(EventLogError):
+    """The log cannot be trusted as it is; the message says what, and how to repair it.
+
+    Raised where the store is opened or read, so every door (run, rpc, tool,
+    sessions, the TUI, the installer's gate) refuses with the same sentence
+    instead of a traceback or a silently fresh log.
+    """
+
+    def __init__(self, path: str, what: str, seq: int | None = None) -> None:
+        where = f" at event {seq}" if seq is not None else ""
+        super().__init__(
+            f"the event log {path} is damaged{where}: {what}. Nothing was changed. "
+            "Run `abhed events verify` for details and `abhed events repair` to salvage every "
+            "event that still verifies into a new log (the damaged file is kept as evidence)."
+        )
+        self.path = path
+        self.what = what
+        self.seq = seq
+
+
+class ChainBroken(EventLogDamaged):
+    def __init__(self, seq: int, reason: str, path: str = "") -> None:
+        EventLogError.__init__(self, f"event {seq}: {reason}")
+        self.path = path
+        self.what = reason
         self.seq = seq
         self.reason = reason
+
+
+class EventLogFull(EventLogError):
+    """The disk holding the log is full, or below the reserve kept for it."""
 
 
 class SessionNotFound(AbhedError):

@@ -73,6 +73,16 @@ class LazyGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(sorted(rows))
 
+    def invoke(self, ctx: click.Context) -> Any:
+        # The one place a damaged or full event log met mid-command becomes a message:
+        # every verb gets the same sentence, never a traceback.
+        from appliance._errors import EventLogError
+
+        try:
+            return super().invoke(ctx)
+        except EventLogError as exc:
+            raise click.ClickException(str(exc)) from None
+
 
 @click.group(cls=LazyGroup, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"]})

@@ -24,8 +24,20 @@ def get_config(path: Path | None) -> Config:
         raise click.UsageError(str(exc)) from None
 
 
-def open_store() -> EventStore:
+def open_store(config: Config | None = None, *, for_work: bool = False) -> EventStore:
+    """The event log, or one clear message: damaged, disk full, unopenable.
+
+    ``for_work``: the door starts new work (run, rpc, tool), so it is also
+    refused when the disk is below the reserve kept for the log.
+    """
     try:
-        return EventStore(events_db_path())
+        store = EventStore(events_db_path(), settings=config.events if config else None)
+        if for_work:
+            try:
+                store.check_reserve()
+            except AbhedError:
+                store.close()
+                raise
+        return store
     except AbhedError as exc:
         raise click.ClickException(str(exc)) from None

@@ -1,35 +1,178 @@
-"""``abhed events verify|head``: check the log's hash chain."""
+"""``abhed events verify|head|export|repair|rotate|prune``: the audit trail's own tools.
+
+verify, repair and export of a file read the log without opening it as a
+store, because the store refuses a damaged log and these are what an
+operator reaches for when it is damaged.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import click
 
-from appliance._errors import ChainBroken
-from appliance.cli._common import open_store
+from appliance._errors import AbhedError
+from appliance._home import events_db_path
+from appliance.cli._common import config_option, get_config, open_store
+from appliance.events import (
+    ExportCheck,
+    VerifyReport,
+    consistency_problems,
+    export_log,
+    prune_segments,
+    repair_log,
+    verify_export,
+    verify_log,
+)
 
 
 @click.group()
 def events() -> None:
-    """Inspect the tamper-evident event log."""
+    """Verify, export, rotate, prune and repair the tamper-evident event log."""
+
+
+def _say_report(report: VerifyReport) -> None:
+    segments = len(report.segments)
+    if report.ok:
+        click.echo(f"ok: {report.events} events in {segments} segment(s), chain intact, files sound "
+                   f"(integrity_check, schema, append-only triggers), head {report.head_seq} "
+                   f"{report.head_hash}")
+    for d in report.deletions:
+        click.echo(f"note: segment {d['segment']} (events {d['first_seq']}..{d['last_seq']}) was "
+                   f"deleted by {d['deleted_by']} at {d['ts']}, recorded as event "
+                   f"{d['recorded_at_seq']}")
+    for r in report.repairs:
+        click.echo(f"note: repaired at event {r['seq']} ({r['ts']}): kept events up to "
+                   f"{r['last_good_seq']}, lost {r['lost_events']}; damaged file kept as "
+                   f"{r['damaged_file']} (sha256 {r['damaged_sha256'][:16]}…); damage: {r['damage']}")
+    for p in sorted(report.problems, key=lambda p: (p.seq is None, p.seq or 0)):
+        where = f"BROKEN at event {p.seq}" if p.seq is not None else "DAMAGED"
+        click.echo(f"{where} ({p.file}): {p.what}", err=True)
+    if not report.ok:
+        click.echo("Nothing was changed. `abhed events repair` salvages every event that still "
+                   "verifies into a new segment and keeps the damaged file as evidence.", err=True)
+
+
+def _say_export(check: ExportCheck) -> None:
+    if check.ok:
+        m = check.manifest
+        click.echo(f"ok: {check.path}: {check.events} events (+{m.get('withheld', 0)} withheld), "
+                   f"chain intact from event {m.get('first_seq')} to {m.get('last_seq')}, "
+                   f"last hash {m.get('last_hash')}")
+    for p in check.problems:
+        click.echo(f"BROKEN ({check.path}): {p}", err=True)
 
 
 @events.command()
-def verify() -> None:
-    """Re-hash every event; exit 0 if the chain is intact, 1 naming the first bad event."""
-    store = open_store()
-    try:
-        count, head = store.verify()
-    except ChainBroken as exc:
-        click.echo(f"BROKEN at event {exc.seq}: {exc.reason}", err=True)
-        sys.exit(1)
-    click.echo(f"ok: {count} events, chain intact, head {head}")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--file", "files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Verify an export instead of the log; twice or more also checks that the "
+                   "exports are consistent (the later extends the earlier).")
+def verify(as_json: bool, files: tuple[Path, ...]) -> None:
+    """Check the chain AND the files; exit 0 if all is sound, 1 naming the first bad event."""
+    if files:
+        checks = [verify_export(f) for f in files]
+        ordered = sorted(checks, key=lambda c: max(c.hashes, default=0))
+        extra = [p for a, b in zip(ordered, ordered[1:]) for p in consistency_problems(a, b)]
+        ok = all(c.ok for c in checks) and not extra
+        if as_json:
+            click.echo(json.dumps({"ok": ok, "files": [
+                {"file": str(c.path), "ok": c.ok, "events": c.events, "manifest": c.manifest,
+                 "problems": c.problems} for c in checks], "consistency": extra}, indent=2))
+        else:
+            for c in checks:
+                _say_export(c)
+            for p in extra:
+                click.echo(f"INCONSISTENT: {p}", err=True)
+            if len(checks) > 1 and not extra:
+                click.echo("consistent: where the exports overlap they hold the same hashes")
+        sys.exit(0 if ok else 1)
+    report = verify_log(events_db_path())
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        _say_report(report)
+    sys.exit(0 if report.ok else 1)
 
 
 @events.command()
 def head() -> None:
-    """Print the count and head hash; note it down to detect a log cut short later."""
+    """Print the sequence number and head hash; note it down to detect a log cut short later."""
     store = open_store()
     count, digest = store.head()
     click.echo(f"{count} {digest}")
+
+
+@events.command()
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the JSONL export.")
+@click.option("--session", "session", default=None, help="Only this session's events "
+              "(the others' hashes stay, so the chain is still checkable).")
+@click.option("--since", "since", default=None,
+              help="Only events from this UTC time on, ISO 8601 (e.g. 2026-12-01T00:00:00Z).")
+def export(out: Path, session: str | None, since: str | None) -> None:
+    """Write the events as JSON Lines with a manifest an auditor's own script can re-verify."""
+    store = open_store()
+    try:
+        store.verify()
+        if session is not None:
+            store.session_info(session)
+        manifest = export_log(store, out, session=session, since=since)
+    except AbhedError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
+    finally:
+        store.close()
+    click.echo(f"exported {manifest['events']} events (+{manifest['withheld']} withheld) to {out}: "
+               f"events {manifest['first_seq']}..{manifest['last_seq']}, head "
+               f"{manifest['head_seq']} {manifest['head_hash']}")
+
+
+@events.command()
+def repair() -> None:
+    """Salvage every event that still verifies into a new segment; keep the damaged file."""
+    try:
+        result = repair_log(events_db_path())
+    except AbhedError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"repaired: kept {result.salvaged} events of the damaged segment (up to event "
+               f"{result.last_good_seq}, read back by {result.method}), lost {result.lost}.")
+    click.echo(f"the damaged file is kept untouched as {result.evidence}")
+    click.echo("the repair is recorded as the first event of the new segment; "
+               "`abhed events verify` now passes and reports it.")
+
+
+@events.command()
+def rotate() -> None:
+    """Seal the active segment now and start a new one (the chain continues)."""
+    store = open_store()
+    try:
+        sealed = store.rotate("operator")
+    except AbhedError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        store.close()
+    click.echo(f"sealed {sealed}; new segment {store.path} continues the chain")
+
+
+@events.command()
+@click.option("--keep", type=click.IntRange(min=0), required=True,
+              help="How many of the newest sealed segments to keep.")
+@config_option
+def prune(keep: int, config_path: Path | None) -> None:
+    """Delete old sealed segments; each deletion is recorded in the log first."""
+    store = open_store(get_config(config_path))
+    try:
+        done = prune_segments(store, keep)
+    except AbhedError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        store.close()
+    for d in done:
+        click.echo(f"deleted {d.segment} (events {d.first_seq}..{d.last_seq}, head "
+                   f"{d.head_hash[:16]}…); recorded")
+    if not done:
+        click.echo("nothing to delete")

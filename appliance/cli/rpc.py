@@ -25,7 +25,7 @@ def rpc(workspace: Path | None, provider_name: str | None, model: str | None,
     from appliance.rpc import RpcServer
 
     config = get_config(config_path)
-    store = open_store()
+    store = open_store(config, for_work=True)
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n",
                            line_buffering=False, write_through=True)
     server = RpcServer(config, store, sys.stdin.buffer, out, workspace=workspace,

@@ -106,7 +106,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         if force_tool not in native_tools():
             raise click.UsageError(f"--force-tool {force_tool!r} is not a tool; tools: "
                                    f"{', '.join(sorted(native_tools()))}")
-    store = open_store()
+    store = open_store(config, for_work=True)
     try:
         agent, provider = start_agent(
             config, store, workspace, provider_name=provider_name, model=model, mode=mode,

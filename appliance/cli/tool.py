@@ -68,7 +68,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
         raise click.UsageError("ARGS_JSON is nested too deeply to parse; tool arguments are "
                                "a flat JSON object") from None
     ws = Workspace(str(workspace), config.tools.secret_paths)
-    store = open_store()
+    store = open_store(config, for_work=True)
     try:
         if session_id:
             session = Session.open(store, session_id, ws.root)

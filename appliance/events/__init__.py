@@ -2,6 +2,7 @@
 
 from appliance.events._models import (
     EVENT_ADAPTER,
+    LOG_SESSION,
     SCHEMA_VERSION,
     ActionEvent,
     ApprovalEvent,
@@ -18,6 +19,7 @@ from appliance.events._models import (
     Event,
     ExtensionDied,
     ExtensionLog,
+    LogRepaired,
     ModelTurn,
     ObservationEvent,
     PolicyDecision,
@@ -25,6 +27,8 @@ from appliance.events._models import (
     RunEndReason,
     RunEnded,
     RunStarted,
+    SegmentDeleted,
+    SegmentStarted,
     SessionEnded,
     SessionStarted,
     TurnToolCall,
@@ -32,11 +36,17 @@ from appliance.events._models import (
     UserMessage,
     now_iso,
 )
+from appliance.events._export import ExportCheck, consistency_problems, export_log, verify_export
+from appliance.events._repair import RepairResult, repair_log
+from appliance.events._retention import prune_segments
+from appliance.events._settings import EventLogSettings
 from appliance.events._store import GENESIS, EventStore, StoredEvent
+from appliance.events._verify import Problem, VerifyReport, verify_log
 
 __all__ = [
     "EVENT_ADAPTER",
     "GENESIS",
+    "LOG_SESSION",
     "SCHEMA_VERSION",
     "ActionEvent",
     "ApprovalEvent",
@@ -51,21 +61,35 @@ __all__ = [
     "TodoUpdated",
     "UndoApplied",
     "Event",
+    "EventLogSettings",
     "EventStore",
+    "ExportCheck",
     "ExtensionDied",
     "ExtensionLog",
+    "LogRepaired",
     "ModelTurn",
     "ObservationEvent",
+    "Problem",
+    "RepairResult",
     "PolicyDecision",
     "PolicyRuleAdded",
     "RunEndReason",
     "RunEnded",
     "RunStarted",
+    "SegmentDeleted",
+    "SegmentStarted",
     "SessionEnded",
     "SessionStarted",
     "StoredEvent",
     "TurnToolCall",
     "TurnUsage",
     "UserMessage",
+    "VerifyReport",
+    "consistency_problems",
+    "export_log",
     "now_iso",
+    "prune_segments",
+    "repair_log",
+    "verify_export",
+    "verify_log",
 ]

@@ -1,82 +1,58 @@
-"""An append-only, hash-chained event log in SQLite (WAL).
+"""An append-only, hash-chained event log in SQLite (WAL), in segments.
 
 Table layout (documented in docs/event-log.md)::
 
-    events(seq INTEGER PRIMARY KEY,      -- global order, 1, 2, 3 ... no gaps
+    events(seq INTEGER PRIMARY KEY,      -- global order, 1, 2, 3 ... no gaps, across segments
            session_id TEXT, session_seq INTEGER,   -- per-session order, no gaps
            type TEXT, ts TEXT,
            body TEXT,                     -- the event as JSON (pydantic's field order)
            prev_hash TEXT, hash TEXT)     -- the chain
     sessions(id TEXT PRIMARY KEY, workspace TEXT, created_at TEXT)
+    meta(key, value)                      -- segment number, base seq and hash
+    session_base(session_id, session_seq) -- per-session counters carried into a segment
 
 ``hash = sha256(JSON [seq, session_id, session_seq, type, ts, prev_hash]
 + "\\n" + body)`` and ``prev_hash`` is the previous row's hash (64 zeros for
-the first), so altering, deleting or reordering any row breaks the chain at
-that row.  Triggers refuse UPDATE and DELETE as a first line; the chain is
-what an auditor relies on, since anyone with the file can drop a trigger.
+the log's first), so altering, deleting or reordering any row breaks the
+chain at that row.  A new segment starts from the previous one's head.
+Triggers refuse UPDATE and DELETE as a first line; the chain is what an
+auditor relies on, since anyone with the file can drop a trigger.
 Appends take ``BEGIN IMMEDIATE`` so several processes can share one log.
+
+Every door opens the log through this class, so the damage check at open
+(SQLite's quick_check, the schema, the triggers, the last event's hash) and
+the mapping of SQLite's errors to :class:`EventLogDamaged` and
+:class:`EventLogFull` live in one place.
 """
 
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import json
+import os
+import shutil
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from appliance._errors import ChainBroken, EventLogError, SessionNotFound
-from appliance.events._models import EVENT_ADAPTER, Event, migrate
+from appliance._errors import EventLogDamaged, EventLogError, EventLogFull, SessionNotFound
+from appliance.events._files import lock_path, open_ro, sealed_path, sealed_segments, segments_dir
+from appliance.events._models import EVENT_ADAPTER, LOG_SESSION, Event, SegmentStarted, migrate
+from appliance.events._schema import FORMAT, GENESIS, ROW_COLUMNS, SCHEMA, Row, chain_hash, \
+    structure_problems
+from appliance.events._settings import EventLogSettings
 
-__all__ = ["EventStore", "StoredEvent", "GENESIS"]
+__all__ = ["EventStore", "StoredEvent", "GENESIS", "start_segment", "write_error"]
 
-GENESIS = "0" * 64
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    session_seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    ts TEXT NOT NULL,
-    body TEXT NOT NULL,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS events_session ON events(session_id, session_seq);
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY,
-    workspace TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
-"""
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def chain_hash(seq: int, session_id: str, session_seq: int, type_: str, ts: str, body: str,
-               prev: str) -> str:
-    """sha256 over a JSON header line (position, identity, link) then the body as stored.
-
-    The header is JSON, so no field can smuggle a separator; the body is
-    hashed as the exact text in the row, so verification needs no
-    re-serialisation and cannot be fooled by one.
-    """
-    header = canonical([seq, session_id, session_seq, type_, ts, prev])
-    digest = hashlib.sha256(header.encode("utf-8", "surrogatepass"))
-    digest.update(b"\n")
-    digest.update(body.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+_MiB = 1 << 20
+# SQLite primary result codes (https://sqlite.org/rescode.html).
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 10, 11, 13, 26
 
 
 @dataclass(frozen=True)
@@ -87,30 +63,227 @@ class StoredEvent:
     event: Event
 
 
-class EventStore:
-    """One SQLite file of events; safe to open from several processes."""
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path if path.is_dir() else path.parent).free
+    except OSError:
+        return -1
 
-    def __init__(self, path: Path, *, synchronous: str = "NORMAL") -> None:
+
+def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
+    """SQLite's error, said as what it means for the operator."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    free = _free_bytes(path)
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and 0 <= free < 4 * _MiB):
+        return EventLogFull(
+            f"disk full: could not record {what} in {path} ({free // _MiB} MiB free on its file "
+            "system). Nothing was executed and the log is intact; free space there, or set "
+            "ABHED_HOME to a disk with room, then try again.")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return EventLogDamaged(str(path), f"SQLite says {exc}")
+    return EventLogError(f"could not record {what} in {path}: {exc}")
+
+
+class EventStore:
+    """One log (active segment plus sealed ones); safe to open from several processes."""
+
+    def __init__(self, path: Path, *, synchronous: str = "NORMAL",
+                 settings: EventLogSettings | None = None) -> None:
         self.path = path
+        self.settings = settings or EventLogSettings()
+        self._synchronous = synchronous
+        self._lock_fd = -1
+        self._open()
+
+    def _open(self) -> None:
+        path = self.path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise EventLogError(
+                f"cannot open the event log {path}: {exc}. Check that ABHED_HOME points at a "
+                "writable directory and that the file is an Abhed event log."
+            ) from None
+        if path.exists():
+            self._check_at_open()
+        if self._rotation_due():
+            self._try_exclusive(lambda: self._rotate("size" if self._too_big() else "age"))
+        fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        if not path.exists() and sealed_segments(path):
+            # The active segment is gone but sealed ones exist (a rotation cut short):
+            # continue the chain from the last of them, never a fresh, empty history.
+            self._try_exclusive(lambda: self._continue_after(sealed_segments(path)[-1][1]))
+            fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        try:
             conn = sqlite3.connect(path, isolation_level=None, timeout=30.0,
                                    check_same_thread=False)
             self.db = sqlite_utils.Database(conn)
             conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a commit survives a process crash; FULL also
             # survives power loss at the cost of an fsync per event.
-            conn.execute(f"PRAGMA synchronous={synchronous}")
-            conn.executescript(_SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.executescript(SCHEMA)
+            self._init_meta(conn)
+        except sqlite3.Error as exc:
+            os.close(self._lock_fd)
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                raise EventLogDamaged(str(path), f"SQLite says {exc}") from None
             raise EventLogError(
                 f"cannot open the event log {path}: {exc}. Check that ABHED_HOME points at a "
                 "writable directory and that the file is an Abhed event log."
             ) from None
+        except OSError as exc:
+            os.close(self._lock_fd)
+            raise EventLogError(f"cannot open the event log {path}: {exc}") from None
         self.conn = conn
+        self._base = self._read_base(conn)
 
     def close(self) -> None:
         self.conn.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # -- opening ---------------------------------------------------------
+    def _check_at_open(self) -> None:
+        """Refuse a damaged file before anything is written to it (read-only, so no checkpoint)."""
+        try:
+            conn = open_ro(self.path)
+        except sqlite3.Error as exc:
+            raise EventLogDamaged(str(self.path), f"SQLite cannot open it ({exc})") from None
+        try:
+            problems = structure_problems(conn, full=False)
+            if not problems:
+                problems = _tail_problems(conn)
+        except sqlite3.DatabaseError as exc:
+            problems = [f"SQLite says {exc}"]
+        finally:
+            conn.close()
+        if problems:
+            raise EventLogDamaged(str(self.path), "; ".join(problems))
+
+    @staticmethod
+    def _init_meta(conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone() is None:
+            conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", [
+                ("format", FORMAT), ("segment", "1"), ("base_seq", "0"), ("base_hash", GENESIS),
+                ("created_at", datetime.now(timezone.utc).isoformat()),
+            ])
+
+    @staticmethod
+    def _read_base(conn: sqlite3.Connection) -> tuple[int, str, int]:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        return int(meta.get("base_seq", 0)), meta.get("base_hash", GENESIS), int(meta.get("segment", 1))
+
+    def _try_exclusive(self, action: Callable[[], object]) -> None:
+        """Run ``action`` if no other process has the log open; otherwise leave it for later."""
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        action()
+
+    # -- rotation --------------------------------------------------------
+    def _too_big(self) -> bool:
+        limit = self.settings.rotate_mb * _MiB
+        if not limit or not self.path.exists():
+            return False
+        wal = self.path.with_name(self.path.name + "-wal")
+        size = self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        return size >= limit
+
+    def _rotation_due(self) -> bool:
+        if not self.path.exists():
+            return False
+        if self._too_big():
+            return True
+        days = self.settings.rotate_days
+        return bool(days) and time.time() - self.path.stat().st_mtime >= days * 86400 \
+            and _created_age_s(self.path) >= days * 86400
+
+    def rotate(self, reason: str = "operator", first: Callable[[int, str], Event] | None = None) -> Path:
+        """Seal the active segment now (needs the log to be open nowhere else); returns the sealed file."""
+        self.conn.close()
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._open()
+            raise EventLogError(f"cannot rotate {self.path}: another process has the log open; "
+                                "try again when no run is active") from None
+        try:
+            sealed = self._rotate(reason, first)
+        finally:
+            os.close(self._lock_fd)
+            self._open()
+        return sealed
+
+    def _rotate(self, reason: str, first: Callable[[int, str], Event] | None = None) -> Path:
+        """Seal ``events.db`` into ``segments/`` and start a new segment from its head (lock held)."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
+            conn.executescript(SCHEMA)
+            self._init_meta(conn)
+            base_seq, base_hash, number = self._read_base(conn)
+            last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            head_seq, head_hash = (last[0], last[1]) if last else (base_seq, base_hash)
+            counters = dict(conn.execute("SELECT session_id, session_seq FROM session_base"))
+            counters.update(conn.execute(
+                "SELECT session_id, MAX(session_seq) FROM events GROUP BY session_id"))
+            sessions = conn.execute("SELECT id, workspace, created_at FROM sessions").fetchall()
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.close()
+            target = sealed_path(self.path, number)
+            segments_dir(self.path).mkdir(mode=0o700, exist_ok=True)
+            if target.exists():
+                raise EventLogError(f"cannot rotate {self.path}: {target} already exists")
+            os.replace(self.path, target)
+            os.chmod(target, 0o400)
+            for suffix in ("-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            start_segment(self.path, number + 1, head_seq, head_hash, counters, sessions,
+                                first or (lambda seq, h: SegmentStarted(
+                                    session_id=LOG_SESSION, segment=number + 1,
+                                    previous_segment=target.name, previous_head_seq=seq,
+                                    previous_head_hash=h, reason=reason)))
+        except sqlite3.Error as exc:
+            raise write_error(self.path, "the rotation", exc) from None
+        return target
+
+    def _continue_after(self, last_sealed: Path) -> None:
+        if self.path.exists():
+            return
+        conn = open_ro(last_sealed)
+        try:
+            base_seq, base_hash, number = self._read_base(conn)
+            last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            head_seq, head_hash = (last[0], last[1]) if last else (base_seq, base_hash)
+            counters = dict(conn.execute("SELECT session_id, session_seq FROM session_base"))
+            counters.update(conn.execute(
+                "SELECT session_id, MAX(session_seq) FROM events GROUP BY session_id"))
+            sessions = conn.execute("SELECT id, workspace, created_at FROM sessions").fetchall()
+        finally:
+            conn.close()
+        start_segment(self.path, number + 1, head_seq, head_hash, counters, sessions,
+                            lambda seq, h: SegmentStarted(
+                                session_id=LOG_SESSION, segment=number + 1,
+                                previous_segment=last_sealed.name, previous_head_seq=seq,
+                                previous_head_hash=h, reason="continued"))
+
+    # -- space -----------------------------------------------------------
+    def check_reserve(self) -> None:
+        """Refuse new work when the log's file system is below the configured reserve."""
+        reserve = self.settings.reserve_mb * _MiB
+        free = _free_bytes(self.path.parent)
+        if reserve and 0 <= free < reserve:
+            raise EventLogFull(
+                f"disk nearly full: {free // _MiB} MiB free on the file system holding "
+                f"{self.path}, below the reserve of {self.settings.reserve_mb} MiB kept so that "
+                "every tool call can be recorded. Nothing was started; free space there (or "
+                "lower events.reserve_mb in config.json), then try again.")
 
     # -- writing ---------------------------------------------------------
     def create_session(self, session_id: str, workspace: str, created_at: str) -> None:
@@ -120,6 +293,8 @@ class EventStore:
             )
         except sqlite3.IntegrityError:
             raise EventLogError(f"session {session_id} already exists") from None
+        except sqlite3.Error as exc:
+            raise write_error(self.path, f"session {session_id}", exc) from None
 
     def append(self, event: Event) -> StoredEvent:
         """Persist one event at the end of the chain; returns it with its position."""
@@ -131,34 +306,66 @@ class EventStore:
                 last = conn.execute(
                     "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
                 ).fetchone()
-                seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+                seq, prev = (last[0] + 1, last[1]) if last else (self._base[0] + 1, self._base[1])
                 row = conn.execute(
                     "SELECT MAX(session_seq) FROM events WHERE session_id = ?", (event.session_id,)
                 ).fetchone()
-                session_seq = (row[0] or 0) + 1
+                if row[0] is None:
+                    row = conn.execute("SELECT session_seq FROM session_base WHERE session_id = ?",
+                                       (event.session_id,)).fetchone() or (0,)
+                session_seq = row[0] + 1
                 digest = chain_hash(seq, event.session_id, session_seq, event.type, event.ts,
                                     body, prev)
                 conn.execute(
-                    "INSERT INTO events (seq, session_id, session_seq, type, ts, body, prev_hash,"
-                    " hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (seq, event.session_id, session_seq, event.type, event.ts, body, prev, digest),
                 )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise EventLogError(f"could not record {event.type} event in {self.path}: {exc}") from None
+            raise write_error(self.path, f"the {event.type} event", exc) from None
         return StoredEvent(seq, session_seq, digest, event)
 
     # -- reading ---------------------------------------------------------
+    def _connections(self) -> Iterator[tuple[Path, sqlite3.Connection]]:
+        """Every segment's connection, oldest first; sealed ones opened read-only for the walk."""
+        for _, sealed in sealed_segments(self.path):
+            try:
+                conn = open_ro(sealed)
+            except sqlite3.Error as exc:
+                raise EventLogDamaged(str(sealed), f"SQLite cannot open it ({exc})") from None
+            try:
+                yield sealed, conn
+            finally:
+                conn.close()
+        yield self.path, self.conn
+
+    def _query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> Iterator[tuple[Path, Any]]:
+        for path, conn in self._connections():
+            try:
+                for row in conn.execute(sql, params):
+                    yield path, row
+            except sqlite3.DatabaseError as exc:
+                raise EventLogDamaged(str(path), f"SQLite says {exc}") from None
+
     def sessions(self) -> list[dict[str, Any]]:
-        rows = self.conn.execute(
-            "SELECT s.id, s.workspace, s.created_at, COUNT(e.seq), MAX(e.ts) FROM sessions s "
-            "LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id ORDER BY s.created_at, s.id"
-        ).fetchall()
+        counts: dict[str, list[Any]] = {}
+        for _, (sid, n, last) in self._query(
+                "SELECT session_id, COUNT(*), MAX(ts) FROM events GROUP BY session_id"):
+            got = counts.setdefault(sid, [0, None])
+            got[0] += n
+            got[1] = max(got[1] or "", last or "") or None
+        try:
+            rows = self.conn.execute(
+                "SELECT id, workspace, created_at FROM sessions ORDER BY created_at, id").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise EventLogDamaged(str(self.path), f"SQLite says {exc}") from None
         return [
-            {"id": r[0], "workspace": r[1], "created_at": r[2], "events": r[3], "last_event_at": r[4]}
+            {"id": r[0], "workspace": r[1], "created_at": r[2],
+             "events": counts.get(r[0], [0, None])[0], "last_event_at": counts.get(r[0], [0, None])[1]}
             for r in rows
         ]
 
@@ -181,48 +388,91 @@ class EventStore:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq"
-        for seq, session_seq, digest, body in self.conn.execute(sql, params):
-            event = EVENT_ADAPTER.validate_python(migrate(json.loads(body)))
+        for path, (seq, session_seq, digest, body) in self._query(sql, params):
+            try:
+                event = EVENT_ADAPTER.validate_python(migrate(json.loads(body)))
+            except (ValueError, TypeError) as exc:
+                raise EventLogDamaged(str(path), f"its body is not a valid event ({exc})",
+                                      seq) from None
             yield StoredEvent(seq, session_seq, digest, event)
 
+    def rows(self) -> Iterator[Row]:
+        """Every stored row exactly as in the files, in order (for export)."""
+        for _, r in self._query(f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq"):
+            yield Row(*r)
+
     def head(self) -> tuple[int, str]:
-        row = self.conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, GENESIS)
+        try:
+            row = self.conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise EventLogDamaged(str(self.path), f"SQLite says {exc}") from None
+        return (row[0], row[1]) if row else (self._base[0], self._base[1])
 
     def verify(self) -> tuple[int, str]:
-        """Walk the whole chain; raise :class:`ChainBroken` at the first bad event.
+        """Walk every segment; raise :class:`ChainBroken` (or EventLogDamaged) at the first fault.
 
         Returns the number of events and the head hash, which an auditor can
         note down: a log later cut short at its end still verifies, but no
         longer reaches that head.
         """
-        prev = GENESIS
-        expected_seq = 1
-        per_session: dict[str, int] = {}
-        count = 0
-        for seq, sid, sseq, type_, ts, body, prev_hash, digest in self.conn.execute(
-            "SELECT seq, session_id, session_seq, type, ts, body, prev_hash, hash FROM events "
-            "ORDER BY seq"
-        ):
-            if seq != expected_seq:
-                raise ChainBroken(expected_seq, f"missing (the next stored event is {seq}): deleted")
-            if prev_hash != prev:
-                raise ChainBroken(seq, "its prev_hash does not match the event before it: "
-                                       "an event was removed, inserted or reordered")
-            if chain_hash(seq, sid, sseq, type_, ts, body, prev_hash) != digest:
-                raise ChainBroken(seq, "its contents do not match its hash: altered")
-            want = per_session.get(sid, 0) + 1
-            if sseq != want:
-                raise ChainBroken(seq, f"session {sid} order broken (expected #{want}, found #{sseq})")
-            per_session[sid] = sseq
-            try:
-                parsed = json.loads(body)
-                EVENT_ADAPTER.validate_python(migrate(parsed))
-            except (ValueError, TypeError) as exc:
-                raise ChainBroken(seq, f"its body is not a valid event ({exc})") from None
-            if parsed.get("session_id") != sid or parsed.get("type") != type_ or parsed.get("ts") != ts:
-                raise ChainBroken(seq, "its columns disagree with its body: altered")
-            prev = digest
-            expected_seq += 1
-            count += 1
-        return count, prev
+        from appliance.events._verify import verify_log
+
+        report = verify_log(self.path)
+        report.raise_first()
+        return report.events, report.head_hash
+
+
+def start_segment(active: Path, number: int, base_seq: int, base_hash: str,
+                   counters: dict[str, int], sessions: list[tuple[str, str, str]],
+                   first: Callable[[int, str], Event]) -> None:
+    """Write a new active segment whose chain starts at (base_seq, base_hash)."""
+    tmp = active.with_name(active.name + ".new")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    conn.executescript(SCHEMA)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
+        ("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
+        ("base_hash", base_hash), ("created_at", datetime.now(timezone.utc).isoformat()),
+    ])
+    conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
+    conn.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+    event = first(base_seq, base_hash)
+    body = event.model_dump_json()
+    sseq = counters.get(event.session_id, 0) + 1
+    digest = chain_hash(base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
+                        base_hash)
+    conn.execute(f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 (base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
+                  base_hash, digest))
+    conn.close()
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, active)
+
+
+def _created_age_s(path: Path) -> float:
+    try:
+        conn = open_ro(path)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'created_at'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0.0
+    if row is None:
+        return 0.0
+    return time.time() - datetime.fromisoformat(row[0]).timestamp()
+
+
+def _tail_problems(conn: sqlite3.Connection) -> list[str]:
+    """The last two rows: the newest event must hash right and link to the one before."""
+    rows = [Row(*r) for r in conn.execute(
+        f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT 2")]
+    if not rows:
+        return []
+    last = rows[0]
+    if chain_hash(last.seq, last.session_id, last.session_seq, last.type, last.ts, last.body,
+                  last.prev_hash) != last.hash:
+        return [f"event {last.seq}, the newest, does not match its hash"]
+    if len(rows) == 2 and (rows[1].seq != last.seq - 1 or rows[1].hash != last.prev_hash):
+        return [f"event {last.seq}, the newest, does not link to event {rows[1].seq}"]
+    return []

@@ -17,6 +17,7 @@ from appliance.events import (
     ObservationEvent,
     SessionStarted,
 )
+from appliance.events._schema import SCHEMA
 from tools import ToolContext, ToolResult, Workspace, native_tools
 
 
@@ -156,7 +157,9 @@ def test_a_truncated_tail_no_longer_reaches_the_noted_head(workspace: Path) -> N
     store, _, dispatch = make_session(workspace)
     dispatch.call("glob", {"pattern": "*"})
     noted = store.head()
-    raw(store).execute("DELETE FROM events WHERE seq = ?", (noted[0],))
+    conn = raw(store)
+    conn.execute("DELETE FROM events WHERE seq = ?", (noted[0],))
+    conn.executescript(SCHEMA)  # a careful attacker puts the guard triggers back
     count, head = store.verify()  # still a valid chain ...
     assert (count, head) != noted  # ... but not the one the auditor wrote down
 
