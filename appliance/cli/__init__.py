@@ -14,6 +14,7 @@ done), 1 the command failed (e.g. a broken event chain), 2 usage error.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("appliance.cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
     "catalog": ("appliance.cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
-    "events": ("appliance.cli.events:events", "Inspect the tamper-evident event log."),
+    "events": ("appliance.cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
     "mcp": ("appliance.cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
     "policy": ("appliance.cli.policy:policy", "Inspect the operator policy."),
     "rpc": ("appliance.cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),

@@ -139,8 +139,11 @@ def repair() -> None:
     except AbhedError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"repaired: kept {result.salvaged} events of the damaged segment (up to event "
-               f"{result.last_good_seq}, read back by {result.method}), lost {result.lost}.")
+               f"{result.last_good_seq}, read back by {result.method}), lost {result.lost} that "
+               "were readable but no longer chain.")
     click.echo(f"the damaged file is kept untouched as {result.evidence}")
+    click.echo(f"events after {result.highest_seen} that only the damaged pages held cannot be "
+               "counted: compare with a head you noted (`abhed events head`) to know if any were.")
     click.echo("the repair is recorded as the first event of the new segment; "
                "`abhed events verify` now passes and reports it.")
 

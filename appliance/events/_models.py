@@ -411,7 +411,6 @@ Event = Annotated[
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
     | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
     | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded
-
     | SegmentStarted | LogRepaired | SegmentDeleted,
     Field(discriminator="type"),
 ]

@@ -44,6 +44,7 @@ class RepairResult:
     salvaged: int
     lost: int
     last_good_seq: int
+    highest_seen: int
     method: str
     damage: str
 
@@ -230,7 +231,7 @@ def _repair_locked(active: Path, seen_seq: int, seen_hash: str, damage: str) -> 
     start_segment(active, number + 1, walker.seq, walker.head, final, sessions,
                          lambda _seq, _h: event)
     _ = sealed, seen_seq
-    return RepairResult(evidence, len(kept), lost, walker.seq, method, damage)
+    return RepairResult(evidence, len(kept), lost, walker.seq, highest, method, damage)
 
 
 def _sessions_from(rows: list[Row]) -> list[tuple[str, str, str]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import time
@@ -74,7 +75,8 @@ def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
     """SQLite's error, said as what it means for the operator."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     free = _free_bytes(path)
-    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and 0 <= free < 4 * _MiB):
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and (0 <= free < 4 * _MiB
+                                                          or _at_file_size_limit(path))):
         return EventLogFull(
             f"disk full: could not record {what} in {path} ({free // _MiB} MiB free on its file "
             "system). Nothing was executed and the log is intact; free space there, or set "
@@ -82,6 +84,15 @@ def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return EventLogDamaged(str(path), f"SQLite says {exc}")
     return EventLogError(f"could not record {what} in {path}: {exc}")
+
+
+def _at_file_size_limit(path: Path) -> bool:
+    """A write refused by ``ulimit -f`` (EFBIG) is, for this process, a full disk."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return False
+    sizes = [p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()]
+    return any(size + 64 * 1024 >= soft for size in sizes)
 
 
 class EventStore:
