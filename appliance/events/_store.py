@@ -75,24 +75,26 @@ def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
     """SQLite's error, said as what it means for the operator."""
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     free = _free_bytes(path)
-    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and (0 <= free < 4 * _MiB
-                                                          or _at_file_size_limit(path))):
+    limit = _file_size_limit(path)
+    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and (0 <= free < 4 * _MiB or limit)):
+        room = (f"the file-size limit (ulimit -f) of {limit} bytes is reached" if limit
+                else f"{max(free, 0) // _MiB} MiB free on its file system")
         return EventLogFull(
-            f"disk full: could not record {what} in {path} ({free // _MiB} MiB free on its file "
-            "system). Nothing was executed and the log is intact; free space there, or set "
-            "ABHED_HOME to a disk with room, then try again.")
+            f"disk full: could not record {what} in {path} ({room}). Nothing was executed and "
+            "the log is intact; free space there, or set ABHED_HOME to a disk with room, then "
+            "try again.")
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return EventLogDamaged(str(path), f"SQLite says {exc}")
     return EventLogError(f"could not record {what} in {path}: {exc}")
 
 
-def _at_file_size_limit(path: Path) -> bool:
-    """A write refused by ``ulimit -f`` (EFBIG) is, for this process, a full disk."""
+def _file_size_limit(path: Path) -> int:
+    """The ``ulimit -f`` a write just ran into (EFBIG: for this process, a full disk), or 0."""
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if soft == resource.RLIM_INFINITY:
-        return False
+        return 0
     sizes = [p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()]
-    return any(size + 64 * 1024 >= soft for size in sizes)
+    return soft if any(size + 256 * 1024 >= soft for size in sizes) else 0
 
 
 class EventStore:
@@ -127,6 +129,10 @@ class EventStore:
             self._try_exclusive(lambda: self._continue_after(sealed_segments(path)[-1][1]))
             fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
         try:
+            if not path.exists():
+                # Created private before SQLite writes a byte; its -wal and -shm inherit
+                # the mode, so another user on a shared host cannot even read the log.
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
             conn = sqlite3.connect(path, isolation_level=None, timeout=30.0,
                                    check_same_thread=False)
             self.db = sqlite_utils.Database(conn)
