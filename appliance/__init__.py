@@ -41,17 +41,30 @@ _EXPORTS: dict[str, str] = {
     "load_config": "appliance._config",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AbhedError",
+    "ChainBroken",
+    "Config",
+    "ConfigError",
+    "Dispatcher",
+    "EventLogError",
+    "Session",
+    "SessionNotFound",
+    "abhed_home",
+    "events_db_path",
+    "load_config",
+]
 
 
-def __getattr__(name: str) -> typing.Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'appliance' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
 
+    def __getattr__(name: str) -> typing.Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'appliance' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

@@ -13,6 +13,18 @@ directory names.  Hidden files are included (``.github/``, ``.env.example`` are
 often exactly what an agent needs); secret paths are filtered by the caller.
 Symlinks are never followed and never listed: a link can point anywhere, and
 ripgrep without ``-L`` does the same.
+
+What keeps the walker fast (issue 16; figures in docs/performance.md):
+
+* file types come from ``scandir``'s ``d_type``, so a file costs no ``stat``
+  until a caller asks for :attr:`WalkEntry.st` (glob does, for mtimes; grep
+  does not);
+* each ``.gitignore`` is compiled once into one combined regular expression
+  that says whether *any* of its patterns could match; only paths it hits
+  (a few per cent) go to pathspec's exact last-match-wins check;
+* compiled ignore files are cached across calls, keyed by the file's inode,
+  size and change time, so an agent grepping the same tree again does not
+  recompile hundreds of them.
 """
 
 from __future__ import annotations
@@ -21,31 +33,168 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
-
-import pathspec
+from typing import TYPE_CHECKING, Any
 
 from tools._paths import Workspace
 from tools._settings import ToolSettings
 
+if TYPE_CHECKING:
+    import pathspec
+
 __all__ = ["WalkEntry", "walk_files"]
 
+_ALWAYS = object()  # stands for a combined program RE2 refused: every path is checked exactly
+_DIR_MARK_GROUP = "(?P<ps_d>"  # pathspec's only named group; duplicates cannot be combined
+_CACHE_ENTRIES = 4096
 
-@dataclass(frozen=True, slots=True)
+
 class WalkEntry:
-    path: str  # absolute
-    rel: str  # relative to the directory walked
-    st: os.stat_result
+    """One listed file: absolute ``path``, ``rel`` to the walked directory, and its ``st``.
+
+    ``st`` (the ``lstat`` result) is fetched on first use: grep never needs it.
+    """
+
+    __slots__ = ("_st", "path", "rel")
+
+    def __init__(self, path: str, rel: str, st: os.stat_result | None = None) -> None:
+        self.path = path
+        self.rel = rel
+        self._st = st
+
+    @property
+    def st(self) -> os.stat_result:
+        if self._st is None:
+            self._st = os.lstat(self.path)
+        return self._st
+
+    def __repr__(self) -> str:
+        return f"WalkEntry({self.path!r}, {self.rel!r})"
+
+
+class _Ignore:
+    """One ignore file's patterns: a fast "could any match?" test before the exact one.
+
+    The test is one RE2 program for the whole file (a DFA: linear in the path,
+    whatever the number of patterns).  Python's ``re`` was tried first and was
+    slower than pathspec itself: each ``(?:.+/)?`` alternative backtracks.
+    """
+
+    __slots__ = ("anchor", "maybe", "spec")
+
+    def __init__(self, spec: pathspec.GitIgnoreSpec) -> None:
+        self.spec = spec
+        self.anchor: Any = None
+        parts = []
+        for pattern in spec.patterns:
+            regex = getattr(pattern, "regex", None)
+            if getattr(pattern, "include", None) is None or regex is None:
+                continue  # comments, blank lines: never decide anything
+            parts.append("(?:" + regex.pattern.replace(_DIR_MARK_GROUP, "(?:") + ")")
+        self.maybe: Any = None  # re2._re2.RE2, or None when no pattern can decide
+        if parts:
+            from re2 import _re2
+
+            options = _re2.RE2.Options()
+            options.never_capture = True
+            options.log_errors = False
+            options.max_mem = 64 << 20
+            program = _re2.RE2("|".join(parts).encode("utf-8", "surrogateescape"), options)
+            self.maybe = program if program.ok() else _ALWAYS
+            self.anchor = _re2.RE2.Anchor.UNANCHORED
+
+    def verdict(self, rel: str) -> bool | None:
+        """True ignored, False re-included by a negation, None no pattern matched."""
+        maybe = self.maybe
+        if maybe is None:
+            return None
+        if maybe is not _ALWAYS:
+            data = rel.encode("utf-8", "surrogateescape")
+            if maybe.Match(self.anchor, data, 0, len(data))[0][0] < 0:
+                return None
+        include: bool | None = self.spec.check_file(rel).include
+        return include
+
+
+class _IgnoreCache:
+    """Compiled ignore files by (path, inode, size, change time), least recently used out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, int, int, int, int], _Ignore | None] = OrderedDict()
+
+    def load(self, directory: str) -> _Ignore | None:
+        path = directory.rstrip("/") + "/.gitignore"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    return self._items[key]
+            with os.fdopen(os.dup(fd), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        ignore = _compile(lines)
+        with self._lock:
+            self._items[key] = ignore
+            while len(self._items) > _CACHE_ENTRIES:
+                self._items.popitem(last=False)
+        return ignore
+
+
+def _compile(lines: list[str]) -> _Ignore | None:
+    """Compile ignore lines; a line pathspec refuses (``!`` alone, a trailing backslash) is
+    skipped, as git skips it, instead of failing the whole walk."""
+    import pathspec  # here, not at module level: start-up of every tool call pays for it
+
+    if not lines:
+        return None
+    try:
+        spec = _spec(lines)
+    except ValueError:
+        spec = _spec([line for line in lines if _valid(line)])
+    return _Ignore(spec)
+
+
+def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
+    import pathspec
+    import re2
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except re2.error:  # pathspec's RE2 set outgrew its memory (tens of thousands of lines)
+        return pathspec.GitIgnoreSpec.from_lines(lines, backend="simple")
+
+
+def _valid(line: str) -> bool:
+    try:
+        _spec([line])
+    except ValueError:
+        return False
+    return True
+
+
+_IGNORES = _IgnoreCache()
 
 
 class _Filters:
     def __init__(self, ws: Workspace, settings: ToolSettings) -> None:
         self.ws = ws
         self.excluded_names = frozenset(settings.default_excludes)
-        self.operator = (
-            pathspec.GitIgnoreSpec.from_lines(settings.ignore) if settings.ignore else None
-        )
+        self.operator = _compile(list(settings.ignore)) if settings.ignore else None
+        self._root_len = len(ws.root.rstrip("/")) + 1
 
     def dir_excluded(self, name: str, abs_path: str) -> bool:
         if name in self.excluded_names:
@@ -59,7 +208,7 @@ class _Filters:
         if self.operator is None:
             return False
         rel = self.ws.relative(abs_path)
-        return bool(self.operator.match_file(rel + "/" if is_dir else rel))
+        return bool(self.operator.verdict(rel + "/" if is_dir else rel))
 
 
 def walk_files(ws: Workspace, start: str, settings: ToolSettings) -> Iterator[WalkEntry]:
@@ -143,69 +292,71 @@ def _from_git(start: str, listed: list[str], filters: _Filters) -> Iterator[Walk
             yield WalkEntry(path, rel, st)
 
 
+# Each ignore file in force: its compiled patterns and the length of its base
+# directory's path plus the slash, so a walked path's part relative to it is a slice.
+_Specs = tuple[tuple[int, _Ignore], ...]
+
+
 def _scan(start: str, filters: _Filters) -> Iterator[WalkEntry]:
-    # Each stack frame: directory path, its path relative to start, and the
-    # ignore specs in force there (root first), each with its base dir.
-    specs0 = _specs_for_ancestors(start, filters.ws)
-    stack: list[tuple[str, str, list[tuple[str, pathspec.GitIgnoreSpec]]]] = [(start, "", specs0)]
+    excluded = filters.excluded_names
+    operator = filters.operator is not None
+    stack: list[tuple[str, str, _Specs]] = [(start, "", _specs_for_ancestors(start, filters.ws))]
     while stack:
         directory, rel_dir, specs = stack.pop()
-        own = _load_gitignore(directory)
+        own = _IGNORES.load(directory)
         if own is not None:
-            specs = specs + [(directory, own)]
+            specs = specs + ((len(directory.rstrip("/")) + 1, own),)
         try:
-            entries = list(os.scandir(directory))
+            with os.scandir(directory) as it:
+                entries = list(it)
         except OSError:
             continue
+        prefix = rel_dir + "/" if rel_dir else ""
         for entry in entries:
+            name = entry.name
             try:
-                st = entry.stat(follow_symlinks=False)
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = not is_dir and entry.is_file(follow_symlinks=False)
             except OSError:
                 continue
-            rel = entry.name if not rel_dir else rel_dir + "/" + entry.name
-            if stat.S_ISDIR(st.st_mode):
-                if filters.dir_excluded(entry.name, entry.path):
+            if is_dir:
+                path = entry.path
+                if name in excluded or (operator and filters.dir_excluded(name, path)):
                     continue
-                if _ignored(specs, entry.path, is_dir=True):
+                if specs and _ignored(specs, path + "/"):
                     continue
-                stack.append((entry.path, rel, specs))
-            elif stat.S_ISREG(st.st_mode):
-                if _ignored(specs, entry.path, is_dir=False) or filters.file_excluded(entry.path):
+                stack.append((path, prefix + name, specs))
+            elif is_file:
+                path = entry.path
+                if specs and _ignored(specs, path):
                     continue
-                yield WalkEntry(entry.path, rel, st)
+                if operator and filters.file_excluded(path):
+                    continue
+                yield WalkEntry(path, prefix + name)
 
 
-def _ignored(specs: list[tuple[str, pathspec.GitIgnoreSpec]], path: str, *, is_dir: bool) -> bool:
+def _ignored(specs: _Specs, path: str) -> bool:
+    """git's verdict for ``path`` (a directory's ends in '/'): the deepest deciding file wins."""
     verdict: bool | None = None
-    for base, spec in specs:
+    for base_len, ignore in specs:
         # Every walked path lies beneath each spec's base (an ancestor), so a
         # slice gives the relative path; os.path.relpath cost more than the match.
-        rel = path[len(base.rstrip("/")) + 1 :]
-        result = spec.check_file(rel + "/" if is_dir else rel)
-        if result.include is not None:
-            verdict = result.include
+        result = ignore.verdict(path[base_len:])
+        if result is not None:
+            verdict = result
     return bool(verdict)
 
 
-def _load_gitignore(directory: str) -> pathspec.GitIgnoreSpec | None:
-    try:
-        with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().splitlines()
-    except OSError:
-        return None
-    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
-
-
-def _specs_for_ancestors(start: str, ws: Workspace) -> list[tuple[str, pathspec.GitIgnoreSpec]]:
+def _specs_for_ancestors(start: str, ws: Workspace) -> _Specs:
     """The .gitignore files between the workspace root and ``start`` (exclusive)."""
-    specs: list[tuple[str, pathspec.GitIgnoreSpec]] = []
+    specs: list[tuple[int, _Ignore]] = []
     if start == ws.root or not ws.contains(start):
-        return specs
+        return ()
     parts = ws.relative(start).split("/")
     current = ws.root
     for comp in [""] + parts[:-1]:
         current = os.path.join(current, comp) if comp else current
-        spec = _load_gitignore(current)
-        if spec is not None:
-            specs.append((current, spec))
-    return specs
+        ignore = _IGNORES.load(current)
+        if ignore is not None:
+            specs.append((len(current.rstrip("/")) + 1, ignore))
+    return tuple(specs)

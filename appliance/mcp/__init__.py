@@ -1,12 +1,33 @@
 """The reviewed MCP gateway: stdio MCP servers pinned by the sha256 of their reviewed tool list.
 
 See docs/mcp.md.  Errors: :class:`McpError` (under ``AbhedError``).
+
+Names load on first use (PEP 562), so importing the package stays cheap;
+see ``appliance/__init__.py`` for why start-up cares.
 """
 
-from appliance.mcp._errors import McpError
-from appliance.mcp._gateway import McpGateway, canonical_tools, describe_changes, tools_sha256
-from appliance.mcp._settings import McpServerSpec
-from appliance.mcp._tools import McpTool, untrusted
+from __future__ import annotations
+
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from appliance.mcp._errors import McpError
+    from appliance.mcp._gateway import McpGateway, canonical_tools, describe_changes, tools_sha256
+    from appliance.mcp._settings import McpServerSpec
+    from appliance.mcp._tools import McpTool, untrusted
+
+# public name -> the private module that defines it
+_EXPORTS: dict[str, str] = {
+    "canonical_tools": "appliance.mcp._gateway",
+    "describe_changes": "appliance.mcp._gateway",
+    "McpError": "appliance.mcp._errors",
+    "McpGateway": "appliance.mcp._gateway",
+    "McpServerSpec": "appliance.mcp._settings",
+    "McpTool": "appliance.mcp._tools",
+    "tools_sha256": "appliance.mcp._gateway",
+    "untrusted": "appliance.mcp._tools",
+}
 
 __all__ = [
     "McpError",
@@ -18,3 +39,16 @@ __all__ = [
     "tools_sha256",
     "untrusted",
 ]
+
+if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
+
+    def __getattr__(name: str) -> typing.Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'appliance.mcp' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

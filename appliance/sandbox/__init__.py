@@ -11,16 +11,38 @@ Backends (see ``docs/sandbox.md``):
 :func:`open_sandbox` picks one from the config; :func:`check_backends` is what
 ``abhed sandbox check`` prints.  Errors: :class:`SandboxError` (tree in
 ``appliance.sandbox._errors``).
+
+Names load on first use (PEP 562), so importing the package stays cheap;
+see ``appliance/__init__.py`` for why start-up cares.
 """
 
 from __future__ import annotations
 
-from appliance.sandbox._check import BackendReport, check_backends
-from appliance.sandbox._errors import SandboxCrashed, SandboxError, SandboxUnavailable
-from appliance.sandbox._local import BwrapSandbox, HostSandbox
-from appliance.sandbox._microvm import MicroVM, VMImage
-from appliance.sandbox._open import open_sandbox
-from appliance.sandbox._settings import SandboxSettings
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from appliance.sandbox._check import BackendReport, check_backends
+    from appliance.sandbox._errors import SandboxCrashed, SandboxError, SandboxUnavailable
+    from appliance.sandbox._local import BwrapSandbox, HostSandbox
+    from appliance.sandbox._microvm import MicroVM, VMImage
+    from appliance.sandbox._open import open_sandbox
+    from appliance.sandbox._settings import SandboxSettings
+
+# public name -> the private module that defines it
+_EXPORTS: dict[str, str] = {
+    "BackendReport": "appliance.sandbox._check",
+    "BwrapSandbox": "appliance.sandbox._local",
+    "check_backends": "appliance.sandbox._check",
+    "HostSandbox": "appliance.sandbox._local",
+    "MicroVM": "appliance.sandbox._microvm",
+    "open_sandbox": "appliance.sandbox._open",
+    "SandboxCrashed": "appliance.sandbox._errors",
+    "SandboxError": "appliance.sandbox._errors",
+    "SandboxSettings": "appliance.sandbox._settings",
+    "SandboxUnavailable": "appliance.sandbox._errors",
+    "VMImage": "appliance.sandbox._microvm",
+}
 
 __all__ = [
     "BackendReport",
@@ -35,3 +57,16 @@ __all__ = [
     "check_backends",
     "open_sandbox",
 ]
+
+if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
+
+    def __getattr__(name: str) -> typing.Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'appliance.sandbox' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

@@ -96,3 +96,16 @@ def test_package_names_load_on_first_use() -> None:
         appliance.no_such_name  # noqa: B018
     with pytest.raises(AttributeError):
         getattr(appliance, "__wrapped__")
+
+
+@pytest.mark.parametrize("package", ["appliance", "appliance.loop", "appliance.extensions",
+                                     "appliance.sandbox", "appliance.mcp", "appliance.policy",
+                                     "models"])
+def test_lazy_package_exports_are_its_all(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    exports = vars(module)["_EXPORTS"]
+    assert sorted(exports) == sorted(module.__all__)
+    for name, source in exports.items():
+        assert getattr(importlib.import_module(source), name) is getattr(module, name)
