@@ -21,7 +21,7 @@ import click
 __all__ = ["COMMANDS", "main"]
 
 # verb -> ("module:attribute", the summary `abhed --help` shows).  Add a verb by
-# adding one line here; tests/appliance/test_cli_startup.py checks the summary
+# adding one line here; tests/appliance/cli/test_startup.py checks the summary
 # against the command and keeps heavy modules out of `abhed --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("appliance.cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
