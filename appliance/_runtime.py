@@ -70,7 +70,10 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
     from appliance.policy import Gate, PolicyEngine
 
     tools: dict[str, Tool] = dict(native_tools())
-    ctx = ToolContext(workspace=workspace, settings=config.tools, ledger=session)
+    from appliance.sessions import ArtifactStore
+
+    ctx = ToolContext(workspace=workspace, settings=config.tools, ledger=session,
+                      artifacts=ArtifactStore.beside(session.store.path, session.id))
     host: ExtensionHost | None = None
     gateway: McpGateway | None = None
     tooling = Tooling(Dispatcher(session, tools, ctx), tools, ctx)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from appliance._errors import EventLogError, SessionNotFound
 from appliance.events import (
     ActionEvent,
+    ArtifactRef,
     Event,
     EventStore,
     ObservationEvent,
@@ -32,6 +33,19 @@ __all__ = ["Session", "new_session_id"]
 def new_session_id() -> str:
     """Sortable by creation time, unique across processes."""
     return "s-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _artifact_refs(result: ToolResult) -> list[ArtifactRef]:
+    """The blobs a result says it kept, as the observation records them (by digest)."""
+    refs: list[ArtifactRef] = []
+    raw = result.details.get("artifacts")
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            refs.append(ArtifactRef(sha256=item["sha256"], bytes=item["bytes"], kind=item["kind"],
+                                    source=item.get("source", "")))
+        except (KeyError, TypeError, ValidationError):
+            continue  # not ours (an extension's details): nothing to record
+    return refs
 
 
 class Session:
@@ -84,7 +98,7 @@ class Session:
 
     def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float) -> None:
         self.append(ObservationEvent(session_id=self.id, call_id=call_id, tool=tool, result=result,
-                                     duration_ms=duration_ms))
+                                     duration_ms=duration_ms, artifacts=_artifact_refs(result)))
         # Working memory gets its own typed events, so a UI (and the history
         # fold) never has to parse a tool result to show the list.
         memory: Event | None = None

@@ -17,9 +17,20 @@ from tools._paths import Workspace
 from tools._result import ErrorInfo, ToolFailure, ToolResult
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._settings import ToolSettings
-from tools._tool import FileLedger, MemoryLedger, Tool, ToolContext, note_file_state, run_tool
+from tools._tool import (
+    ARTIFACT_PREFIX,
+    ArtifactKeeper,
+    FileLedger,
+    MemoryLedger,
+    Tool,
+    ToolContext,
+    note_file_state,
+    run_tool,
+)
 
 __all__ = [
+    "ARTIFACT_PREFIX",
+    "ArtifactKeeper",
     "ErrorInfo",
     "FileLedger",
     "JobOutput",

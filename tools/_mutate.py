@@ -12,7 +12,11 @@ from tools._paths import Located
 from tools._result import ToolFailure
 from tools._tool import ToolContext
 
-__all__ = ["check_target_dir", "check_overwrite", "locate_for_check", "locate_for_write"]
+__all__ = ["check_overwrite", "check_target_dir", "keep_preimage", "locate_for_check",
+           "locate_for_write"]
+
+#: Larger files are changed without a preimage: undo then refuses them, saying why.
+PREIMAGE_MAX_BYTES = 32 * 1024 * 1024
 
 
 def locate_for_write(ctx: ToolContext, user_path: str, *, create_parents: bool = True) -> Located:
@@ -196,3 +200,25 @@ def check_overwrite(ctx: ToolContext, loc: Located, *, tool: str) -> tuple[int, 
             details={"seen_sha256": seen, "current_sha256": facts.sha256},
         )
     return fd, facts
+
+
+def keep_preimage(ctx: ToolContext, fd: int, path: str, size: int) -> list[dict[str, object]]:
+    """Keep the file's current bytes as a session artifact, so the change can be undone.
+
+    Returns the artifact list for the result's ``details`` (empty when the
+    session keeps no artifacts or the file is too large to keep).
+    """
+    if ctx.artifacts is None or size > PREIMAGE_MAX_BYTES:
+        return []
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        block = os.pread(fd, 1 << 20, offset)
+        if not block:
+            break
+        chunks.append(block)
+        offset += len(block)
+        if offset > PREIMAGE_MAX_BYTES:
+            return []
+    ref = ctx.artifacts.keep(b"".join(chunks), kind="preimage", source=path)
+    return [ref] if ref is not None else []

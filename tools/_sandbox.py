@@ -33,6 +33,9 @@ class ShellRun:
     output_bytes: int
     duration_ms: float
     cwd: str | None
+    #: A file holding the whole output when the middle was cut (host-side
+    #: backends); the bash tool keeps it as an artifact, then removes it.
+    spill_path: str | None = None
 
 
 @dataclass(frozen=True)

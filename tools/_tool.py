@@ -20,6 +20,8 @@ from tools._sandbox import ShellSandbox
 from tools._settings import ToolSettings
 
 __all__ = [
+    "ARTIFACT_PREFIX",
+    "ArtifactKeeper",
     "Args",
     "FileLedger",
     "MemoryLedger",
@@ -69,6 +71,25 @@ def note_file_state(hashes: dict[str, str], result: ToolResult) -> None:
             hashes[path] = digest
 
 
+#: How a tool names a blob the session kept (a cut output, a preimage) to the model.
+ARTIFACT_PREFIX = "abhed:artifact/"
+
+
+class ArtifactKeeper(Protocol):
+    """Where a session keeps blobs whole, beside its event log (``appliance`` provides it).
+
+    ``keep`` returns ``{"ref", "sha256", "bytes", "kind", "source"}`` or ``None``
+    when the blob could not be kept (over the session's disk budget); it
+    never raises for that.  ``find`` maps a ref to a local file of *this*
+    session and the source it was taken from, or ``None``.
+    """
+
+    def keep(self, data: bytes | None = None, *, path: str | None = None, kind: str,
+             source: str = "") -> dict[str, Any] | None: ...
+
+    def find(self, ref: str) -> tuple[str, str] | None: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may touch for one call."""
@@ -78,6 +99,7 @@ class ToolContext:
     ledger: FileLedger = field(default_factory=MemoryLedger)
     sandbox: ShellSandbox | None = None  # where bash runs; None: bash refuses
     sandbox_problem: str | None = None  # why there is no sandbox, told to the model
+    artifacts: ArtifactKeeper | None = None  # None: cut outputs and preimages are not kept
 
 
 class Tool:

@@ -196,26 +196,59 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
-def shape_output(head: bytes, tail: bytes, total_bytes: int) -> tuple[str, bool, int]:
-    """(text within the cap, whether it was cut, chars or bytes dropped from the middle)."""
+def shape_output(head: bytes, tail: bytes, total_bytes: int,
+                 kept: str | None = None) -> tuple[str, bool, int]:
+    """(text within the cap, whether it was cut, chars or bytes dropped from the middle).
+
+    ``kept`` names the artifact holding the whole output, when one was kept;
+    the cut note then tells the model to page it instead of re-running.
+    """
     gap = total_bytes - len(head) - len(tail)
     if gap <= 0:
         text = _decode(head + tail)
         if len(text) <= MAX_OUTPUT_CHARS:
             return text, False, 0
         dropped = len(text) - 2 * _KEEP_CHARS
-        return (text[:_KEEP_CHARS] + _cut_note(f"{dropped} characters") + text[-_KEEP_CHARS:],
+        return (text[:_KEEP_CHARS] + _cut_note(f"{dropped} characters", kept) + text[-_KEEP_CHARS:],
                 True, dropped)
     head_text = _decode(head)[:_KEEP_CHARS]
     tail_text = _decode(tail)[-_KEEP_CHARS:]
     dropped = total_bytes - len(head_text.encode()) - len(tail_text.encode())
-    return head_text + _cut_note(f"about {dropped} bytes") + tail_text, True, dropped
+    return head_text + _cut_note(f"about {dropped} bytes", kept) + tail_text, True, dropped
 
 
-def _cut_note(amount: str) -> str:
+def _cut_note(amount: str, kept: str | None = None) -> str:
+    if kept is not None:
+        return (f"\n\n[... {amount} of output cut from the middle; the start and the end are "
+                f"shown. The whole output is kept: read it with the read tool, path \"{kept}\", "
+                "using offset/limit to page. Do NOT re-run the command to see it ...]\n\n")
     return (f"\n\n[... {amount} of output cut from the middle; the start and the end are shown. "
             "To see more, re-run with the output filtered (`| grep PATTERN`, `| tail -n 200`) "
             "or redirected to a file in the workspace and read it with the read tool ...]\n\n")
+
+
+def _keep_whole(run: ShellRun, ctx: ToolContext) -> list[dict[str, Any]]:
+    """Keep a cut output whole as a session artifact; [] when nothing was cut or kept."""
+    spill = run.spill_path
+    try:
+        if ctx.artifacts is None:
+            return []
+        whole = run.output_bytes <= len(run.head) + len(run.tail)
+        if whole and len(_decode(run.head + run.tail)) <= MAX_OUTPUT_CHARS:
+            return []  # nothing will be cut
+        if whole:
+            ref = ctx.artifacts.keep(run.head + run.tail, kind="output")
+        elif spill is not None:
+            ref = ctx.artifacts.keep(path=spill, kind="output")
+        else:
+            return []
+        return [ref] if ref is not None else []
+    finally:
+        if spill is not None:
+            try:
+                os.unlink(spill)
+            except OSError:
+                pass
 
 
 def _signal_name(num: int) -> str:
@@ -310,7 +343,7 @@ class Bash(Tool):
             raise
         except Exception as exc:  # noqa: BLE001 - the sandbox itself failed: a typed, retryable error
             return _sandbox_failed(sandbox, exc)
-        return self._finished(sandbox, run, cwd, timeout_ms, notes)
+        return self._finished(sandbox, run, cwd, timeout_ms, notes, ctx)
 
     # -- helpers ---------------------------------------------------------------
     @staticmethod
@@ -324,8 +357,10 @@ class Bash(Tool):
 
     @staticmethod
     def _finished(sandbox: ShellSandbox, run: ShellRun, cwd: str, timeout_ms: int,
-                  notes: list[str]) -> ToolResult:
-        text, cut, dropped = shape_output(run.head, run.tail, run.output_bytes)
+                  notes: list[str], ctx: ToolContext) -> ToolResult:
+        kept = _keep_whole(run, ctx)
+        text, cut, dropped = shape_output(run.head, run.tail, run.output_bytes,
+                                          kept[0]["ref"] if kept else None)
         lines: list[str] = [text.rstrip("\n") if text.strip() else "(no output)"]
         lines.extend(notes)
         new_cwd = run.cwd
@@ -357,7 +392,7 @@ class Bash(Tool):
             exit_code=run.exit_code, signal=run.signal, timed_out=run.timed_out,
             output_limited=run.output_limited, output_bytes=run.output_bytes,
             omitted=dropped, duration_ms=run.duration_ms, cwd=cwd,
-            cwd_after=sandbox.cwd, sandbox=sandbox.backend,
+            cwd_after=sandbox.cwd, sandbox=sandbox.backend, artifacts=kept,
         )
 
     @staticmethod

@@ -29,9 +29,15 @@ from pydantic import Field
 from rapidfuzz import fuzz, process
 
 from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
-from tools._mutate import check_overwrite, check_target_dir, locate_for_check, locate_for_write
-from tools._paths import Located
+from tools._mutate import (
+    check_overwrite,
+    check_target_dir,
+    keep_preimage,
+    locate_for_check,
+    locate_for_write,
+)
 from tools._near import missing_file_failure
+from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 
@@ -109,6 +115,7 @@ class Edit(Tool):
                 body = _Body.open(fd, facts)
                 try:
                     plan, chunks = _plan(args, ctx, loc.path, body, facts)
+                    kept = keep_preimage(ctx, fd, loc.path, facts.size)
                     assert loc.st is not None
                     hasher = hashlib.sha256()
                     written = atomic_write(
@@ -134,7 +141,7 @@ class Edit(Tool):
             path=loc.path, changed=True, created=False, replacements=n, lines=plan.lines,
             bytes_before=facts.size, bytes_written=written, sha256_before=facts.sha256,
             sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
-            diff=plan.diff, crlf_converted=plan.crlf,
+            diff=plan.diff, crlf_converted=plan.crlf, artifacts=kept,
         )
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from tools._files import CHUNK, binary_kind, open_regular, scan
 from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
-from tools._tool import Args, Tool, ToolContext
+from tools._tool import ARTIFACT_PREFIX, Args, Tool, ToolContext
 
 __all__ = ["Read", "ReadArgs"]
 
@@ -42,7 +42,9 @@ class Read(Tool):
         "lines longer than 2000 characters; when more remains, a final note says which lines "
         "were shown and how to page on with offset/limit. Binary files (images, archives, "
         "executables) are refused with their type. Paths must be absolute and inside the "
-        "workspace. Not for listing directories (use glob) or searching (use grep)."
+        "workspace, except a session artifact (`abhed:artifact/...`, named in a truncation "
+        "note: the whole output of a cut command), which pages the same way. Not for listing "
+        "directories (use glob) or searching (use grep)."
     )
     args_model = ReadArgs
     capabilities = frozenset({"fs:read"})
@@ -58,7 +60,7 @@ class Read(Tool):
             file_state = {"path": path, "sha256": facts.sha256}
             base: dict[str, Any] = {
                 "path": path,
-                "file_state": file_state,
+                **({} if path.startswith(ARTIFACT_PREFIX) else {"file_state": file_state}),
                 "bytes": facts.size,
                 "total_lines": facts.line_count,
                 "encoding": facts.encoding_label,
@@ -106,6 +108,8 @@ def _open_text(args: ReadArgs, ctx: ToolContext) -> tuple[int, str]:
     precheck, so both give the same error.
     """
     ws = ctx.workspace
+    if args.path.startswith(ARTIFACT_PREFIX):
+        return _open_artifact(args.path, ctx)
     ws.refuse_secret(ws.absolute(args.path))
     with ws.locate(args.path) as loc:
         if not loc.exists:
@@ -241,3 +245,26 @@ def _line_offset(fd: int, line: int) -> int:
             idx = chunk.index(b"\n", idx + 1)
         return pos + idx + 1
     return pos
+
+
+def _open_artifact(ref: str, ctx: ToolContext) -> tuple[int, str]:
+    """Open a blob this session kept (a cut output, a preimage): never another session's.
+
+    A preimage is of a workspace file, so the secret-path rules apply to it
+    as to the file itself.
+    """
+    found = ctx.artifacts.find(ref) if ctx.artifacts is not None else None
+    if found is None:
+        raise ToolFailure(
+            "not_found",
+            f"There is no artifact {ref[:120]!r} in this session. Artifact paths are given in "
+            "truncation notes (\"The whole output is kept: ...\"); copy the path exactly.")
+    local, source = found
+    if source:
+        ctx.workspace.refuse_secret(source)
+    try:
+        fd = os.open(local, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ToolFailure("io_error", f"The artifact {ref} could not be opened ({exc.strerror}).",
+                          retryable=True) from None
+    return fd, ref

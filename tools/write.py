@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from tools._files import FileFacts, atomic_write, display, encode, encode_new
-from tools._mutate import check_overwrite, check_target_dir, locate_for_check, locate_for_write
+from tools._mutate import (
+    check_overwrite,
+    check_target_dir,
+    keep_preimage,
+    locate_for_check,
+    locate_for_write,
+)
 from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
@@ -81,6 +87,7 @@ class Write(Tool):
                         sha256_after=digest, file_state=state,
                     )
                 diff = _diff(p.fd, facts, p.content, loc.path)
+                kept = keep_preimage(ctx, p.fd, loc.path, facts.size)
             finally:
                 os.close(p.fd)
             assert loc.st is not None
@@ -97,7 +104,7 @@ class Write(Tool):
             f"Overwrote {loc.path} ({written} bytes, was {facts.size} bytes{extra}).",
             path=loc.path, created=False, changed=True, bytes_written=written,
             bytes_before=facts.size, sha256_before=facts.sha256, sha256_after=digest,
-            file_state=state, diff=diff, crlf_converted=p.converted,
+            file_state=state, diff=diff, crlf_converted=p.converted, artifacts=kept,
         )
 
 

@@ -19,7 +19,7 @@ from appliance.events import ApprovalEvent, PolicyDecision, PolicyRuleAdded
 from appliance.loop._approver import Approver
 from appliance.policy._approval import ScopedApprovalRequest
 from appliance.policy._engine import Decision, PolicyEngine, path_fields
-from tools import Tool, ToolContext, ToolFailure, ToolResult
+from tools import ARTIFACT_PREFIX, Tool, ToolContext, ToolFailure, ToolResult
 from tools._result import failure
 from tools._tool import validate_args
 
@@ -63,6 +63,8 @@ def normalize_args(tool: Tool, raw: Any, ctx: ToolContext) -> dict[str, Any]:
         value = out.get(name)
         if not isinstance(value, str):
             continue
+        if value.startswith(ARTIFACT_PREFIX):
+            continue  # a session artifact, resolved by the tool within the session's own blobs
         lexical = ctx.workspace.absolute(value, field=name)
         try:
             located = ctx.workspace.locate(value, field=name)

@@ -18,6 +18,9 @@ Process lifecycle (every command, foreground or background):
   after ``grace_s``; when a foreground shell exits, whatever it left running
   in its group is killed too (servers belong in background jobs);
 * output is kept as head + tail (``keep_bytes`` each) with the total counted;
+  with a ``spill_dir`` (host-side backends) all of it also goes to a private
+  file there, named in the result as ``spill_path`` when the middle was cut,
+  so the caller can keep the whole output instead of asking for a re-run;
   past ``max_output_bytes`` the command is killed and the result says
   ``output_limited`` (an overflow, not a failure of the command);
 * the working directory the shell ends in is reported on a private pipe
@@ -60,6 +63,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -91,7 +95,9 @@ def _shell_script(command: str, cwd_fd: int | None) -> str:
 class _Capture:
     """Combined output of one process: head and tail kept, everything counted."""
 
-    def __init__(self, keep_bytes: int, limit_bytes: int, on_limit: Callable[[], None]) -> None:
+    def __init__(self, keep_bytes: int, limit_bytes: int, on_limit: Callable[[], None],
+                 spill: Any = None) -> None:
+        self.spill = spill  # an open binary file that receives every byte, or None
         self.keep = keep_bytes
         self.limit = limit_bytes
         self.on_limit = on_limit
@@ -104,6 +110,11 @@ class _Capture:
 
     def feed(self, chunk: bytes) -> None:
         with self.lock:
+            if self.spill is not None and self.total <= self.limit:
+                try:
+                    self.spill.write(chunk)
+                except OSError:
+                    self.spill = None  # disk full: the head and tail still stand
             self.total += len(chunk)
             room = self.keep - len(self.head)
             if room > 0:
@@ -193,7 +204,9 @@ class Runner:
         job_log_bytes: int = 4 * 1024 * 1024,
         bash: str = "/bin/bash",
         pass_fds: Sequence[int] = (),
+        spill_dir: str | None = None,
     ) -> None:
+        self.spill_dir = spill_dir
         self.wrap = wrap
         self.grace_s = grace_s
         self.keep_bytes = keep_bytes
@@ -255,7 +268,13 @@ class Runner:
             timer.daemon = True
             timer.start()
 
-        cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit)
+        spill = None
+        if self.spill_dir is not None:
+            try:
+                spill = tempfile.NamedTemporaryFile(dir=self.spill_dir, prefix="out-", delete=False)
+            except OSError:
+                spill = None
+        cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit, spill)
         reader = threading.Thread(target=cap.pump, args=(proc.stdout.fileno(),), daemon=True)
         reader.start()
         timed_out = False
@@ -283,6 +302,13 @@ class Runner:
         rc = proc.returncode
         with cap.lock:
             head, tail, total = bytes(cap.head), bytes(cap.tail), cap.total
+        spill_path = None
+        if spill is not None:
+            spill.close()
+            if cap.spill is not None and total > len(head) + len(tail):
+                spill_path = spill.name
+            else:
+                os.unlink(spill.name)
         return {
             "exit_code": rc if rc >= 0 else None,
             "signal": -rc if rc < 0 else None,
@@ -293,6 +319,7 @@ class Runner:
             "output_bytes": total,
             "duration_ms": round((time.monotonic() - started) * 1000, 3),
             "cwd": cwd_after,
+            **({"spill_path": spill_path} if spill_path else {}),
         }
 
     def interrupt(self) -> int:

@@ -51,12 +51,17 @@ def base_env(settings: SandboxSettings, extra: Mapping[str, str], home: str) -> 
     return env
 
 
+def _spill_dir() -> str:
+    """A private host directory for whole outputs of cut commands (removed at close)."""
+    return tempfile.mkdtemp(prefix="abhed-spill-")
+
+
 def to_run(raw: Mapping[str, Any]) -> ShellRun:
     return ShellRun(
         exit_code=raw["exit_code"], signal=raw["signal"], timed_out=bool(raw["timed_out"]),
         output_limited=bool(raw["output_limited"]), head=base64.b64decode(raw["head_b64"]),
         tail=base64.b64decode(raw["tail_b64"]), output_bytes=int(raw["output_bytes"]),
-        duration_ms=float(raw["duration_ms"]), cwd=raw.get("cwd"),
+        duration_ms=float(raw["duration_ms"]), cwd=raw.get("cwd"), spill_path=raw.get("spill_path"),
     )
 
 
@@ -97,7 +102,11 @@ class _RunnerSandbox:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._runner.close()
+            try:
+                self._runner.close()
+            finally:
+                if self._runner.spill_dir:
+                    shutil.rmtree(self._runner.spill_dir, ignore_errors=True)
 
     def __enter__(self) -> _RunnerSandbox:
         return self
@@ -117,7 +126,8 @@ class HostSandbox(_RunnerSandbox):
 
     def __init__(self, workspace: str, settings: SandboxSettings | None = None) -> None:
         settings = settings or SandboxSettings()
-        runner = Runner(grace_s=settings.kill_grace_s, max_output_bytes=settings.max_output_bytes)
+        runner = Runner(grace_s=settings.kill_grace_s, max_output_bytes=settings.max_output_bytes,
+                        spill_dir=_spill_dir())
         super().__init__(workspace, settings, runner, os.path.expanduser("~"))
 
 
@@ -192,7 +202,7 @@ class BwrapSandbox(_RunnerSandbox):
             return prefix + argv
 
         runner = Runner(wrap=wrap, grace_s=settings.kill_grace_s,
-                        max_output_bytes=settings.max_output_bytes)
+                        max_output_bytes=settings.max_output_bytes, spill_dir=_spill_dir())
         super().__init__(ws, settings, runner, "/tmp")
 
     def close(self) -> None:
