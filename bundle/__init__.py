@@ -12,6 +12,9 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
 * keys and trust: ``SecretKey``, ``PublicKey``, ``TrustPolicy``,
   ``make_rotation``, ``rotate_trust``;
 * ``build_bundle(spec, out, keys)``;
+* ``gather(site, out, keys)`` / ``load_site`` / ``SiteSpec`` / ``GatherResult``: resolve
+  the target's wheels, hash the models, build image and installer, then build (the
+  connected side; ``models`` is imported only there, so the frozen installer lacks it);
 * ``verify_bundle(path, trust, installed_version=, allow_downgrade=, stage_to=)``
   returning a ``VerifiedBundle`` (signature first, then one streaming pass;
   nothing written outside the staging directory, which is removed on failure);
@@ -53,11 +56,13 @@ from ._errors import (
                       VolumeError,
 )
 from ._files import open_regular, read_regular
+from ._gather import GatherResult, default_cache, gather
 from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
 from ._manifest import Manifest, Member, staged_name
 from ._minisign import PublicKey, SecretKey
 from ._trust import TrustPolicy, make_rotation, rotate_trust
 from ._verify import VerifiedBundle, verify_bundle
+from ._site import SiteSpec, load_site
 from ._volumes import JoinResult, join_volumes, split_bundle
 
 __all__ = [
@@ -66,6 +71,7 @@ __all__ = [
     "BundleInfo",
     "DigestMismatch",
     "FormatError",
+    "GatherResult",
     "JoinResult",
     "Manifest",
     "Member",
@@ -73,6 +79,7 @@ __all__ = [
     "RollbackRefused",
     "SecretKey",
     "SignatureError",
+    "SiteSpec",
     "SpecError",
     "StagingError",
     "TrustPolicy",
@@ -80,9 +87,12 @@ __all__ = [
     "VerifiedBundle",
     "VolumeError",
     "build_bundle",
+    "default_cache",
     "diff_bundles",
+    "gather",
     "inspect_bundle",
     "join_volumes",
+    "load_site",
     "make_rotation",
     "open_regular",
     "read_regular",

