@@ -25,6 +25,7 @@ if typing.TYPE_CHECKING:
     from models._errors import ModelNotFound, ModelsError, ProviderConfigError, ProviderError, ProviderHTTPError, ProviderProtocolError, ProviderUnavailable, RequestCancelled, ServeError
     from models._openai import OpenAIClient
     from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
+    from models._probe_bar import PROBE_FAMILIES, ProbeBar
     from models._provider import OpenAIProvider, open_provider
     from models._provider_config import ProviderConfig, SUPPORTED_APIS
     from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
@@ -54,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "OpenAIProvider": "models._provider",
     "Preset": "models._presets",
     "PRESETS": "models._presets",
+    "PROBE_FAMILIES": "models._probe_bar",
+    "ProbeBar": "models._probe_bar",
     "Provider": "models._types",
     "ProviderConfig": "models._provider_config",
     "ProviderConfigError": "models._errors",
@@ -80,6 +83,7 @@ __all__ = [
     "KNOWN_SAMPLING",
     "OFFLINE_ENV",
     "PRESETS",
+    "PROBE_FAMILIES",
     "SUPPORTED_APIS",
     "TOOL_CALL_PARSERS",
     "VLLM_SAMPLING",
@@ -94,6 +98,7 @@ __all__ = [
     "OpenAIClient",
     "OpenAIProvider",
     "Preset",
+    "ProbeBar",
     "Provider",
     "ProviderConfig",
     "ProviderConfigError",

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from models._errors import ProviderConfigError, ServeError
+from models._probe_bar import ProbeBar
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
 
 __all__ = ["REASONING_PARSERS", "TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
@@ -61,6 +62,8 @@ class CatalogEntry(BaseModel):
                                       description="Sampling parameters this vLLM version honours.")
     extra_args: tuple[str, ...] = Field(default=(), description="Further vLLM flags, verbatim.")
     min_memory_gib: float = Field(default=0, ge=0, description="Memory the model needs (a preflight hint).")
+    probe: ProbeBar = Field(default_factory=ProbeBar,
+                            description="What `abhed probe` runs for this model and must reach.")
 
     @field_validator("tool_call_parser")
     @classmethod

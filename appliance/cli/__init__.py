@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "events": ("appliance.cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
     "mcp": ("appliance.cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
     "policy": ("appliance.cli.policy:policy", "Inspect the operator policy."),
+    "probe": ("appliance.cli.probe:probe", "Run the capability probe against a provider's model and say whether it may serve."),
     "rpc": ("appliance.cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),
     "run": ("appliance.cli.run:run", "Work on PROMPT in a workspace until the model answers or a limit stops it."),
     "sandbox": ("appliance.cli.sandbox:sandbox", "The sandbox the agent's shell runs in."),

@@ -1,0 +1,254 @@
+"""Run the probe: pick the cases, run them concurrently, score, gate, report.
+
+Every case run gets its own workspace (a fresh copy of the fixture
+repository) beside an ``outside/`` folder nobody may touch, its own
+dispatcher (policy in auto mode plus the case's deny rules, the site's
+sandbox), and its own conversation; all runs append to one session in the
+event log, so the probe is auditable like any other session.  Runs go out
+concurrently because vLLM batches them: the probe's wall time is set by the
+longest case, not the sum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from appliance._errors import ConfigError
+from appliance._home import abhed_home
+from appliance._runtime import Tooling, open_tooling
+from appliance.events import EventStore
+from appliance.loop import build_system_prompt, choose_provider, tool_specs
+from appliance.probe._cases import Case, load_cases
+from appliance.probe._conversation import Conversation, LockedSession
+from appliance.probe._errors import ProbeError
+from appliance.probe._families import CaseRun, run_decide, run_multistep, run_recovery, run_wire
+from appliance.probe._fixture import materialise, new_nonce
+from appliance.probe._report import ProbeReport, build_report
+from appliance.probe._result import RunResult
+from models import (
+    PROBE_FAMILIES,
+    CatalogEntry,
+    ModelsError,
+    OpenAIClient,
+    OpenAIProvider,
+    ProbeBar,
+    ProviderError,
+    load_catalog,
+    open_provider,
+)
+from tools import Workspace, native_tools
+
+if TYPE_CHECKING:
+    from appliance._config import Config
+
+__all__ = ["ProbeOptions", "run_probe"]
+
+_SEED = 20261201
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """How much to run and how."""
+
+    quick: bool = False
+    families: tuple[str, ...] = ()  # empty: the bar's (quick or full)
+    concurrency: int = 16
+    baseline: ProbeReport | None = None
+    keep_scratch: bool = False
+
+
+def _catalog_entry(config: Config, name: str | None) -> CatalogEntry | None:
+    if name is None:
+        return None
+    path = Path(config.catalog).expanduser() if config.catalog else abhed_home() / "catalog.json"
+    return load_catalog(path).get(name)
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            rel = str(p.relative_to(root))
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+    return out
+
+
+class _FailOnce:
+    """An httpx transport that answers the first chat request with 503, then passes through."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.failed = False
+
+    def handle_request(self, request: Any) -> Any:
+        import httpx
+
+        if not self.failed and request.url.path.endswith("/chat/completions"):
+            self.failed = True
+            return httpx.Response(503, json={"error": {"message": "probe: injected 503", "code": 503}})
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _locked(store: EventStore, workspace: str, **kw: Any) -> LockedSession:
+    session = LockedSession.create(store, workspace, **kw)
+    assert isinstance(session, LockedSession)
+    return session
+
+
+def _case_config(config: Config, case: Case) -> Config:
+    from appliance.policy import PolicySettings, Rule
+
+    policy = PolicySettings(mode="auto", deny=[Rule.model_validate(d) for d in case.deny])
+    return config.model_copy(update={"policy": policy, "extensions": [], "mcp_servers": []})
+
+
+def run_probe(config: Config, store: EventStore, *, provider_name: str | None = None,
+              model: str | None = None, options: ProbeOptions | None = None,
+              transport: Any = None,
+              on_result: Callable[[RunResult], None] | None = None) -> ProbeReport:
+    """Probe the provider's model; the report says whether it passed and why.
+
+    Raises :class:`ProbeError` (or the config's and models' own errors) only
+    when the probe cannot run at all; a model that fails is a report.
+    """
+    options = options or ProbeOptions()
+    unknown = [f for f in options.families if f not in PROBE_FAMILIES]
+    if unknown:
+        raise ProbeError(f"unknown probe family {', '.join(unknown)}; families: {', '.join(PROBE_FAMILIES)}")
+    pconf = choose_provider(config, provider_name)
+    entry = _catalog_entry(config, pconf.catalog_entry)
+    bar = entry.probe if entry is not None else ProbeBar()
+    families = options.families or (bar.quick_families if options.quick else bar.families)
+    cases = [c for c in load_cases() if c.family in families and (c.quick or not options.quick)]
+    if not cases:
+        raise ProbeError(f"no probe cases in families {', '.join(families)}")
+    catalog = load_catalog(Path(config.catalog).expanduser() if config.catalog
+                           else abhed_home() / "catalog.json") if pconf.catalog_entry else None
+    provider = open_provider(pconf, catalog=catalog, model=model, check_model=True, transport=transport)
+    extra: dict[str, Any] = {}
+    if "seed" in pconf.sampling and "seed" not in provider.sampling:
+        extra["seed"] = _SEED
+    exact = "seed" in extra or "seed" in provider.sampling or provider.sampling.get("temperature") == 0 \
+        or "temperature" not in pconf.sampling
+    scratch = Path(tempfile.mkdtemp(prefix="abhed-probe-")).resolve()
+    session = _locked(store, str(scratch), version=version("abhed"), settings={
+        "probe": {"families": list(families), "quick": options.quick,
+                  "cases": [c.id for c in cases], "bar": bar.model_dump(mode="json")},
+        "provider": pconf.name, "model": provider.model})
+    jobs: list[tuple[Case, str, int]] = []
+    for case in cases:
+        if case.family == "recovery":
+            jobs += [(case, "real", 0)] + ([] if case.transient_503 else [(case, "terse", 0)])
+        elif case.family == "tasks":
+            jobs += [(case, "", r) for r in range(bar.repeats)]
+        else:
+            jobs.append((case, "", 0))
+
+    def one(job: tuple[Case, str, int]) -> RunResult:
+        result = _run_one(job, config=config, session=session, provider=provider, pconf_transport=transport,
+                          scratch=scratch, extra=extra, named=bar.tool_choice == "named",
+                          max_model_len=entry.max_model_len if entry is not None else None, exact=exact)
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, options.concurrency),
+                                thread_name_prefix="probe") as pool:
+            results = list(pool.map(one, jobs))
+    finally:
+        provider.close()
+        if not options.keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return build_report(results, provider=pconf.name, model=provider.model, entry=entry, bar=bar,
+                        families=families, quick=options.quick, session_id=session.id,
+                        wall_s=time.monotonic() - started, baseline=options.baseline,
+                        exact_compare=exact)
+
+
+def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSession,
+             provider: OpenAIProvider, pconf_transport: Any, scratch: Path, extra: dict[str, Any],
+             named: bool, max_model_len: int | None, exact: bool) -> RunResult:
+    case, variant, rep = job
+    rid = f"probe.{case.id}.{variant or 'run'}.{rep}"
+    res = RunResult(case=case.id, family=case.family, title=case.title, fault=case.fault,
+                    variant=variant, repeat=rep)
+    t0 = time.monotonic()
+    base = scratch / rid
+    ws, outside = base / "ws", base / "outside"
+    ws.mkdir(parents=True)
+    outside.mkdir()
+    (outside / "keep.txt").write_text("The probe checks that nothing here changes.\n")
+    nonce = new_nonce()
+    materialise(ws, nonce, case.files, case.generate)
+    originals = {rel: (ws / rel).read_text("utf-8") for rel in case.check.files_unchanged}
+    before = _snapshot(outside)
+    tools = native_tools()
+    specs = tool_specs(tools) + [dict(s) for s in case.extra_tools]
+    system = build_system_prompt(str(ws), tools).text
+    used = provider
+    failer: _FailOnce | None = None
+    if case.transient_503:
+        import httpx
+
+        failer = _FailOnce(pconf_transport or httpx.HTTPTransport())
+        pc = provider.config
+        used = OpenAIProvider(pc, OpenAIClient(pc.base_urls, connect_timeout_s=pc.connect_timeout_s,
+                                               read_timeout_s=pc.read_timeout_s,
+                                               deadline_s=pc.deadline_s, max_retries=max(1, pc.max_retries),
+                                               transport=failer),  # type: ignore[arg-type]
+                              provider.model, provider.sampling)
+    conv = Conversation(session=session, provider=used, run_id=rid, system=system, specs=specs,
+                        sampling=dict(extra))
+    run = CaseRun(case=case, conv=conv, workspace=ws, nonce=nonce, tools=tools, result=res,
+                  named=named, max_model_len=max_model_len, exact_compare=exact, originals=originals)
+    tooling: Tooling | None = None
+    try:
+        if case.family in ("steps", "recovery", "tasks"):
+            tooling = open_tooling(_case_config(config, case), session,
+                                   Workspace(str(ws), config.tools.secret_paths), mode="auto",
+                                   run_id=rid)
+            conv.dispatcher = tooling.dispatcher
+        if case.family == "wire":
+            run_wire(run)
+        elif case.family == "decide":
+            run_decide(run)
+        elif case.family == "recovery":
+            run_recovery(run, variant)
+        else:
+            run_multistep(run)
+        if failer is not None:
+            res.checks["server_503_injected"] = failer.failed
+            res.passed = res.passed and failer.failed
+    except ProviderError as exc:
+        res.error, res.passed = f"model server: {exc}", False
+        conv.end(None, str(exc)[:2000], failed=True)
+    except (ModelsError, ConfigError) as exc:
+        res.error, res.passed = f"setup: {exc}", False
+    except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others' results
+        res.error, res.passed = f"probe failure (a bug in Abhed): {type(exc).__name__}: {exc}", False
+    finally:
+        if tooling is not None:
+            tooling.close("probe case done")
+        if used is not provider:
+            used.close()
+    after = _snapshot(outside)
+    res.outside_mutation = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    res.prompt_tokens, res.completion_tokens = conv.prompt_tokens, conv.completion_tokens
+    res.seconds = round(time.monotonic() - t0, 3)
+    return res
