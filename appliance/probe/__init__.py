@@ -14,21 +14,45 @@ scripted models for tests in :mod:`appliance.probe.scripted`.
 
 Errors: :class:`ProbeError` (under ``AbhedError``): the probe could not run.
 A model that fails is a report with ``passed: false``, not an error.
+
+Names load on first use (PEP 562), like the other appliance subpackages.
 """
 
-from appliance.probe._cases import Case, load_cases
-from appliance.probe._errors import ProbeError
-from appliance.probe._report import ProbeReport, load_report, render_table, report_json
-from appliance.probe._runner import ProbeOptions, run_probe
+from __future__ import annotations
 
-__all__ = [
-    "Case",
-    "ProbeError",
-    "ProbeOptions",
-    "ProbeReport",
-    "load_cases",
-    "load_report",
-    "render_table",
-    "report_json",
-    "run_probe",
-]
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from appliance.probe._cases import Case, load_cases
+    from appliance.probe._errors import ProbeError
+    from appliance.probe._report import ProbeReport, load_report, render_table, report_json
+    from appliance.probe._runner import ProbeOptions, run_probe
+
+# public name -> the private module that defines it
+_EXPORTS: dict[str, str] = {
+    "Case": "appliance.probe._cases",
+    "ProbeError": "appliance.probe._errors",
+    "ProbeOptions": "appliance.probe._runner",
+    "ProbeReport": "appliance.probe._report",
+    "load_cases": "appliance.probe._cases",
+    "load_report": "appliance.probe._report",
+    "render_table": "appliance.probe._report",
+    "report_json": "appliance.probe._report",
+    "run_probe": "appliance.probe._runner",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
+
+    def __getattr__(name: str) -> typing.Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'appliance.probe' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_EXPORTS))

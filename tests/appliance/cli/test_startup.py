@@ -100,7 +100,7 @@ def test_package_names_load_on_first_use() -> None:
 
 @pytest.mark.parametrize("package", ["appliance", "appliance.loop", "appliance.extensions",
                                      "appliance.sandbox", "appliance.mcp", "appliance.policy",
-                                     "models"])
+                                     "appliance.probe", "models"])
 def test_lazy_package_exports_are_its_all(package: str) -> None:
     import importlib
 
