@@ -110,22 +110,24 @@ def _resolve(site: SiteSpec, base: Path, cache: Path, say: Say) -> list[LockedWh
         say(f"resolve: reusing {cached.name} (same target and requirements)")
         return [LockedWheel(**w) for w in json.loads(cached.read_text())]
     args = {"python": t.python, "arch": t.arch, "glibc": t.glibc}
+    links = [base / d for d in site.wheels.find_links]
     if lock_file is not None:
         pins = read_pins(lock_file, t.accelerator, say)
         if agent_deps:
             # The agent's closure, held to the lock's versions where they overlap.
-            locked = {p.split("==")[0].lower(): p for p in pins if "+" not in p}
-            extra = pin_requirements([*agent_deps, *site.wheels.extra,
-                                      *[locked[k] for k in sorted(locked)]],
+            extra = pin_requirements([*agent_deps, *site.wheels.extra], constraints=pins,
+                                     find_links=links, index_url=site.wheels.index_url,
                                      accelerator=t.accelerator, say=say, **args)
             have = {p.split("==")[0].lower().replace("_", "-") for p in pins}
             pins += [p for p in extra if p.split("==")[0].lower().replace("_", "-") not in have]
     else:
-        pins = pin_requirements([*reqs, *agent_deps], accelerator=t.accelerator, say=say, **args)
+        pins = pin_requirements([*reqs, *agent_deps], find_links=links,
+                                index_url=site.wheels.index_url, accelerator=t.accelerator,
+                                say=say, **args)
     say(f"resolve: {len(pins)} pins; choosing each wheel for cp{t.python.replace('.', '')} "
         f"{t.arch} glibc {t.glibc}")
     wheels = select_files(pins, say=say, index_url=site.wheels.index_url,
-                          find_links=[base / d for d in site.wheels.find_links], **args)
+                          find_links=links, **args)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps([w.__dict__ for w in wheels], indent=1))

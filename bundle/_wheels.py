@@ -111,12 +111,23 @@ def _uv() -> list[str]:
 
 
 def pin_requirements(requirements: Sequence[str], *, python: str, arch: str, glibc: str,
-                     accelerator: str, say: Say) -> list[str]:
-    """``name==version`` for the whole closure of ``requirements`` on the target."""
+                     accelerator: str, say: Say, constraints: Sequence[str] = (),
+                     find_links: Sequence[Path] = (), index_url: str | None = None) -> list[str]:
+    """``name==version`` for the whole closure of ``requirements`` on the target
+    (held to ``constraints`` where they overlap)."""
     with tempfile.TemporaryDirectory(prefix="abhed-resolve-") as tmp:
         req = Path(tmp) / "requirements.in"
         req.write_text("\n".join(requirements) + "\n")
-        out = _run([*_uv(), "pip", "compile", str(req), "--python-platform",
+        extra: list[str] = []
+        if constraints:
+            cons = Path(tmp) / "constraints.txt"
+            cons.write_text("\n".join(constraints) + "\n")
+            extra += ["--constraint", str(cons)]
+        for d in find_links:
+            extra += ["--find-links", str(d)]
+        if index_url:
+            extra += ["--index-url", index_url]
+        out = _run([*_uv(), "pip", "compile", str(req), *extra, "--python-platform",
                     f"{arch}-manylinux_{glibc.replace('.', '_')}", "--python-version", python,
                     "--only-binary", ":all:", "--no-header", "--no-annotate", "--quiet",
                     "--no-python-downloads", "--no-config"],
