@@ -18,6 +18,9 @@ from appliance._home import events_db_path
 from appliance.cli._common import config_option, get_config, open_store
 from appliance.events import (
     ExportCheck,
+    Problem,
+    check_witness,
+    collect_heads,
     VerifyReport,
     consistency_problems,
     export_log,
@@ -67,10 +70,15 @@ def _say_export(check: ExportCheck) -> None:
 
 @events.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--witness", "witness", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Also check every head the shared host's witness holds for this log "
+                   "(default: events.witness_dir from config.json).")
+@config_option
 @click.option("--file", "files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Verify an export instead of the log; twice or more also checks that the "
                    "exports are consistent (the later extends the earlier).")
-def verify(as_json: bool, files: tuple[Path, ...]) -> None:
+def verify(as_json: bool, witness: Path | None, config_path: Path | None,
+           files: tuple[Path, ...]) -> None:
     """Check the chain AND the files; exit 0 if all is sound, 1 naming the first bad event."""
     if files:
         checks = [verify_export(f) for f in files]
@@ -90,10 +98,22 @@ def verify(as_json: bool, files: tuple[Path, ...]) -> None:
                 click.echo("consistent: where the exports overlap they hold the same hashes")
         sys.exit(0 if ok else 1)
     report = verify_log(events_db_path())
+    if witness is None:
+        configured = get_config(config_path).events.witness_dir
+        witness = Path(configured) if configured else None
+    checked = 0
+    if witness is not None:
+        try:
+            checked, problems = check_witness(witness, events_db_path())
+        except AbhedError as exc:
+            raise click.ClickException(str(exc)) from None
+        report.problems.extend(Problem(str(witness), None, p) for p in problems)
     if as_json:
-        click.echo(json.dumps(report.as_json(), indent=2))
+        click.echo(json.dumps({**report.as_json(), "witnessed_heads_checked": checked}, indent=2))
     else:
         _say_report(report)
+        if witness is not None and report.ok:
+            click.echo(f"witness: {checked} head(s) witnessed in {witness} are on the chain")
     sys.exit(0 if report.ok else 1)
 
 
@@ -179,3 +199,19 @@ def prune(keep: int, config_path: Path | None) -> None:
                    f"{d.head_hash[:16]}…); recorded")
     if not done:
         click.echo("nothing to delete")
+
+
+@events.group()
+def witness() -> None:
+    """A shared host's head witness (docs/event-log.md, "A shared host")."""
+
+
+@witness.command()
+@click.argument("directory", type=click.Path(file_okay=False, exists=True, path_type=Path))
+def collect(directory: Path) -> None:
+    """Move every head dropped in DIRECTORY/inbox into DIRECTORY/heads (run as the service account)."""
+    try:
+        taken = collect_heads(directory)
+    except OSError as exc:
+        raise click.ClickException(f"cannot collect from {directory}: {exc.strerror or exc}") from None
+    click.echo(f"collected {taken} head(s) into {directory / 'heads'}")

@@ -30,8 +30,8 @@ from appliance.cli._common import config_option
 def tui(workspace: Path, session_id: str | None, provider_name: str | None, model: str | None,
         mode: str | None, config_path: Path | None) -> None:
     """Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."""
-    from appliance import AbhedError, events_db_path, load_config
-    from appliance.events import EventStore
+    from appliance import AbhedError, load_config
+    from appliance.cli._common import open_store
 
     problem = ""
     config = None
@@ -39,10 +39,8 @@ def tui(workspace: Path, session_id: str | None, provider_name: str | None, mode
         config = load_config(config_path)
     except AbhedError as exc:
         problem = str(exc)
-    try:
-        store = EventStore(events_db_path())
-    except AbhedError as exc:
-        raise click.ClickException(str(exc)) from None
+    # The same door as run/rpc/tool: a damaged log or a disk below the reserve is one message.
+    store = open_store(config, for_work=True)
     from tui import run_tui
 
     try:

@@ -42,6 +42,7 @@ from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings
 from appliance.events._store import GENESIS, EventStore, StoredEvent
 from appliance.events._verify import Problem, VerifyReport, verify_log
+from appliance.events._witness import check_witness, collect_heads
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -85,6 +86,8 @@ __all__ = [
     "TurnUsage",
     "UserMessage",
     "VerifyReport",
+    "check_witness",
+    "collect_heads",
     "consistency_problems",
     "export_log",
     "now_iso",

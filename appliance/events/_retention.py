@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
 import os
+import pwd
 import sqlite3
 from pathlib import Path
 
@@ -28,6 +28,14 @@ def _range(path: Path) -> tuple[int, int, str]:
     return base + 1, int(row[0]), str(row[1])
 
 
+def _user_name() -> str:
+    """The kernel's user, not $USER (which a process may set to anything)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return "-"
+
+
 def prune_segments(store: EventStore, keep: int) -> list[SegmentDeleted]:
     """Delete all but the newest ``keep`` sealed segments, oldest first.
 
@@ -42,7 +50,7 @@ def prune_segments(store: EventStore, keep: int) -> list[SegmentDeleted]:
     sealed = sealed_segments(store.path)
     doomed = sealed[:max(0, len(sealed) - keep)]
     done: list[SegmentDeleted] = []
-    who = f"{getpass.getuser()} (uid {os.getuid()})"
+    who = f"{_user_name()} (uid {os.getuid()})"
     for _, path in doomed:
         try:
             first, last, head = _range(path)

@@ -20,6 +20,11 @@ class EventLogSettings(BaseModel):
         default=256, ge=0,
         description="Seal the active segment and start a new one once it reaches this size "
                     "(MiB). 0: never by size.")
+    witness_dir: str | None = Field(
+        default=None,
+        description="A shared host's head witness (docs/event-log.md, 'A shared host'): each "
+                    "store posts its head to WITNESS/inbox when it closes after appending, and "
+                    "new work is refused while the inbox cannot take one.")
     rotate_days: int = Field(
         default=0, ge=0,
         description="Seal the active segment once it is this many days old. 0: never by age.")

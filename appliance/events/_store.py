@@ -88,6 +88,25 @@ def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
     return EventLogError(f"could not record {what} in {path}: {exc}")
 
 
+def _check_owner(state: Path) -> None:
+    """On a shared host a log is its owner's alone: refuse one in another's or an open directory.
+
+    The kernel already keeps others out of a 0700 directory; this turns a
+    wrong ABHED_HOME into a sentence, and refuses a directory where others
+    could swap the files (group- or world-writable without the sticky bit).
+    """
+    info = state.stat()
+    me = os.geteuid()
+    if me != 0 and info.st_uid != me:
+        raise EventLogError(
+            f"the event log directory {state} belongs to uid {info.st_uid}, not to you (uid {me}): "
+            "each engineer keeps their own log. Set ABHED_HOME to a directory of your own.")
+    if info.st_mode & 0o022 and not info.st_mode & 0o1000:
+        raise EventLogError(
+            f"the event log directory {state} is writable by other users (mode "
+            f"{info.st_mode & 0o7777:o}), who could replace the log: chmod 700 {state}")
+
+
 def _file_size_limit(path: Path) -> int:
     """The ``ulimit -f`` a write just ran into (EFBIG: for this process, a full disk), or 0."""
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
@@ -106,12 +125,14 @@ class EventStore:
         self.settings = settings or EventLogSettings()
         self._synchronous = synchronous
         self._lock_fd = -1
+        self._appended = False
         self._open()
 
     def _open(self) -> None:
         path = self.path
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _check_owner(path.parent)
             self._lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise EventLogError(
@@ -158,10 +179,17 @@ class EventStore:
         self._base = self._read_base(conn)
 
     def close(self) -> None:
+        """Close; a store that appended posts its head to the witness, if one is configured."""
+        head = self.head() if self._appended and self.settings.witness_dir else None
         self.conn.close()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
+        if head is not None and self.settings.witness_dir:
+            self._appended = False
+            from appliance.events._witness import post_head
+
+            post_head(Path(self.settings.witness_dir), self.path, *head)
 
     # -- opening ---------------------------------------------------------
     def _check_at_open(self) -> None:
@@ -292,7 +320,11 @@ class EventStore:
 
     # -- space -----------------------------------------------------------
     def check_reserve(self) -> None:
-        """Refuse new work when the log's file system is below the configured reserve."""
+        """Refuse new work below the disk reserve, or when the configured witness cannot take a head."""
+        if self.settings.witness_dir:
+            from appliance.events._witness import check_inbox
+
+            check_inbox(Path(self.settings.witness_dir))
         reserve = self.settings.reserve_mb * _MiB
         free = _free_bytes(self.path.parent)
         if reserve and 0 <= free < reserve:
@@ -338,6 +370,7 @@ class EventStore:
                     (seq, event.session_id, session_seq, event.type, event.ts, body, prev, digest),
                 )
                 conn.execute("COMMIT")
+                self._appended = True
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

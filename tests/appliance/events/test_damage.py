@@ -6,13 +6,14 @@ Real SQLite files, the real `abhed` binary: the operator's view of issue 17.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from appliance import events_db_path
-from appliance._errors import EventLogDamaged
+from appliance._errors import EventLogDamaged, EventLogError
 from appliance.events import EventStore, verify_log
 from tests.appliance.events.logs import Cli, checkpoint, fill, flip, page_of, sha
 
@@ -216,3 +217,13 @@ def test_a_missing_active_segment_continues_the_chain_not_a_fresh_log(abhed: Cli
     assert report.head_seq > head[0]
     first = sqlite3.connect(path).execute("SELECT body FROM events ORDER BY seq LIMIT 1").fetchone()
     assert json.loads(first[0])["reason"] == "continued"
+
+
+def test_a_log_directory_others_can_write_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chmod(state, 0o777)  # anyone could swap events.db for another file
+    with pytest.raises(EventLogError, match="writable by other users"):
+        EventStore(state / "events.db")
+    os.chmod(state, 0o1777)  # sticky, like /tmp: others cannot replace our files
+    EventStore(state / "events.db").close()
