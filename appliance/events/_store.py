@@ -33,6 +33,7 @@ import os
 import resource
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -124,6 +125,9 @@ class EventStore:
         self.path = path
         self.settings = settings or EventLogSettings()
         self._synchronous = synchronous
+        # One connection serves every thread of this process (subagents append
+        # concurrently); their transactions must not interleave on it.
+        self._append_lock = threading.RLock()
         self._lock_fd = -1
         self._appended = False
         self._open()
@@ -348,6 +352,10 @@ class EventStore:
     def append(self, event: Event) -> StoredEvent:
         """Persist one event at the end of the chain; returns it with its position."""
         body = event.model_dump_json()
+        with self._append_lock:
+            return self._append(event, body)
+
+    def _append(self, event: Event, body: str) -> StoredEvent:
         conn = self.conn
         try:
             conn.execute("BEGIN IMMEDIATE")
