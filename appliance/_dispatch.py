@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from appliance._session import Session
@@ -68,13 +69,13 @@ class Dispatcher:
                 f"There is no tool named {name!r}. Available tools: {known}. Call one of those.",
             )
         elif self.policy is None:
-            result = run_tool(tool, args, self.ctx)
+            result = run_tool(tool, args, replace(self.ctx, call_id=call_id))
         else:
             admitted = self.policy.admit(self.session, call_id, tool, args, self.ctx)
             if isinstance(admitted, ToolResult):
                 result = admitted
             else:
-                result = run_tool(tool, admitted, self.ctx)
+                result = run_tool(tool, admitted, replace(self.ctx, call_id=call_id))
                 result = self.policy.finish(call_id, tool, admitted, result)
         elapsed = (time.perf_counter() - started) * 1000
         self.session.record_result(call_id, name, result, round(elapsed, 3))

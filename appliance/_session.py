@@ -62,10 +62,14 @@ class Session:
 
     @classmethod
     def create(cls, store: EventStore, workspace: str, *, version: str = "",
-               settings: dict[str, object] | None = None, session_id: str | None = None) -> Session:
+               settings: dict[str, object] | None = None, session_id: str | None = None,
+               parent: tuple[str, str] | None = None) -> Session:
+        """A new session; ``parent`` is (session id, task call id) for a subagent's."""
         sid = session_id or new_session_id()
         started = SessionStarted(session_id=sid, workspace=workspace, abhed_version=version,
-                                 settings=settings or {})
+                                 settings=settings or {},
+                                 parent_session_id=parent[0] if parent else None,
+                                 parent_call_id=parent[1] if parent else None)
         store.create_session(sid, workspace, started.ts)
         store.append(started)
         return cls(store, sid, workspace)

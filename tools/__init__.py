@@ -57,8 +57,9 @@ def native_tools() -> dict[str, Tool]:
     from tools.grep import Grep
     from tools.plan import Plan
     from tools.read import Read
+    from tools.task import Task
     from tools.todo import Todo
     from tools.write import Write
 
-    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash(), Todo(), Plan()]
+    tools: list[Tool] = [Read(), Write(), Edit(), Glob(), Grep(), Bash(), Todo(), Plan(), Task()]
     return {t.name: t for t in tools}

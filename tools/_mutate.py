@@ -193,11 +193,16 @@ def check_overwrite(ctx: ToolContext, loc: Located, *, tool: str) -> tuple[int, 
         raise
     if facts.sha256 != seen:
         os.close(fd)
+        # A ledger shared with parallel subagents knows who wrote this content.
+        who_fn = getattr(ctx.ledger, "changed_by", None)
+        who = who_fn(loc.path, facts.sha256) if callable(who_fn) else None
+        by = f"by {who}" if who else "by the user, a command or another tool"
         raise ToolFailure(
             "file_changed",
-            f"{loc.path} changed since you last read it (by the user, a command or another tool), "
-            "so your view of it is stale and it was not changed. Read it again, then retry.",
-            details={"seen_sha256": seen, "current_sha256": facts.sha256},
+            f"{loc.path} changed since you last read it ({by}), so your view of it is stale and "
+            "it was not changed. Read it again, then retry.",
+            details={"seen_sha256": seen, "current_sha256": facts.sha256,
+                     **({"changed_by": who} if who else {})},
         )
     return fd, facts
 

@@ -100,6 +100,8 @@ class ToolContext:
     sandbox: ShellSandbox | None = None  # where bash runs; None: bash refuses
     sandbox_problem: str | None = None  # why there is no sandbox, told to the model
     artifacts: ArtifactKeeper | None = None  # None: cut outputs and preimages are not kept
+    subagents: Any = None  # tools.task.Subagents: who runs task calls; None: task refuses
+    call_id: str = ""  # the call being run (set per call by the dispatcher)
 
 
 class Tool:

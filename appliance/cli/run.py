@@ -49,6 +49,20 @@ def _progress(stored: StoredEvent) -> None:
                        f"{e.result.content[:300]}", err=True)
     elif e.type == "approval":
         click.echo(f"? {e.tool}: {e.decision} by {e.decided_by} {e.reason}", err=True)
+    elif e.type == "todo_updated":
+        marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]"}
+        click.echo("todo:", err=True)
+        for item in e.items[:100]:
+            click.echo(f"  {marks.get(item.status, '[?]')} {item.id}: {item.content}", err=True)
+    elif e.type == "plan_updated":
+        click.echo(f"plan: {e.title}", err=True)
+        for n, step in enumerate(e.steps, 1):
+            click.echo(f"  {n}. [{step.status}] {step.step}", err=True)
+    elif e.type == "task_started":
+        click.echo(f"⇢ task {e.description!r} ({e.agent_type}) session {e.child_session_id}", err=True)
+    elif e.type == "task_ended":
+        click.echo(f"⇠ task {e.child_session_id}: {e.status} ({len(e.files_changed)} files changed)",
+                   err=True)
     elif e.type == "run_ended":
         click.echo(f"■ {e.reason}: {e.message} ({e.turns} turns, "
                    f"{e.prompt_tokens + e.completion_tokens} tokens)", err=True)
@@ -125,7 +139,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         sys.stdout.flush()
 
     if as_json:
-        agent.session.listen(print_event)
+        agent.session.listen(print_event, children=True)
     else:
         agent.session.listen(_progress)
     click.echo(f"session: {agent.session.id} model: {provider.model}", err=True)

@@ -20,16 +20,20 @@ import typing
 
 if typing.TYPE_CHECKING:
     from appliance.loop._agent import Agent, RunOutcome
+    from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
     from appliance.loop._approver import Approval, ApprovalRequest, Approver, AutoApprover, CallbackApprover, HeadlessApprover, MODES
     from appliance.loop._limits import Limits, StopRun
     from appliance.loop._observed import ObservedSession
-    from appliance.loop._prompt import ABHED_MD, BASE_PROMPT, SystemPrompt, build_system_prompt, tool_specs
+    from appliance.loop._prompt import ABHED_MD, AGENTS_MD, BASE_PROMPT, SystemPrompt, build_system_prompt, tool_specs
     from appliance.loop._setup import choose_provider, start_agent
     from appliance.loop._untrusted import escape_markers, wrap_result
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
     "ABHED_MD": "appliance.loop._prompt",
+    "AGENTS_MD": "appliance.loop._prompt",
+    "BUDGET_LIMIT_REACHED": "appliance.loop._budget",
+    "Budget": "appliance.loop._budget",
     "Agent": "appliance.loop._agent",
     "Approval": "appliance.loop._approver",
     "ApprovalRequest": "appliance.loop._approver",
@@ -54,13 +58,16 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "ABHED_MD",
+    "AGENTS_MD",
     "BASE_PROMPT",
+    "BUDGET_LIMIT_REACHED",
     "MODES",
     "Agent",
     "Approval",
     "ApprovalRequest",
     "Approver",
     "AutoApprover",
+    "Budget",
     "CallbackApprover",
     "HeadlessApprover",
     "Limits",

@@ -29,6 +29,7 @@ from appliance.events import (
     UserMessage,
 )
 from appliance.loop._approver import MODES, ApprovalRequest, Approver, AutoApprover
+from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
 from appliance.loop._history import History
 from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
@@ -48,6 +49,17 @@ from tools import Tool, ToolResult
 from tools._result import failure
 
 __all__ = ["Agent", "RunOutcome"]
+
+
+def _batches(calls: list[tuple[str, ToolCall]]) -> list[list[tuple[str, ToolCall]]]:
+    """Consecutive task calls form one concurrent batch; every other call runs alone, in order."""
+    out: list[list[tuple[str, ToolCall]]] = []
+    for item in calls:
+        if item[1].name == "task" and out and out[-1][0][1].name == "task":
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
 
 
 @dataclass(frozen=True)
@@ -140,24 +152,45 @@ class Agent:
 
         A file tool finishes its (short, bounded) call; a bash command is
         signalled through the sandbox and its result records the signal.
+        Subagents this run spawned are cancelled as a cascade (their budgets
+        are reserved from this run's).
         """
-        self._cancel.cancel(reason)
+        self._stop_now(self._cancel, reason)
+        budget = getattr(self, "budget", None)
+        if budget is not None:
+            budget.cancel()
+
+    def _stop_now(self, cancel: CancelToken, reason: str) -> None:
+        cancel.cancel(reason)
         sandbox = self.dispatcher.ctx.sandbox
         if sandbox is not None:
             sandbox.interrupt()
 
     # -- the loop -------------------------------------------------------------
-    def run(self, prompt: str, *, first_tool_choice: str | dict[str, Any] | None = None) -> RunOutcome:
-        """Work ``prompt`` to an end; ``first_tool_choice`` overrides the agent's for this run."""
+    def run(self, prompt: str, *, first_tool_choice: str | dict[str, Any] | None = None,
+            budget: Budget | None = None) -> RunOutcome:
+        """Work ``prompt`` to an end; ``first_tool_choice`` overrides the agent's for this run.
+
+        ``budget`` is a subagent's reservation from its parent's budget; a
+        top-level run gets one from its limits.  Subagents this run spawns
+        reserve from it, and cancelling it (interrupt) cancels them too.
+        """
         run_id = "r-" + secrets.token_hex(4)
+        self.run_id = run_id
         self._run_tool_choice = first_tool_choice or self.first_tool_choice
         gate = self.dispatcher.policy
         if gate is not None and hasattr(gate, "run_id"):
             gate.run_id = run_id  # policy's approval events name the run they belong to
         self._cancel = CancelToken()
+        self.budget = budget or Budget(self.limits.max_tokens, self.limits.max_turns,
+                                       self.limits.deadline_s)
+        cancel = self._cancel
+        self.budget.on_cancel(lambda: self._stop_now(cancel, "cancelled with its parent task"))
+        child = self.budget.parent is not None
         self.running = True
         started = time.monotonic()
-        timer = threading.Timer(self.limits.deadline_s, self._cancel.cancel, args=("deadline",))
+        timer = threading.Timer(min(self.limits.deadline_s, max(0.0, self.budget.left_seconds())),
+                                self._cancel.cancel, args=("deadline",))
         timer.daemon = True
         timer.start()
         turns = prompt_tokens = completion_tokens = 0
@@ -177,17 +210,25 @@ class Agent:
             while True:
                 self._check_cancel()
                 self._drain_steers(run_id)
-                if turns >= self.limits.max_turns:
+                if child and (self.budget.left_turns() <= 0 or self.budget.left_tokens() <= 0):
+                    raise StopRun("budget", f"{BUDGET_LIMIT_REACHED}: this subagent used its "
+                                  f"reserved {self.budget.turns} turns / {self.budget.tokens} tokens")
+                if turns >= self.limits.max_turns or self.budget.left_turns() <= 0:
                     raise StopRun("max_turns", f"stopped after {turns} model turns (limit "
-                                  f"max_turns={self.limits.max_turns}); raise it or split the task")
-                if prompt_tokens + completion_tokens >= self.limits.max_tokens:
-                    raise StopRun("max_tokens", f"stopped after {prompt_tokens + completion_tokens} "
-                                  f"tokens (limit max_tokens={self.limits.max_tokens})")
+                                  f"max_turns={self.limits.max_turns}, subagents' turns included); "
+                                  "raise it or split the task")
+                if self.budget.left_tokens() <= 0:
+                    used = self.budget.tokens - self.budget.left_tokens()
+                    raise StopRun("max_tokens", f"stopped after {used} tokens, subagents' included "
+                                  f"(limit max_tokens={self.limits.max_tokens})")
                 turns += 1
                 reply, waited_ms = self._ask(turns)
+                spent = 0
                 if reply.usage is not None:
                     prompt_tokens += reply.usage.prompt_tokens
                     completion_tokens += reply.usage.completion_tokens
+                    spent = reply.usage.prompt_tokens + reply.usage.completion_tokens
+                self.budget.charge(tokens=spent, turns=1)
                 call_ids = [f"{run_id}.{turns}.{i}" for i in range(len(reply.tool_calls))]
                 self.session.append(ModelTurn(
                     session_id=sid, run_id=run_id, turn=turns, text=reply.text,
@@ -202,10 +243,19 @@ class Agent:
                     answer = reply.text
                     raise StopRun("done", "the model finished" + (
                         " (its reply was cut at the token limit)" if reply.finish_reason == "length" else ""))
-                for cid, call in zip(call_ids, reply.tool_calls):
+                for batch in _batches(list(zip(call_ids, reply.tool_calls))):
                     if self._cancel.cancelled:
                         break  # the fold answers the calls left: "not run"
-                    self._call(run_id, cid, call)
+                    if len(batch) > 1:  # several task calls in one reply run concurrently
+                        threads = [threading.Thread(target=self._call, args=(run_id, cid, call),
+                                                    name=f"abhed-task-{cid}", daemon=True)
+                                   for cid, call in batch]
+                        for t in threads:
+                            t.start()
+                        for t in threads:
+                            t.join()
+                    else:
+                        self._call(run_id, *batch[0])
                     repeats, tool = self.history.repeated_failures()
                     limit = self.limits.max_repeated_failures
                     if limit and repeats >= limit:

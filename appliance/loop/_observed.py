@@ -20,16 +20,31 @@ class ObservedSession(Session):
     """A :class:`Session` whose ``append`` notifies ``listeners`` (thread-safe)."""
 
     listeners: list[Callable[[StoredEvent], None]]
+    child_listeners: list[Callable[[StoredEvent], None]]
     _append_lock: threading.Lock
 
     def _ensure(self) -> None:
         if not hasattr(self, "listeners"):
             self.listeners = []
+            self.child_listeners = []
             self._append_lock = threading.Lock()
 
-    def listen(self, fn: Callable[[StoredEvent], None]) -> None:
+    def listen(self, fn: Callable[[StoredEvent], None], *, children: bool = False) -> None:
+        """Call ``fn`` after each event; ``children``: subagents' events too (a front end's stream)."""
         self._ensure()
         self.listeners.append(fn)
+        if children:
+            self.child_listeners.append(fn)
+
+    def adopt(self, child: ObservedSession) -> None:
+        """Relay a subagent session's events to the listeners that asked for children's."""
+        self._ensure()
+
+        def relay(stored: StoredEvent) -> None:
+            for fn in list(self.child_listeners):
+                fn(stored)
+
+        child.listen(relay, children=True)
 
     def append(self, event: Event) -> StoredEvent:
         self._ensure()

@@ -80,4 +80,7 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
                   first_tool_choice=first_tool_choice,
                   before_send=host.before_send if host is not None else None)
     agent.closers += [provider.close, lambda: tooling.close("session closed")]
+    from appliance.tasks import Subagents
+
+    tooling.ctx.subagents = Subagents(agent)
     return agent, provider

@@ -203,7 +203,7 @@ class RpcServer:
         except (AbhedError, ModelsError) as exc:
             raise _Fail("start_failed", str(exc)) from None
         self.agent, self.provider = agent, provider
-        agent.session.listen(self._event)
+        agent.session.listen(self._event, children=True)
         if deltas:
             agent.on_delta = self._delta
         return {"session_id": agent.session.id, "provider": provider.name, "model": provider.model,

@@ -1,0 +1,239 @@
+"""task (§8): capability-filtered children, budget reservation, cascade cancel, a harness-computed
+result, one file ledger for siblings, child sessions linked in the same log; hostile inputs."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from appliance.events import EventStore, ObservationEvent, SessionStarted, TaskEnded, TaskStarted
+from appliance.loop import Agent, Limits
+from appliance.tasks import SUMMARY_MAX_CHARS, Subagents
+from models import ScriptStep
+from tests.appliance.sessions.helpers import agent_on
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def _is_child(body: dict[str, Any]) -> bool:
+    return "You are a subagent" in body["messages"][0]["content"]
+
+
+def _task(prompt: str, description: str = "look around", agent_type: str = "explore",
+          **extra: Any) -> dict[str, Any]:
+    return {"name": "task", "arguments": {"prompt": prompt, "description": description,
+                                          "agent_type": agent_type, **extra}}
+
+
+def _step(*calls: dict[str, Any], text: str = "") -> ScriptStep:
+    return ScriptStep(text=text, tool_calls=calls)  # type: ignore[arg-type]
+
+
+def _last_tool(body: dict[str, Any]) -> str:
+    msgs = body["messages"]
+    return msgs[-1]["content"] if msgs[-1]["role"] == "tool" else ""
+
+
+class Script:
+    """A responder: the parent's replies in order; each child's from a function of its request."""
+
+    def __init__(self, parent: list[ScriptStep], child: Callable[[dict[str, Any]], ScriptStep]) -> None:
+        self.parent = list(parent)
+        self.child = child
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> ScriptStep:
+        with self.lock:
+            self.bodies.append(body)
+            if not _is_child(body):
+                return self.parent.pop(0) if self.parent else ScriptStep(text="done")
+        return self.child(body)
+
+
+def _run(workspace: Path, script: Script, prompt: str = "go", *, limits: Limits | None = None,
+         wire: Callable[[Agent], Subagents] | None = None) -> tuple[Any, EventStore, str]:
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [], limits=limits) as (agent, server, _seen):
+        server.responder = script
+        agent.dispatcher.ctx.subagents = (wire or Subagents)(agent)
+        out = agent.run(prompt)
+        return out, store, agent.session.id
+
+
+def _children(store: EventStore, parent_id: str) -> list[str]:
+    return [e.event.session_id for e in store.events(types=("session_started",))
+            if isinstance(e.event, SessionStarted) and e.event.parent_session_id == parent_id]
+
+
+def test_explore_child_gets_read_only_tools_and_a_mutation_is_refused(workspace: Path) -> None:
+    (workspace / "a.py").write_text("print('hi')\n")
+
+    def child(body: dict[str, Any]) -> ScriptStep:
+        n = sum(m["role"] == "assistant" for m in body["messages"])
+        if n == 0:
+            return _step({"name": "write", "arguments": {"path": str(workspace / "x"), "content": "x"}})
+        if n == 1:
+            return _step({"name": "read", "arguments": {"path": str(workspace / "a.py")}})
+        return ScriptStep(text="a.py prints hi")
+
+    script = Script([_step(_task(f"Read {workspace}/a.py and say what it prints.")),
+                     ScriptStep(text="It prints hi.")], child)
+    out, store, sid = _run(workspace, script)
+    assert out.ok and out.answer == "It prints hi."
+    child_bodies = [b for b in script.bodies if _is_child(b)]
+    assert sorted(t["function"]["name"] for t in child_bodies[0]["tools"]) == ["glob", "grep", "read"]
+    # The child saw none of the parent's turns: its system prompt, then the task prompt.
+    assert [m["role"] for m in child_bodies[0]["messages"]] == ["system", "user"]
+    [cid] = _children(store, sid)
+    obs = [e.event for e in store.events(cid, types=("observation",))]
+    assert isinstance(obs[0], ObservationEvent) and obs[0].result.error is not None
+    assert obs[0].result.error.code == "unknown_tool" and not (workspace / "x").exists()
+    started = [e.event for e in store.events(sid, types=("task_started", "task_ended"))]
+    assert isinstance(started[0], TaskStarted) and started[0].child_session_id == cid
+    assert isinstance(started[1], TaskEnded) and started[1].status == "done"
+    # The result the parent read is the harness's, then the child's words.
+    parent_result = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(parent_result, ObservationEvent)
+    text = parent_result.result.content
+    assert "ended: done" in text and "Files it changed: none" in text and cid in text
+    assert text.rstrip().endswith("a.py prints hi")
+
+
+def test_budget_exhaustion_fails_the_spawn_with_the_exact_words(workspace: Path) -> None:
+    script = Script([_step(_task("Explore everything.")), ScriptStep(text="ok")],
+                    lambda body: ScriptStep(text="never asked"))
+    out, store, sid = _run(workspace, script, limits=Limits(max_turns=2))
+    res = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(res, ObservationEvent)
+    assert res.result.content.startswith("Budget limit reached")
+    assert _children(store, sid) == [] and not any(_is_child(b) for b in script.bodies)
+
+
+def test_child_that_exceeds_its_reservation_ends_with_budget(workspace: Path) -> None:
+    read = _step({"name": "glob", "arguments": {"pattern": "*"}})
+    script = Script([_step(_task("Look.", max_turns=2)), ScriptStep(text="ok")], lambda b: read)
+    out, store, sid = _run(workspace, script)
+    res = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(res, ObservationEvent) and res.result.error is not None
+    assert res.result.error.code == "budget_limit" and res.result.content.startswith("Budget limit reached")
+    assert res.result.details["spent"]["turns"] == 2
+
+
+def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> None:
+    script = Script([_step(_task("One.", "first"), _task("Two.", "second"))],
+                    lambda body: ScriptStep(hang=True))
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, []) as (agent, server, _seen):
+        server.responder = script
+        agent.dispatcher.ctx.subagents = Subagents(agent)
+        box: list[Any] = []
+        t = threading.Thread(target=lambda: box.append(agent.run("go")))
+        t.start()
+        _wait(lambda: sum(_is_child(b) for b in script.bodies) == 2)  # both children are waiting
+        agent.interrupt("test")
+        t.join(60)
+        assert not t.is_alive()
+        sid = agent.session.id
+    assert box[0].reason == "interrupted"
+    ended = [e.event for e in store.events(sid, types=("task_ended",))]
+    assert sorted(e.status for e in ended if isinstance(e, TaskEnded)) == ["interrupted", "interrupted"]
+    for cid in _children(store, sid):
+        assert [e.event.reason for e in store.events(cid, types=("run_ended",))] == ["interrupted"]  # type: ignore[union-attr]
+
+
+def test_a_child_that_never_ends_is_stopped_by_its_reserved_time(workspace: Path) -> None:
+    script = Script([_step(_task("Hang.")), ScriptStep(text="I did it myself")],
+                    lambda body: ScriptStep(hang=True))
+    out, store, sid = _run(workspace, script, wire=lambda a: Subagents(a, max_seconds=0.5))
+    assert out.ok and out.answer == "I did it myself"
+    [ended] = [e.event for e in store.events(sid, types=("task_ended",))]
+    assert isinstance(ended, TaskEnded) and ended.status == "deadline"
+
+
+def test_sibling_stale_edit_is_refused_naming_the_sibling(workspace: Path) -> None:
+    f = workspace / "shared.txt"
+    f.write_text("v1\n")
+    a_edited, b_read = threading.Event(), threading.Event()
+
+    def child(body: dict[str, Any]) -> ScriptStep:
+        # The responder runs under the server's lock, so B polls (glob) until A has edited.
+        me = "A" if "Task A" in body["messages"][1]["content"] else "B"
+        calls = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
+        if not calls:
+            return _step({"name": "read", "arguments": {"path": str(f)}})
+        if me == "B":
+            b_read.set()
+        if "edit" not in calls:
+            if (me == "B" and not a_edited.is_set()) or (me == "A" and not b_read.is_set()):
+                return _step({"name": "glob", "arguments": {"pattern": "*.txt"}})
+            return _step({"name": "edit", "arguments": {"path": str(f), "old_string": "v1",
+                                                        "new_string": f"v1 {me}"}})
+        if me == "A":
+            a_edited.set()
+        return ScriptStep(text=f"{me}: {_last_tool(body)[:200]}")
+
+    script = Script([_step(_task("Task A: edit.", "edit a", "general"),
+                           _task("Task B: edit.", "edit b", "general")),
+                     ScriptStep(text="ok")], child)
+    out, store, sid = _run(workspace, script)
+    assert f.read_text() == "v1 A\n"  # B's edit did not clobber A's
+    obs = [e.event.result for e in store.events(sid, types=("observation",))
+           if isinstance(e.event, ObservationEvent)]
+    assert len(obs) == 2, [o.content for o in obs]
+    results = {o.content.split("'")[1]: o for o in obs}
+    b = results["edit b"]
+    assert "file_changed" in b.content or "changed since you last read it" in b.content
+    assert "by task 'edit a'" in b.content
+    assert results["edit a"].details["files_changed"] == [str(f)]
+    assert results["edit b"].details["files_changed"] == []
+
+
+def test_summary_over_its_bound_is_cut_with_the_child_session_named(workspace: Path) -> None:
+    script = Script([_step(_task("Talk a lot.")), ScriptStep(text="ok")],
+                    lambda body: ScriptStep(text="word " * 10_000, chunk_chars=4096))
+    out, store, sid = _run(workspace, script)
+    res = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(res, ObservationEvent) and res.result.truncated
+    [cid] = _children(store, sid)
+    assert f"cut at {SUMMARY_MAX_CHARS}" in res.result.content and cid in res.result.content
+    assert len(res.result.content) < SUMMARY_MAX_CHARS + 2000
+
+
+def test_a_one_megabyte_child_prompt_is_refused_before_spawning(workspace: Path) -> None:
+    script = Script([_step(_task("x" * 1_000_000)), ScriptStep(text="ok")],
+                    lambda body: ScriptStep(text="never"))
+    out, store, sid = _run(workspace, script)
+    res = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(res, ObservationEvent) and res.result.error is not None
+    assert res.result.error.code == "too_large" and _children(store, sid) == []
+
+
+def test_malformed_task_calls_teach(workspace: Path) -> None:
+    bad = [{"prompt": "x", "description": "d", "agent_type": "hacker"},
+           {"prompt": "", "description": "d"}, {"description": "d"},
+           {"prompt": "x", "description": "d", "max_turns": 0},
+           {"prompt": "x", "description": "d", "tools": ["bash"]}]
+    script = Script([_step(*({"name": "task", "arguments": a} for a in bad)), ScriptStep(text="ok")],
+                    lambda body: ScriptStep(text="never"))
+    out, store, sid = _run(workspace, script, limits=Limits(max_repeated_failures=0))
+    codes = [e.event.result.error.code for e in store.events(sid, types=("observation",))  # type: ignore[union-attr]
+             if isinstance(e.event, ObservationEvent) and e.event.result.error]
+    assert codes == ["invalid_arguments"] * len(bad)
+
+
+def test_task_events_are_documented_json(workspace: Path) -> None:
+    script = Script([_step(_task("Look.")), ScriptStep(text="ok")], lambda body: ScriptStep(text="seen"))
+    out, store, sid = _run(workspace, script)
+    for e in store.events(sid, types=("task_started", "task_ended")):
+        body = json.loads(e.event.model_dump_json())
+        assert body["call_id"] and body["child_session_id"]
