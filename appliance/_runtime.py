@@ -73,7 +73,11 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
     from appliance.sessions import ArtifactStore
 
     ctx = ToolContext(workspace=workspace, settings=config.tools, ledger=session,
-                      artifacts=ArtifactStore.beside(session.store.path, session.id))
+                      artifacts=ArtifactStore.beside(
+                          session.store.path, session.id,
+                          # only where a rule can exist: configured, or learned from an extension
+                          redact=session.store.redactor.text
+                          if session.store.settings.redact or config.extensions else None))
     host: ExtensionHost | None = None
     gateway: McpGateway | None = None
     tooling = Tooling(Dispatcher(session, tools, ctx), tools, ctx)
@@ -88,7 +92,8 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
         if config.extensions:
             from appliance.extensions import ExtensionHost
 
-            host = ExtensionHost(config.extensions, session_id=session.id, sink=session.append)
+            host = ExtensionHost(config.extensions, session_id=session.id, sink=session.append,
+                                 redactor=session.store.redactor)
             tooling.host = host
             host.session_start(workspace.root)
             tools.update(host.list_tools(tools))

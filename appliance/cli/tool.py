@@ -92,4 +92,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
     finally:
         tooling.close()
         store.close()
+    # What the caller reads is redacted like the record (events.redact, an extension's rewrite).
+    if store.redactor:
+        result = type(result).model_validate(store.redactor.value(result.model_dump(mode="json")))
     sys.stdout.write(result.model_dump_json() + "\n")

@@ -37,6 +37,7 @@ from appliance.events._models import (
     now_iso,
 )
 from appliance.events._export import ExportCheck, consistency_problems, export_log, verify_export
+from appliance.events._redact import REDACTED, Redactor
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings
@@ -48,6 +49,7 @@ __all__ = [
     "EVENT_ADAPTER",
     "GENESIS",
     "LOG_SESSION",
+    "REDACTED",
     "SCHEMA_VERSION",
     "ActionEvent",
     "ApprovalEvent",
@@ -71,6 +73,7 @@ __all__ = [
     "ModelTurn",
     "ObservationEvent",
     "Problem",
+    "Redactor",
     "RepairResult",
     "PolicyDecision",
     "PolicyRuleAdded",

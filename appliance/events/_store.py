@@ -48,6 +48,7 @@ from appliance.events._files import lock_path, open_ro, sealed_path, sealed_segm
 from appliance.events._models import EVENT_ADAPTER, LOG_SESSION, Event, SegmentStarted, migrate
 from appliance.events._schema import FORMAT, GENESIS, ROW_COLUMNS, SCHEMA, Row, chain_hash, \
     structure_problems
+from appliance.events._redact import Redactor
 from appliance.events._settings import EventLogSettings
 
 __all__ = ["EventStore", "StoredEvent", "GENESIS", "start_segment", "write_error"]
@@ -130,6 +131,7 @@ class EventStore:
         self._append_lock = threading.RLock()
         self._lock_fd = -1
         self._appended = False
+        self.redactor = Redactor(self.settings.redact)
         self._open()
 
     def _open(self) -> None:
@@ -350,7 +352,14 @@ class EventStore:
             raise write_error(self.path, f"session {session_id}", exc) from None
 
     def append(self, event: Event) -> StoredEvent:
-        """Persist one event at the end of the chain; returns it with its position."""
+        """Persist one event at the end of the chain; returns it (redacted) with its position.
+
+        Redaction happens here, before serialisation, so no other path can
+        make an unredacted event durable; callers that stream or show the
+        event use the returned copy.
+        """
+        if self.redactor:
+            event = EVENT_ADAPTER.validate_python(self.redactor.value(event.model_dump(mode="json")))
         body = event.model_dump_json()
         with self._append_lock:
             return self._append(event, body)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from appliance.events import Event, ExtensionDied, ExtensionLog
+from appliance.events import Event, ExtensionDied, ExtensionLog, Redactor
 from appliance.extensions._errors import DuplicateTool
 from appliance.extensions._process import ExtensionProcess
 from appliance.extensions._protocol import Nonsense, Reply, read_reply
@@ -40,12 +40,17 @@ class ExtensionHost:
         session_id: put in every request and recorded event.
         sink: where extension events (logs, deaths) are recorded, normally
             ``Session.append``; without one they collect in :attr:`events`.
+        redactor: learns what a result rewrite took out, so the store
+            redacts it from every field and later event (the event log's
+            redactor, normally); without one a private one covers the result.
     """
 
     def __init__(self, specs: Sequence[ExtensionSpec], *, session_id: str = "",
-                 sink: Callable[[Event], object] | None = None) -> None:
+                 sink: Callable[[Event], object] | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.session_id = session_id
         self.sink = sink
+        self.redactor = redactor if redactor is not None else Redactor()
         self.events: list[Event] = []
         self._procs = [ExtensionProcess(s) for s in sorted(specs, key=lambda s: s.name)]
         self._reported: set[str] = set()
@@ -145,7 +150,12 @@ class ExtensionHost:
                                f"{proc.name}: {reply.reason or 'no reason given'}. The call did run; "
                                "do not repeat it just to see the output.")
             if reply.content is not None and reply.content != result.content:
-                result = result.model_copy(update={"content": reply.content})
+                # A redacting rewrite of content must reach details (an edit's diff) and
+                # error text too: learn what it took out and take it out everywhere.
+                self.redactor.learn(result.content, reply.content)
+                rewritten = result.model_copy(update={"content": reply.content})
+                result = ToolResult.model_validate(
+                    self.redactor.value(rewritten.model_dump(mode="json")))
         return result
 
     def before_send(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

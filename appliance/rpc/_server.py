@@ -68,6 +68,10 @@ class RpcServer:
 
     # -- output -----------------------------------------------------------------
     def send(self, obj: dict[str, Any]) -> None:
+        # Every line out goes through the event log's redactor: events are already
+        # redacted, but deltas, approval requests and errors are not events.
+        if self.store.redactor:
+            obj = self.store.redactor.value(obj)
         line = json.dumps(obj, ensure_ascii=False)
         with self._write_lock:
             try:

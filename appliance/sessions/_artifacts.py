@@ -22,7 +22,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,8 @@ class ArtifactStore:
     """One session's artifacts; implements ``tools.ArtifactKeeper``."""
 
     def __init__(self, root: Path, session_id: str, *, max_artifact_bytes: int = 64 << 20,
-                 max_session_bytes: int = 512 << 20) -> None:
+                 max_session_bytes: int = 512 << 20,
+                 redact: Callable[[str], str] | None = None) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", session_id) or session_id in (".", ".."):
             raise ValueError(f"not a session id: {session_id!r}")
         self.dir = root / session_id
@@ -51,11 +52,15 @@ class ArtifactStore:
         self.max_artifact_bytes = max_artifact_bytes
         self.max_session_bytes = max_session_bytes
         self._used: int | None = None
+        # The event log's redactor: a kept output is part of the record, so it is redacted;
+        # a preimage holding a secret is not kept (undo needs it exact).
+        self.redact = redact
 
     @classmethod
-    def beside(cls, events_db: Path, session_id: str, **limits: int) -> ArtifactStore:
+    def beside(cls, events_db: Path, session_id: str, *,
+               redact: Callable[[str], str] | None = None, **limits: int) -> ArtifactStore:
         """The store for ``session_id`` next to the event log at ``events_db``."""
-        return cls(events_db.parent / "artifacts", session_id, **limits)
+        return cls(events_db.parent / "artifacts", session_id, redact=redact, **limits)
 
     def used_bytes(self) -> int:
         if self._used is None:
@@ -72,6 +77,23 @@ class ArtifactStore:
         """Keep ``data`` (or the file at ``path``); None when over a bound or the disk refuses."""
         if (data is None) == (path is None):
             raise ValueError("give exactly one of data and path")
+        if self.redact is not None:
+            try:
+                if path is not None:
+                    if os.stat(path).st_size > self.max_artifact_bytes:
+                        return None
+                    data, path = Path(path).read_bytes(), None
+            except OSError:
+                return None
+            assert data is not None
+            text = data.decode("utf-8", "surrogateescape")
+            clean = self.redact(text)
+            if clean != text:
+                if kind != "output":
+                    # A preimage must stay exact (undo writes it back), so one holding a
+                    # redacted secret is not kept at all: undo then refuses that file.
+                    return None
+                data = clean.encode("utf-8", "surrogateescape")
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-")
