@@ -13,13 +13,13 @@ Python exposes no binding for it.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tools._result import ToolFailure
+from tools.pathpattern import PathRules
 
 __all__ = ["Located", "SecretMatcher", "Workspace", "shorten"]
 
@@ -65,42 +65,18 @@ class Located:
 
 
 class SecretMatcher:
-    """Decides whether a workspace-relative path is a secret (gitignore-ish rules)."""
+    """Decides whether a workspace-relative path is a secret, in the one path-pattern dialect.
+
+    The rules are :class:`tools.pathpattern.PathRules`: gitignore's, the last
+    matching pattern deciding (docs/tools.md, "Path patterns").
+    """
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        self._rules: list[tuple[bool, str, str]] = []
-        for raw in patterns:
-            pat = raw.strip()
-            if not pat or pat.startswith("#"):
-                continue
-            negate = pat.startswith("!")
-            if negate:
-                pat = pat[1:]
-            if pat.endswith("/"):
-                kind = "dir"
-                pat = pat.rstrip("/")
-            elif "/" in pat:
-                kind = "suffix"
-                pat = pat.lstrip("/")
-            else:
-                kind = "name"
-            self._rules.append((negate, kind, pat))
+        self.rules = PathRules(patterns)
 
     def match(self, rel_path: str) -> str | None:
         """The pattern that makes ``rel_path`` secret, or ``None``."""
-        parts = [p for p in rel_path.split("/") if p]
-        hit: str | None = None
-        for negate, kind, pat in self._rules:
-            if kind == "name":
-                matched = bool(parts) and fnmatch.fnmatchcase(parts[-1], pat)
-            elif kind == "dir":
-                matched = any(fnmatch.fnmatchcase(p, pat) for p in parts[:-1])
-            else:
-                n = pat.count("/") + 1
-                matched = len(parts) >= n and fnmatch.fnmatchcase("/".join(parts[-n:]), pat)
-            if matched:
-                hit = None if negate else (pat + "/" if kind == "dir" else pat)
-        return hit
+        return self.rules.match(rel_path)
 
 
 class Workspace:

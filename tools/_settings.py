@@ -9,16 +9,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from tools.pathpattern import check_patterns
 
 __all__ = ["DEFAULT_EXCLUDES", "DEFAULT_SECRET_PATHS", "ToolSettings"]
 
 # Directory names never walked by glob/grep, whatever .gitignore says.
 DEFAULT_EXCLUDES: tuple[str, ...] = ("node_modules", ".git", "target", "dist", "__pycache__")
 
-# gitignore-style patterns refused for reading.  A pattern with no slash matches
-# a file name anywhere; a trailing slash matches a directory anywhere; a pattern
-# with an inner slash matches the end of the path; ``!`` re-allows.
+# Path patterns (tools.pathpattern, gitignore's rules) refused for reading.  A
+# pattern with no slash matches a name at any depth; a trailing slash matches a
+# directory anywhere; a pattern with an inner slash is anchored at the workspace
+# root, hence ``**/`` in front of those; ``!`` re-allows.
 DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     ".env",
     ".env.*",
@@ -36,10 +39,10 @@ DEFAULT_SECRET_PATHS: tuple[str, ...] = (
     "id_ed25519*",
     ".ssh/",
     ".gnupg/",
-    ".aws/credentials",
-    ".aws/config",
-    ".docker/config.json",
-    ".kube/config",
+    "**/.aws/credentials",
+    "**/.aws/config",
+    "**/.docker/config.json",
+    "**/.kube/config",
     ".netrc",
     ".git-credentials",
     ".pypirc",
@@ -54,11 +57,11 @@ class ToolSettings(BaseModel):
 
     secret_paths: tuple[str, ...] = Field(
         default=DEFAULT_SECRET_PATHS,
-        description="gitignore-style patterns of files the tools refuse to read or search.",
+        description="Path patterns (docs/tools.md) of files the tools refuse to read or search.",
     )
     ignore: tuple[str, ...] = Field(
         default=(),
-        description="Extra gitignore-style patterns (relative to the workspace) glob and grep skip.",
+        description="Extra path patterns (relative to the workspace) glob and grep skip.",
     )
     default_excludes: tuple[str, ...] = Field(
         default=DEFAULT_EXCLUDES,
@@ -87,3 +90,10 @@ class ToolSettings(BaseModel):
         description="grep's engine: auto (ripgrep when an rg binary is found, else pure Python), "
         "or force one.",
     )
+
+    @field_validator("secret_paths", "ignore")
+    @classmethod
+    def _patterns_readable(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        # An unreadable pattern would be silently inert: a secret left readable.
+        check_patterns(value, info.field_name or "patterns")
+        return value

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools._paths import Workspace
 from tools._settings import ToolSettings
+from tools.pathpattern import PathRules
 
 if TYPE_CHECKING:
     import pathspec
@@ -193,7 +194,9 @@ class _Filters:
     def __init__(self, ws: Workspace, settings: ToolSettings) -> None:
         self.ws = ws
         self.excluded_names = frozenset(settings.default_excludes)
-        self.operator = _compile(list(settings.ignore)) if settings.ignore else None
+        # The operator's list is in the one path-pattern dialect (tools.pathpattern:
+        # gitignore's rules plus braces); .gitignore files keep git's own.
+        self.operator = PathRules(settings.ignore) if settings.ignore else None
         self._root_len = len(ws.root.rstrip("/")) + 1
 
     def dir_excluded(self, name: str, abs_path: str) -> bool:
@@ -208,7 +211,7 @@ class _Filters:
         if self.operator is None:
             return False
         rel = self.ws.relative(abs_path)
-        return bool(self.operator.verdict(rel + "/" if is_dir else rel))
+        return self.operator.match(rel, is_dir=is_dir) is not None
 
 
 def walk_files(ws: Workspace, start: str, settings: ToolSettings) -> Iterator[WalkEntry]:

@@ -12,11 +12,11 @@ from tools._paths import shorten
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 from tools._walk import walk_files
+from tools.pathpattern import MAX_PATTERN_CHARS, PathPattern
 
-__all__ = ["Glob", "GlobArgs", "compile_glob"]
+__all__ = ["Glob", "GlobArgs"]
 
-_MAGIC = re.compile(r"[*?\[{]")
-_MAX_PATTERN_CHARS = 4096  # no path can be longer, so neither can a useful pattern
+_MAGIC = re.compile(r"[*?\[{\\]")
 
 
 class GlobArgs(Args):
@@ -30,10 +30,11 @@ class Glob(Tool):
     name = "glob"
     description = (
         "Find files by name pattern. Returns absolute paths, most recently modified first, so "
-        "the files being worked on come up top. Syntax: * and ? match within one path segment "
-        "(including dot-files), ** matches any number of directories, [abc] and {a,b} work; "
-        "the pattern is relative to path, so '*.py' matches only directly inside it and "
-        "'**/*.py' at any depth. Skips what .gitignore ignores, the operator's ignore list, and "
+        "the files being worked on come up top. Patterns follow .gitignore rules plus braces: "
+        "* and ? match within one path segment (including dot-files), ** any number of "
+        "directories, [abc] and {a,b} work. A pattern without '/' matches names at any depth "
+        "('*.py' finds every Python file); one with '/' is anchored at path ('src/*.py'); a "
+        "directory name matches everything beneath it; './' in front anchors a name at path; a leading ! inverts. Skips what .gitignore ignores, the operator's ignore list, and "
         "node_modules, .git, target, dist, __pycache__; never follows symlinks. At most 1000 "
         "results, with a note when more matched. Use grep to search file contents instead."
     )
@@ -62,8 +63,8 @@ class Glob(Tool):
                     )
                 base = loc.path
         pattern = _relative_pattern(args.pattern, base)
-        matcher = compile_glob(pattern)
-        literal = _literal_prefix(pattern)
+        matcher = PathPattern(pattern)
+        literal = _literal_prefix(pattern, matcher)
         start = os.path.normpath(os.path.join(base, literal)) if literal else base
         # The literal part of the pattern is walked like the rest: through real
         # directories only.  A symlink anywhere in it (not just at its end) would
@@ -75,16 +76,10 @@ class Glob(Tool):
             hits = []
             for entry in walk_files(ws, start, ctx.settings):
                 rel = entry.rel if prefix == "." else prefix + "/" + entry.rel
-                if matcher.fullmatch(rel):
+                if matcher.match(rel):
                     hits.append((entry.st.st_mtime, entry.path))
         if not hits:
-            hint = ""
-            if "/" not in args.pattern and not pattern.startswith("**"):
-                hint = (
-                    f" The pattern has no '/', so it only matches directly inside {base}; use "
-                    f"'**/{pattern}' to search subdirectories."
-                )
-            return success(f"[no files matched: {args.pattern}]{hint}", count=0, total=0, base=base)
+            return success(f"[no files matched: {args.pattern}]", count=0, total=0, base=base)
         hits.sort(key=lambda h: (-h[0], h[1]))
         cap = ctx.settings.glob_max_results
         shown = [p for _, p in hits[:cap]]
@@ -117,12 +112,13 @@ def _relative_pattern(pattern: str, base: str) -> str:
         raise ToolFailure("invalid_pattern", "pattern is empty. Give a glob such as '**/*.py'.")
     if "\x00" in pattern:
         raise ToolFailure("invalid_pattern", "pattern contains a NUL byte.")
-    if len(pattern) > _MAX_PATTERN_CHARS:
+    if len(pattern) > MAX_PATTERN_CHARS:
         raise ToolFailure(
             "invalid_pattern",
             f"pattern is {len(pattern)} characters long ({shorten(pattern)!r}); globs are limited to "
-            f"{_MAX_PATTERN_CHARS}. Use a shorter pattern such as '**/*.py'.",
+            f"{MAX_PATTERN_CHARS}. Use a shorter pattern such as '**/*.py'.",
         )
+    anchored = False
     if os.path.isabs(pattern):
         root = base.rstrip("/") + "/"
         if not pattern.startswith(root):
@@ -133,6 +129,9 @@ def _relative_pattern(pattern: str, base: str) -> str:
                 "contains it.",
             )
         pattern = pattern[len(root):]
+        anchored = True  # an absolute pattern names a place, not a name at any depth
+    elif pattern.startswith("./"):
+        anchored = True
     parts = pattern.split("/")
     if ".." in parts:
         raise ToolFailure(
@@ -140,105 +139,22 @@ def _relative_pattern(pattern: str, base: str) -> str:
             f"Pattern {pattern!r} contains '..'; patterns match beneath path only. Set path to the "
             "directory you want instead.",
         )
-    return "/".join(p for p in parts if p not in ("", "."))
+    # Empty and "." segments go, but a leading "/" (anchors) and a trailing one
+    # (directories only) keep their meaning.
+    inner = "/".join(p for p in parts if p not in ("", "."))
+    lead = "/" if anchored and inner else ""
+    trail = "/" if pattern.endswith("/") and inner else ""
+    return lead + inner + trail
 
 
-def _literal_prefix(pattern: str) -> str:
-    parts = pattern.split("/")
+def _literal_prefix(pattern: str, compiled: PathPattern) -> str:
+    """The leading directories an anchored pattern names literally: where the walk can start."""
+    if not compiled.anchored or pattern.startswith("!"):
+        return ""
+    parts = pattern.lstrip("/").split("/")
     literal: list[str] = []
     for part in parts[:-1]:
         if _MAGIC.search(part):
             break
         literal.append(part)
     return "/".join(literal)
-
-
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """Translate a glob to a regex over '/'-separated relative paths."""
-    segments = pattern.split("/")
-    out: list[str] = []
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        if seg == "**":
-            out.append("(?:.*)" if last else "(?:[^/]*/)*")
-            continue
-        out.append(_segment(seg) + ("" if last else "/"))
-    try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error as exc:
-        raise ToolFailure("invalid_pattern", f"Glob {pattern!r} is malformed ({exc}).") from None
-
-
-def _class_body(inner: str, seg: str) -> str:
-    """A glob class body as a regex class body: single characters and a-b ranges.
-
-    Every special character is escaped, so nothing Python's re gives meaning inside a
-    class ("[" nesting, "--", "&&", "~~", "||" set operations, "^") survives;
-    a reversed range is refused instead of failing inside re.
-    """
-    out: list[str] = []
-    i = 0
-    while i < len(inner):
-        first = inner[i]
-        if i + 2 < len(inner) and inner[i + 1] == "-":
-            last = inner[i + 2]
-            if ord(last) < ord(first):
-                raise ToolFailure(
-                    "invalid_pattern",
-                    f"Glob segment {seg!r} has the range {first}-{last}, which runs backwards. "
-                    "Write ranges low to high, e.g. [a-z].")
-            out.append(re.escape(first) + "-" + re.escape(last))
-            i += 3
-        else:
-            out.append(re.escape(first))
-            i += 1
-    return "".join(out)
-
-
-def _segment(seg: str) -> str:
-    res: list[str] = []
-    i = 0
-    depth = 0
-    while i < len(seg):
-        c = seg[i]
-        if c == "*":
-            while i + 1 < len(seg) and seg[i + 1] == "*":
-                i += 1
-            res.append("[^/]*")
-        elif c == "?":
-            res.append("[^/]")
-        elif c == "[":
-            # As in gitignore and fnmatch: a "]" right after "[" or "[!" is a
-            # member, not the end of the class ("[]]" matches "]").
-            k = i + 1
-            if k < len(seg) and seg[k] in "!^":
-                k += 1
-            if k < len(seg) and seg[k] == "]":
-                k += 1
-            j = seg.find("]", k)
-            if j == -1:
-                res.append(re.escape(c))
-            else:
-                inner = seg[i + 1 : j]
-                negate = inner[:1] in ("!", "^")
-                if negate:
-                    inner = inner[1:]
-                res.append(("[^/" if negate else "[") + _class_body(inner, seg) + "]")
-                i = j
-        elif c == "{":
-            depth += 1
-            res.append("(?:")
-        elif c == "}" and depth:
-            depth -= 1
-            res.append(")")
-        elif c == "," and depth:
-            res.append("|")
-        elif c == "\\" and i + 1 < len(seg):
-            i += 1
-            res.append(re.escape(seg[i]))
-        else:
-            res.append(re.escape(c))
-        i += 1
-    if depth:
-        raise ToolFailure("invalid_pattern", f"Unbalanced '{{' in glob segment {seg!r}.")
-    return "".join(res)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +21,7 @@ from appliance.policy._bash import Parsed, SimpleCommand, split_command
 from appliance.policy._destructive import destructive_reasons
 from appliance.policy._settings import Mode, PolicySettings, Rule
 from tools import Tool
+from tools.pathpattern import PathPattern, escape
 
 __all__ = ["Decision", "PolicyEngine", "Verdict", "path_fields"]
 
@@ -61,36 +61,27 @@ def path_fields(tool: Tool | type[Tool]) -> list[str]:
 
 
 @lru_cache(maxsize=512)
-def _path_regex(pattern: str) -> re.Pattern[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+def _pattern(pattern: str) -> PathPattern:
+    return PathPattern(pattern)
 
 
 def _path_matches(pattern: str, path: str, root: str) -> bool:
-    if not os.path.isabs(pattern):
-        pattern = root.rstrip("/") + "/" + pattern
-    return bool(_path_regex(pattern).match(path))
+    """Whether a rule's ``path`` pattern matches a resolved path, in the one dialect.
+
+    Relative patterns are matched against the path relative to the workspace
+    root (so ``*.pem`` is a name at any depth and ``src/*.py`` is anchored at
+    the root); an absolute pattern inside the root is the same as its relative
+    form anchored there, and one outside matches absolute paths.
+    """
+    inside = root.rstrip("/") + "/"
+    if os.path.isabs(pattern):
+        if pattern.startswith(inside):
+            pattern = "/" + pattern[len(inside):]
+        else:
+            return _pattern(pattern).match(path)
+    if not path.startswith(inside):
+        return False
+    return _pattern(pattern).match(path[len(inside):])
 
 
 def _call_matches(rule: Rule, tool: str, args: Mapping[str, Any], paths: list[str], root: str) -> bool:
@@ -287,10 +278,6 @@ class PolicyEngine:
     def _always(call: _Call) -> tuple[Rule, ...]:
         paths = [v for p in call.paths if isinstance(v := call.args.get(p), str)]
         if paths:
-            return tuple(Rule(tool=call.tool.name, path=glob_escape(p)) for p in paths)
+            return tuple(Rule(tool=call.tool.name, path=escape(p)) for p in paths)
         return (Rule(tool=call.tool.name),)
 
-
-def glob_escape(text: str) -> str:
-    """``text`` as a path glob that matches only itself."""
-    return re.sub(r"([*?\\])", r"\\\1", text)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tools.pathpattern import PathPattern, PatternError
 
 __all__ = ["Mode", "PolicySettings", "Rule"]
 
@@ -23,8 +25,9 @@ class Rule(BaseModel):
     tool: str = Field(default="*", description="Glob over tool names: bash, write, mcp__git__*.")
     path: str | None = Field(
         default=None,
-        description="Glob over the resolved path argument. Relative patterns are beneath the "
-        "workspace root (src/**); absolute ones match absolute paths. ** crosses directories.")
+        description="Path pattern (docs/tools.md, gitignore rules plus braces) over the resolved "
+        "path argument, relative to the workspace root: *.pem is a name at any depth, src/** is "
+        "anchored at the root; an absolute pattern matches absolute paths.")
     command: str | None = Field(
         default=None, description="bash only: glob over one parsed command, quotes undone "
         "(npm test*). * matches anything, slashes included.")
@@ -34,6 +37,17 @@ class Rule(BaseModel):
     args: dict[str, str] = Field(
         default_factory=dict, description="Other arguments: field name -> glob over its value.")
     reason: str = Field(default="", description="Shown to the model and the approver.")
+
+    @field_validator("path")
+    @classmethod
+    def _path_readable(cls, value: str | None) -> str | None:
+        # A pattern the dialect cannot read would be a rule that silently matches nothing.
+        if value is not None:
+            try:
+                PathPattern(value)
+            except PatternError as exc:
+                raise ValueError(exc.message) from None
+        return value
 
     @model_validator(mode="after")
     def _bash_fields_need_bash(self) -> Rule:

@@ -352,7 +352,10 @@ def test_operator_secret_list_from_config_json_reaches_the_cli(
         (".env.example", None),
         ("x/.ssh/id", ".ssh/"),
         (".ssh", None),  # the directory itself is not a file inside it
-        ("a/.aws/credentials", ".aws/credentials"),
+        ("a/.aws/credentials", "**/.aws/credentials"),
+        (".aws/credentials", "**/.aws/credentials"),
+        ("deep/er/key.pem", "*.pem"),  # a name pattern matches at any depth
+        ("x/.ssh/sub/known_hosts", ".ssh/"),
         ("credentials", None),
         ("id_ed25519", "id_ed25519*"),
         ("server.PEM", None),  # case-sensitive, like gitignore on Linux
@@ -364,7 +367,8 @@ def test_default_secret_matcher(rel: str, expected: str | None) -> None:
 
 def test_secret_matcher_ignores_comments_and_blanks() -> None:
     m = SecretMatcher(["# comment", "", "  ", "/top/secret"])
-    assert m.match("top/secret") == "top/secret"
+    assert m.match("top/secret") == "/top/secret"
+    assert m.match("x/top/secret") is None  # a leading '/' anchors, as in .gitignore
     assert m.match("# comment") is None
 
 
