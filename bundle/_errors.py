@@ -9,7 +9,9 @@
     ├── RollbackRefused      older than the version already installed, without a downgrade
     ├── VolumeError          a media volume is missing, duplicated, reordered, foreign or corrupt
     ├── SpecError            a build spec is malformed or names inputs that are missing or wrong
-    └── StagingError         the staging area cannot be written (not empty, full disk)
+    ├── StagingError         the staging area cannot be written (not empty, full disk)
+    └── ImageError           (bundle.image) a recipe, a tool or a kernel piece for the
+                             microVM image is missing or wrong
 
 Every message names what is wrong and what to do next, because the reader is
 an operator at an air-gapped site with nobody to ask.

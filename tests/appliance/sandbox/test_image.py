@@ -56,6 +56,14 @@ def test_an_unknown_recipe_names_the_shipped_ones() -> None:
         load_recipe("no-such-recipe")
 
 
+def test_image_errors_join_the_bundle_error_root() -> None:
+    """Issue 11: `except BundleError` (every `abhed bundle` verb) must catch image errors too."""
+    from bundle import BundleError
+
+    with pytest.raises(BundleError):
+        load_recipe("no-such-recipe")
+
+
 def test_shipped_recipes_load() -> None:
     for name in ("test", "default"):
         recipe, raw = load_recipe(name)
