@@ -69,6 +69,7 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"MM\x00*", "TIFF image"),
 )
 
+_BARE_LF = re.compile(r"(?<!\r)\n")
 _MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
 
 
@@ -110,17 +111,50 @@ class FileFacts:
     crlf: int
     ends_with_newline: bool
     data: bytes | None = None  # the whole file, when the caller asked to keep it
+    cr: int = 0  # every CR, those of CRLFs included
+    ends_with_cr: bool = False
 
     @property
     def line_count(self) -> int:
         if self.size == len(self.bom):
             return 0
+        if self.newline == "\r":
+            return self.cr + (0 if self.ends_with_cr else 1)
         return self.lf + (0 if self.ends_with_newline else 1)
 
     @property
     def newline(self) -> str:
-        """The file's line ending: "\\r\\n" only when every line ending is CRLF."""
-        return "\r\n" if self.crlf and self.crlf == self.lf else "\n"
+        """The file's line ending, decided with its charset and BOM (docs/tools.md, "One codec").
+
+        "\\r\\n" when every LF is part of a CRLF; "\\r" for a CR-only file (classic
+        Mac OS: CRs and no LF at all); otherwise "\\n", which also covers a file
+        with mixed endings: it is matched byte for byte.
+        """
+        if self.crlf and self.crlf == self.lf:
+            return "\r\n"
+        if self.cr and not self.lf:
+            return "\r"
+        return "\n"
+
+    @property
+    def newline_label(self) -> str:
+        return {"\r\n": "CRLF", "\r": "CR"}.get(self.newline, "LF")
+
+    def to_file_text(self, text: str) -> str:
+        """Model text (lines ended by \\n, as read shows them) in the file's line endings.
+
+        Only a bare LF is translated: an explicit \\r\\n is kept, so text written
+        either way means the same thing.  Mixed-ending files are left as given.
+        """
+        if self.newline == "\n" or "\n" not in text:
+            return text
+        return _BARE_LF.sub(self.newline, text)
+
+    def to_model_text(self, text: str) -> str:
+        """File text with the file's line ending shown as \\n (the inverse of :meth:`to_file_text`)."""
+        if self.newline == "\n":
+            return text
+        return text.replace(self.newline, "\n")
 
     @property
     def encoding_label(self) -> str:
@@ -136,7 +170,7 @@ def scan(fd: int, *, keep_bytes: int = 0) -> FileFacts:
     """
     os.lseek(fd, 0, os.SEEK_SET)
     digest = hashlib.sha256()
-    size = lf = crlf = 0
+    size = lf = crlf = cr = 0
     decoder: codecs.IncrementalDecoder | None = None
     utf8_ok = True
     multibyte = False
@@ -178,12 +212,14 @@ def scan(fd: int, *, keep_bytes: int = 0) -> FileFacts:
         if wide and isinstance(text, str):
             # UTF-16/32: count line endings on characters, not bytes.
             lf += text.count("\n")
+            cr += text.count("\r")
             crlf += text.count("\r\n") + (1 if prev_cr and text.startswith("\n") else 0)
             prev_cr = text.endswith("\r")
             if text:
-                last = b"\n" if text.endswith("\n") else b"x"
+                last = b"\n" if text.endswith("\n") else b"\r" if text.endswith("\r") else b"x"
         else:
             lf += chunk.count(b"\n")
+            cr += chunk.count(b"\r")
             crlf += chunk.count(b"\r\n") + (1 if prev_cr and chunk.startswith(b"\n") else 0)
             prev_cr = chunk.endswith(b"\r")
             last = chunk[-1:]
@@ -211,6 +247,8 @@ def scan(fd: int, *, keep_bytes: int = 0) -> FileFacts:
         crlf=crlf,
         ends_with_newline=last == b"\n",
         data=b"".join(kept) if kept is not None else None,
+        cr=cr,
+        ends_with_cr=last == b"\r",
     )
 
 

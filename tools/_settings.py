@@ -74,6 +74,11 @@ class ToolSettings(BaseModel):
     new_file_mode: int = Field(default=0o644, ge=0, le=0o7777, description="Mode of files write creates.")
     read_default_limit_lines: int = Field(default=2000, ge=1)
     read_max_line_chars: int = Field(default=2000, ge=80)
+    read_max_output_chars: int = Field(
+        default=100_000, ge=4000,
+        description="Most characters one read returns (about 25,000 tokens); the rest is paged "
+        "with offset.",
+    )
     glob_max_results: int = Field(default=1000, ge=1)
     edit_max_file_bytes: int = Field(
         default=512 * 1024 * 1024,

@@ -1,8 +1,10 @@
 """edit: replace an exact string in a file the session has read.
 
-Matching is byte-exact in the file's own encoding: ``old_string`` is encoded
-the way the file is (UTF-8, Latin-1, UTF-8 with stray invalid bytes kept
-as-is) and searched for in the raw bytes through ``mmap``, so a 100 MB file is
+Matching is exact on the file's decoded text, and done in its bytes:
+``old_string`` is encoded the way the file is (UTF-8, Latin-1, UTF-8 with
+stray invalid bytes kept as-is, and its line ending: in a file that is
+uniformly CRLF or CR, a ``\n`` means that ending) and searched for in the raw
+bytes through ``mmap``, so a 100 MB file is
 never held in memory and nothing outside the matched regions can change: the
 output is streamed as *prefix + replacement + ... + suffix* straight from the
 original bytes.  UTF-16/32 files (rare) are decoded whole instead.
@@ -20,7 +22,6 @@ import difflib
 import hashlib
 import mmap
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,14 +41,21 @@ from tools._near import missing_file_failure
 from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
+from tools.read import TRUNCATED_LINE
 
 __all__ = ["Edit", "EditArgs"]
 
-_BARE_LF = re.compile(r"(?<!\r)\n")
 _CONTEXT_LINES = 3
 _MAX_LISTED = 50
 _MAX_SNIPPETS = 3
 _WINDOW_MAX_LINES = 60
+# The success snippet is for the model to check its change, not a copy of it:
+# at most this many lines per replacement shown (head and tail of a longer one),
+# each cut like read cuts a long line.
+_SNIPPET_MAX_LINES = 40
+_SNIPPET_HEAD_LINES = 30
+_SNIPPET_LINE_CHARS = 500
+_DIFF_MAX_CHARS = 64 * 1024
 
 
 class EditArgs(Args):
@@ -129,7 +137,8 @@ class Edit(Tool):
         digest = hasher.hexdigest()
         n = len(plan.offsets)
         what = f"{n} occurrence{'s' if n > 1 else ''}"
-        notes = " New line endings were written as CRLF to match the file." if plan.crlf else ""
+        notes = (f" New line endings were written as {facts.newline_label} to match the file."
+                 if plan.crlf else "")
         where = f"line{'s' if n > 1 else ''} {_ranges(plan.lines)}"
         head = f"Edited {loc.path}: replaced {what} ({where}).{notes}"
         snippet = "\n".join(plan.snippets)
@@ -137,7 +146,7 @@ class Edit(Tool):
         if n > len(plan.snippets):
             more = f"\n[{n - len(plan.snippets)} more replacement(s) not shown]"
         return success(
-            f"{head}\n{snippet}{more}",
+            f"{head}\n{snippet}{more}", truncated=plan.cut or bool(more),
             path=loc.path, changed=True, created=False, replacements=n, lines=plan.lines,
             bytes_before=facts.size, bytes_written=written, sha256_before=facts.sha256,
             sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
@@ -190,21 +199,23 @@ def _hashing(chunks: Iterator[bytes], hasher: hashlib._Hash) -> Iterator[bytes]:
 class _Body:
     """The file's bytes after the BOM, searchable without loading them whole."""
 
-    def __init__(self, data: bytes | mmap.mmap, start: int, wide: bool) -> None:
+    def __init__(self, data: bytes | mmap.mmap, start: int, wide: bool, nl: bytes = b"\n") -> None:
         self.data = data
         self.start = start  # offset of the body (after the BOM) inside data
         self.wide = wide
+        self.nl = nl  # the byte that ends a line: CR in a CR-only file, else LF
 
     @classmethod
     def open(cls, fd: int, facts: FileFacts) -> _Body:
+        nl = b"\r" if facts.newline == "\r" else b"\n"
         wide = facts.encoding.startswith(("utf-16", "utf-32"))
         if wide:
             # Decode whole and work in UTF-8; converted back on output.
             raw = os.pread(fd, facts.size, 0)[len(facts.bom):]
-            return cls(decode(raw, facts).encode("utf-8", "surrogatepass"), 0, True)
+            return cls(decode(raw, facts).encode("utf-8", "surrogatepass"), 0, True, nl)
         if facts.size == 0:
-            return cls(b"", 0, False)
-        return cls(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), len(facts.bom), False)
+            return cls(b"", 0, False, nl)
+        return cls(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), len(facts.bom), False, nl)
 
     @property
     def end(self) -> int:
@@ -221,13 +232,13 @@ class _Body:
     def count_newlines(self, start: int, end: int) -> int:
         total = 0
         for lo in range(start, end, CHUNK):
-            total += self.data[lo : min(end, lo + CHUNK)].count(b"\n")
+            total += self.data[lo : min(end, lo + CHUNK)].count(self.nl)
         return total
 
     def line_start(self, pos: int, back: int) -> int:
         """Offset of the start of the line ``back`` lines above the one holding ``pos``."""
         for _ in range(back + 1):
-            nl = self.data.rfind(b"\n", self.start, pos)
+            nl = self.data.rfind(self.nl, self.start, pos)
             if nl == -1:
                 return self.start
             pos = nl
@@ -237,10 +248,10 @@ class _Body:
         """Offset of the newline ending the line ``forward`` lines below ``pos`` (or EOF)."""
         nl = pos
         for _ in range(forward + 1):
-            nl = self.data.find(b"\n", pos)
+            nl = self.data.find(self.nl, pos)
             if nl == -1:
                 end = self.end
-                return end - 1 if end > self.start and self.data[end - 1 : end] == b"\n" else end
+                return end - 1 if end > self.start and self.data[end - 1 : end] == self.nl else end
             pos = nl + 1
         return nl
 
@@ -256,6 +267,7 @@ class _Plan:
     snippets: list[str]
     diff: str
     crlf: bool
+    cut: bool = False  # a snippet was shortened
 
 
 def _apply(
@@ -263,14 +275,13 @@ def _apply(
 ) -> tuple[_Plan, Iterator[bytes]] | None:
     search_enc = _search_facts(body, facts)
     try:
-        needle = encode(args.old_string, search_enc, what="old_string")
+        # One codec: in a file whose line endings are uniformly CRLF (or CR), a \n
+        # the model wrote is that line ending, in old_string as in new_string.
+        needle = encode(facts.to_file_text(args.old_string), search_enc, what="old_string")
     except ToolFailure:
         return None  # the file cannot contain it; reported as no match with the reason
-    new_text = args.new_string
-    crlf = False
-    if facts.newline == "\r\n" and _BARE_LF.search(new_text):
-        new_text = _BARE_LF.sub("\r\n", new_text)
-        crlf = True
+    new_text = facts.to_file_text(args.new_string)
+    crlf = new_text != args.new_string
     replacement = encode(new_text, search_enc, what="new_string")
     offsets = body.find_all(needle)
     if not offsets:
@@ -300,7 +311,7 @@ def _apply(
             "so it matches exactly one place, or set replace_all to true to change all of them.",
             details={"count": len(offsets), "lines": lines},
         )
-    snippets, diff = _snippets(body, offsets, lines, needle, replacement, facts)
+    snippets, diff, cut = _snippets(body, offsets, lines, needle, replacement, facts)
 
     def chunks() -> Iterator[bytes]:
         yield facts.bom
@@ -311,7 +322,7 @@ def _apply(
             pos = off + len(needle)
         yield from _copy(body, pos, body.end, facts)
 
-    return _Plan(offsets, lines, snippets, diff, crlf), chunks()
+    return _Plan(offsets, lines, snippets, diff, crlf, cut), chunks()
 
 
 def _search_facts(body: _Body, facts: FileFacts) -> FileFacts:
@@ -336,29 +347,49 @@ def _copy(body: _Body, start: int, end: int, facts: FileFacts) -> Iterator[bytes
 def _snippets(
     body: _Body, offsets: list[int], lines: list[int], needle: bytes, replacement: bytes,
     facts: FileFacts,
-) -> tuple[list[str], str]:
+) -> tuple[list[str], str, bool]:
     enc = _search_facts(body, facts)
     shown: list[str] = []
     diffs: list[str] = []
+    cut = False
     for off, line in list(zip(offsets, lines))[:_MAX_SNIPPETS]:
         lo = body.line_start(off, _CONTEXT_LINES)
         # A match ending in a newline ends on that newline's line, not the next one.
-        end = off + len(needle) - (1 if needle.endswith(b"\n") else 0)
+        end = off + len(needle) - (1 if needle.endswith(body.nl) else 0)
         hi = body.line_end(max(end, off), _CONTEXT_LINES)
         before = display(bytes(body.data[lo:hi]), enc)
         after = display(
             bytes(body.data[lo:off]) + replacement + bytes(body.data[off + len(needle) : hi]), enc
         )
         first = line - body.count_newlines(lo, off)
-        numbered = [
-            f"{first + i:>6}\t{text.rstrip(chr(13))}" for i, text in enumerate(after.split("\n"))
-        ]
+        if body.nl == b"\r":
+            rows = after.split("\r")
+        else:
+            rows = [text.rstrip("\r") for text in after.split("\n")]
+        cut |= any(len(text) > _SNIPPET_LINE_CHARS for text in rows)
+        numbered = [f"{first + i:>6}\t{_cut(text)}" for i, text in enumerate(rows)]
+        if len(numbered) > _SNIPPET_MAX_LINES:
+            cut = True
+            tail = _SNIPPET_MAX_LINES - _SNIPPET_HEAD_LINES
+            hidden = len(numbered) - _SNIPPET_MAX_LINES
+            gap = (f"[... {hidden} lines not shown; read the file with offset "
+                   f"{first + _SNIPPET_HEAD_LINES} to see them ...]")
+            numbered = numbered[:_SNIPPET_HEAD_LINES] + [gap] + numbered[-tail:]
         shown.append("\n".join(numbered))
         diffs.append("".join(difflib.unified_diff(
             before.splitlines(keepends=True), after.splitlines(keepends=True),
             f"before (line {first})", f"after (line {first})",
         )))
-    return shown, "\n".join(diffs)
+    diff = "\n".join(diffs)
+    if len(diff) > _DIFF_MAX_CHARS:
+        diff = diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
+    return shown, diff, cut
+
+
+def _cut(line: str) -> str:
+    if len(line) <= _SNIPPET_LINE_CHARS:
+        return line
+    return line[:_SNIPPET_LINE_CHARS] + TRUNCATED_LINE
 
 
 def _ranges(lines: list[int]) -> str:
@@ -379,7 +410,10 @@ def _no_match(args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: F
             "line of old_string, read around it, and copy the text exactly.",
         )
     enc = _search_facts(body, facts)
-    text = display(bytes(body.data[body.start : body.end]), enc)
+    # Compared as the model sees both: the file's uniform line ending as \n.  A
+    # mixed-ending file is compared as it is, so a CRLF/LF difference is named.
+    text = facts.to_model_text(display(bytes(body.data[body.start : body.end]), enc))
+    old = facts.to_model_text(facts.to_file_text(old))
     file_lines = text.split("\n")
     want = old.split("\n")
     k = min(len(want), _WINDOW_MAX_LINES)

@@ -75,7 +75,8 @@ class Grep(Tool):
         "glob. Syntax is RE2: no lookahead/lookbehind or backreferences (grep says what to use "
         "instead); \\d \\w \\s \\b are ASCII. Each line is matched on its own unless multiline "
         "is true. Results are absolute paths sorted by path; content shows at most 100 matching "
-        "lines and 50 per file, with a note when there are more. Skips binary files, what "
+        "lines and 50 output lines per file (context lines count), with a note when there are "
+        "more. Skips binary files, what "
         ".gitignore ignores, the operator's ignore list, node_modules/.git/target/dist/"
         "__pycache__ and secret files; hidden files are searched."
     )
@@ -185,10 +186,12 @@ def _content(engine: Engine, query: Query, matched: list[str], args: GrepArgs, n
         if room <= 0:
             truncated = True
             break
-        page = lines[:room]
+        block, used = content_block(path, lines[:room], args.context,
+                                    max_lines=MAX_LINES_PER_FILE)
+        page = lines[:used]
         if out:
             out.append("--")
-        out.extend(content_block(path, page, args.context))
+        out.extend(block)
         shown += len(page)
         files_shown += 1
         if len(lines) > len(page):

@@ -14,12 +14,16 @@ from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import ARTIFACT_PREFIX, Args, Tool, ToolContext
 
-__all__ = ["Read", "ReadArgs"]
+__all__ = ["MAX_LIMIT_LINES", "Read", "ReadArgs"]
 
 TRUNCATED_LINE = "[...line truncated]"
 # Files up to this size are decoded whole (fast path); larger ones stream.
 _WHOLE_FILE_BYTES = 4 << 20
 EMPTY_FILE = "[file exists but is empty]"
+# The most lines one call may ask for; the output is bounded in characters too
+# (ToolSettings.read_max_output_chars), so a file of long lines cannot fill a
+# local model's context in one call.
+MAX_LIMIT_LINES = 5000
 
 
 class ReadArgs(Args):
@@ -27,8 +31,8 @@ class ReadArgs(Args):
     offset: Annotated[int, Field(ge=1)] | None = Field(
         default=None, description="1-indexed line to start from. Use with limit for large files."
     )
-    limit: Annotated[int, Field(ge=1)] | None = Field(
-        default=None, description="Max lines to return. Default 2000."
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT_LINES)] | None = Field(
+        default=None, description=f"Max lines to return. Default 2000, at most {MAX_LIMIT_LINES}."
     )
 
 
@@ -38,9 +42,10 @@ class Read(Tool):
         "Read a text file and get its lines numbered like `cat -n` (number, tab, line). "
         "Use it before editing or overwriting a file: edit and write refuse files you have not "
         "read in this session, or that changed since you read them. Prefer it over `cat` in "
-        "bash: output is bounded and tracked. Returns at most 2000 lines by default and cuts "
-        "lines longer than 2000 characters; when more remains, a final note says which lines "
-        "were shown and how to page on with offset/limit. Binary files (images, archives, "
+        "bash: output is bounded and tracked. Returns at most 2000 lines by default (limit up "
+        "to 5000) and at most 100,000 characters, and cuts lines longer than 2000 characters; "
+        "when more remains, a final note says which lines were shown and the offset to page "
+        "on from. Binary files (images, archives, "
         "executables) are refused with their type. Paths must be absolute and inside the "
         "workspace, except a session artifact (`abhed:artifact/...`, named in a truncation "
         "note: the whole output of a cut command), which pages the same way. Not for listing "
@@ -64,12 +69,15 @@ class Read(Tool):
                 "bytes": facts.size,
                 "total_lines": facts.line_count,
                 "encoding": facts.encoding_label,
-                "line_ending": "CRLF" if facts.newline == "\r\n" else "LF",
+                "line_ending": facts.newline_label,
             }
             if facts.line_count == 0:
                 return success(EMPTY_FILE, **base, start_line=0, end_line=0)
             start = args.offset or 1
             limit = args.limit or settings.read_default_limit_lines
+            # A CR-only file (classic Mac OS) is shown split at its CRs; every other
+            # file at LF, a CR before it dropped.
+            nl = "\r" if facts.newline == "\r" else "\n"
             if start > facts.line_count:
                 raise ToolFailure(
                     "offset_out_of_range",
@@ -80,24 +88,47 @@ class Read(Tool):
             if facts.data is not None:
                 lines, cut = _numbered_small(facts.data[len(facts.bom):],
                                              facts.encoding, start, limit,
-                                             settings.read_max_line_chars)
+                                             settings.read_max_line_chars, nl)
             else:
                 lines, cut = _numbered_lines(fd, facts.encoding, bool(facts.bom), start, limit,
-                                             settings.read_max_line_chars)
+                                             settings.read_max_line_chars, nl)
         finally:
             os.close(fd)
+        lines, capped = _fit(lines, settings.read_max_output_chars)
         end = start + len(lines) - 1
         body = "\n".join(lines)
         truncated = end < facts.line_count
-        if truncated:
+        if capped:
+            body += (
+                f"\n[truncated: showing lines {start}-{end} of {facts.line_count}; read returns "
+                f"at most {settings.read_max_output_chars} characters per call. Use "
+                f"offset={end + 1} to read on.]"
+            )
+        elif truncated:
             body += (
                 f"\n[truncated: showing lines {start}-{end} of {facts.line_count}. "
                 "Use offset/limit to read more.]"
             )
         if facts.newline == "\r\n":
-            body += "\n[note: this file uses CRLF line endings; line ends are shown without \\r]"
+            body += ("\n[note: this file uses CRLF line endings; they are shown as line breaks, "
+                     "and edit and write keep them (\\n in old_string/new_string means CRLF)]")
+        elif facts.newline == "\r":
+            body += ("\n[note: this file uses CR line endings (classic Mac OS); they are shown as "
+                     "line breaks, and edit and write keep them (\\n means CR)]")
         return success(body, truncated=truncated or bool(cut), **base, start_line=start,
-                       end_line=end, long_lines_cut=cut)
+                       end_line=end, long_lines_cut=[n for n in cut if n <= end],
+                       output_capped=capped)
+
+
+def _fit(lines: list[str], max_chars: int) -> tuple[list[str], bool]:
+    """The leading lines whose output fits ``max_chars`` (always at least one), and whether
+    any were left out."""
+    total = 0
+    for i, line in enumerate(lines):
+        total += len(line) + 1
+        if total > max_chars and i > 0:
+            return lines[:i], True
+    return lines, False
 
 
 def _open_text(args: ReadArgs, ctx: ToolContext) -> tuple[int, str]:
@@ -146,16 +177,16 @@ def _open_text(args: ReadArgs, ctx: ToolContext) -> tuple[int, str]:
 
 
 def _numbered_small(
-    data: bytes, encoding: str, start: int, limit: int, max_chars: int
+    data: bytes, encoding: str, start: int, limit: int, max_chars: int, nl: str = "\n"
 ) -> tuple[list[str], list[int]]:
     """The same as :func:`_numbered_lines` for a file small enough to decode whole."""
     text = data.decode(encoding, "replace")
-    rows = text.split("\n")
-    if text.endswith("\n"):
+    rows = text.split(nl)
+    if text.endswith(nl):
         rows.pop()
     window = rows[start - 1 : start - 1 + limit]
-    if "\r" in text:
-        window = [line[:-1] if line.endswith("\r") else line for line in window]
+    if nl == "\n" and "\r" in text:
+        window = [line.removesuffix("\r") for line in window]
     if max(map(len, window), default=0) <= max_chars:
         # The common case, kept to C-speed builtins: no line needs cutting.
         return [f"{n:>6}\t{line}" for n, line in enumerate(window, start)], []
@@ -171,7 +202,8 @@ def _numbered_small(
 
 
 def _numbered_lines(
-    fd: int, encoding: str, has_bom: bool, start: int, limit: int, max_chars: int
+    fd: int, encoding: str, has_bom: bool, start: int, limit: int, max_chars: int,
+    nl: str = "\n",
 ) -> tuple[list[str], list[int]]:
     """Return ``cat -n`` lines start..start+limit-1 and which of them were cut.
 
@@ -185,11 +217,11 @@ def _numbered_lines(
         # In UTF-8 and Latin-1 every 0x0A byte is a line end, so the lines before
         # the window are skipped by counting bytes, not by decoding them: paging
         # to line 2,600,000 of a 100 MB file costs a second, not a minute.
-        raw.seek(_line_offset(fd, start))
+        raw.seek(_line_offset(fd, start, nl.encode()))
         number = start - 1
         first = False
     text = io.TextIOWrapper(io.BufferedReader(raw, CHUNK), encoding=encoding, errors="replace",
-                            newline="\n")
+                            newline=nl)
     out: list[str] = []
     cut: list[int] = []
     try:
@@ -201,12 +233,12 @@ def _numbered_lines(
                 piece = piece[1:]
             first = False
             number += 1
-            complete = piece.endswith("\n")
+            complete = piece.endswith(nl)
             if not complete and len(piece) > max_chars:
                 # Skip the rest of an over-long line without holding it.
                 while True:
                     rest = text.readline(CHUNK)
-                    if not rest or rest.endswith("\n"):
+                    if not rest or rest.endswith(nl):
                         break
                 if number >= start:
                     out.append(f"{number:>6}\t{piece[:max_chars]}{TRUNCATED_LINE}")
@@ -214,8 +246,8 @@ def _numbered_lines(
                 continue
             if number < start:
                 continue
-            line = piece.rstrip("\n")
-            if line.endswith("\r"):
+            line = piece[:-1] if complete else piece
+            if nl == "\n" and line.endswith("\r"):
                 line = line[:-1]
             if len(line) > max_chars:
                 out.append(f"{number:>6}\t{line[:max_chars]}{TRUNCATED_LINE}")
@@ -227,22 +259,22 @@ def _numbered_lines(
     return out, cut
 
 
-def _line_offset(fd: int, line: int) -> int:
-    """Byte offset where 1-indexed ``line`` starts, found by counting LF bytes in chunks."""
+def _line_offset(fd: int, line: int, nl: bytes = b"\n") -> int:
+    """Byte offset where 1-indexed ``line`` starts, found by counting ``nl`` bytes in chunks."""
     need = line - 1
     pos = 0
     while need:
         chunk = os.pread(fd, CHUNK, pos)
         if not chunk:
             break
-        found = chunk.count(b"\n")
+        found = chunk.count(nl)
         if found < need:
             need -= found
             pos += len(chunk)
             continue
         idx = -1
         for _ in range(need):
-            idx = chunk.index(b"\n", idx + 1)
+            idx = chunk.index(nl, idx + 1)
         return pos + idx + 1
     return pos
 

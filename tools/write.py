@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 
@@ -25,7 +24,6 @@ from tools._tool import Args, Tool, ToolContext
 
 __all__ = ["Write", "WriteArgs"]
 
-_BARE_LF = re.compile(r"(?<!\r)\n")
 _DIFF_MAX_BYTES = 1 << 20
 _DIFF_MAX_CHARS = 64 * 1024
 
@@ -98,7 +96,7 @@ class Write(Tool):
         if facts.bom or facts.encoding != "utf-8":
             notes.append(f"kept encoding {facts.encoding_label}")
         if p.converted:
-            notes.append("line endings written as CRLF like the original")
+            notes.append(f"line endings written as {facts.newline_label} like the original")
         extra = f"; {', '.join(notes)}" if notes else ""
         return success(
             f"Overwrote {loc.path} ({written} bytes, was {facts.size} bytes{extra}).",
@@ -128,11 +126,8 @@ def _prepare(args: WriteArgs, ctx: ToolContext, loc: Located) -> _Prepared:
         return _Prepared(data, args.content)
     fd, facts = check_overwrite(ctx, loc, tool="write")
     try:
-        content = args.content
-        converted = False
-        if facts.newline == "\r\n" and _BARE_LF.search(content):
-            content = _BARE_LF.sub("\r\n", content)
-            converted = True
+        content = facts.to_file_text(args.content)  # one codec: \n is the file's line ending
+        converted = content != args.content
         data = facts.bom + encode(content, facts, what="content")
         _check_size(ctx, loc.path, len(data))
     except BaseException:

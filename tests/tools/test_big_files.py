@@ -134,8 +134,12 @@ def test_read_window_of_a_100mb_file_in_bounded_memory(big: tuple[Path, Path, st
         assert m["maxrss_growth_kb"] < 40 * 1024, m  # well under the 100 MB file
         assert m["heap_peak_kb"] < 30 * 1024, m
     assert first["result"]["truncated"] is True
+    # 2000 lines of this file are over the 100,000-character cap: the window stops early
+    end = first["result"]["details"]["end_line"]
+    assert end < 2000
     assert first["result"]["content"].endswith(
-        f"[truncated: showing lines 1-2000 of {LINES}. Use offset/limit to read more.]")
+        f"[truncated: showing lines 1-{end} of {LINES}; read returns at most 100000 characters "
+        f"per call. Use offset={end + 1} to read on.]")
     lines = deep["result"]["content"].split("\n")
     assert lines[0] == f"{MARK_LINE - 1:>6}\t" + (LINE % (MARK_LINE - 1)).decode().rstrip("\n")
     assert lines[1].endswith(MARKER.decode())

@@ -162,7 +162,8 @@ def test_no_match_shows_nearest_candidate_with_lines(h: Any) -> None:
 @pytest.mark.parametrize(
     ("data", "old", "reason"),
     [
-        (b"a = 1\r\nb = 2\r\n", "a = 1\nb = 2", "the file uses CRLF"),
+        # mixed endings stay byte-exact, with the diagnosis (a uniform CRLF file matches)
+        (b"a = 1\r\nb = 2\r\nc = 3\n", "a = 1\nb = 2", "the file uses CRLF"),
         (b"a = 1\nb = 2\n", "a = 1\r\nb = 2", "old_string uses CRLF"),
         (b"if x:\n\treturn 1\n", "if x:\n    return 1", "the file indents with tabs"),
         (b"if x:\n    return 1\n", "if x:\n\treturn 1", "the file indents with spaces"),
@@ -180,7 +181,7 @@ def test_no_match_explains_mechanical_differences(h: Any, data: bytes, old: str,
 
 
 def test_no_match_shows_tabs_and_carriage_returns_visibly(h: Any) -> None:
-    target = _prep(h, b"\tx = 1\r\n")
+    target = _prep(h, b"\tx = 1\r\ny\n")  # mixed endings: the CR is shown
     res = h.err(h.edit(target, "    x = 1\n", "y"), "no_match")
     assert "→x = 1␍" in res.content
 
@@ -340,7 +341,7 @@ def test_regression_snippet_showed_four_context_lines_after_a_match_ending_in_ne
 
 def test_regression_crlf_reason_was_reported_as_trailing_whitespace(h: Any) -> None:
     """The candidate kept the CR of its last line, which old_string never includes."""
-    target = _prep(h, b"def f():\r\n    return 1\r\n")
+    target = _prep(h, b"def f():\r\n    return 1\r\nz = 2\n")  # mixed endings
     res = h.err(h.edit(target, "def f():\n    return 1", "x"), "no_match")
     assert res.details["reason"].startswith("line endings differ: the file uses CRLF")
 

@@ -21,12 +21,14 @@ LIMIT = 50
 def _expected(text: str, offset: int) -> str:
     if not text:
         return "[file exists but is empty]"
-    rows = text.split("\n")  # only LF ends a line: not CR, U+2028, VT, FF ...
-    if text.endswith("\n"):
+    # Only LF ends a line (not U+2028, VT, FF ...), except in a CR-only file, where CR does.
+    nl = "\r" if "\r" in text and "\n" not in text else "\n"
+    rows = text.split(nl)
+    if text.endswith(nl):
         rows.pop()
     out = []
     for n, row in enumerate(rows[offset - 1 : offset - 1 + LIMIT], offset):
-        row = row.removesuffix("\r")
+        row = row.removesuffix("\r") if nl == "\n" else row
         out.append(f"{n:>6}\t{row[:MAX_CHARS]}[...line truncated]" if len(row) > MAX_CHARS
                    else f"{n:>6}\t{row}")
     body = "\n".join(out)
@@ -35,7 +37,11 @@ def _expected(text: str, offset: int) -> str:
         body += f"\n[truncated: showing lines {offset}-{end} of {len(rows)}. Use offset/limit to read more.]"
     lf, crlf = text.count("\n"), text.count("\r\n")
     if crlf and crlf == lf:
-        body += "\n[note: this file uses CRLF line endings; line ends are shown without \\r]"
+        body += ("\n[note: this file uses CRLF line endings; they are shown as line breaks, "
+                 "and edit and write keep them (\\n in old_string/new_string means CRLF)]")
+    elif nl == "\r":
+        body += ("\n[note: this file uses CR line endings (classic Mac OS); they are shown as "
+                 "line breaks, and edit and write keep them (\\n means CR)]")
     return body
 
 
@@ -58,7 +64,8 @@ def test_write_then_read_shows_exactly_the_text(
         target = str(root / "f.txt")
         assert run_tool(TOOLS["write"], {"path": target, "content": text}, ctx).ok
         res = run_tool(TOOLS["read"], {"path": target, "offset": offset}, ctx)
-        rows = len(text.split("\n")) - (1 if text.endswith("\n") else 0) if text else 0
+        nl = "\r" if "\r" in text and "\n" not in text else "\n"
+        rows = len(text.split(nl)) - (1 if text.endswith(nl) else 0) if text else 0
         if text and offset > rows:
             assert res.error is not None and res.error.code == "offset_out_of_range"
             return

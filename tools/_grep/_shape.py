@@ -45,14 +45,26 @@ def show_line(raw: bytes) -> str:
     return text
 
 
-def content_block(path: str, matches: Sequence[MatchLine], context: int) -> list[str]:
-    """Output lines for one file: its matching lines and ``context`` lines around each."""
+def content_block(path: str, matches: Sequence[MatchLine], context: int,
+                  max_lines: int | None = None) -> tuple[list[str], int]:
+    """Output lines for one file: its matching lines and ``context`` lines around each.
+
+    At most ``max_lines`` lines are printed, context lines counted (a match
+    whose context would pass the cap is left for the next call, except the
+    first, which is always shown); returns the lines and how many matches they show.
+    """
     if context <= 0:
-        return [f"{path}:{m.number}:{show_line(m.text)}" for m in matches]
-    matched = {m.number: m.text for m in matches}
+        taken = list(matches) if max_lines is None else list(matches[:max(1, max_lines)])
+        return [f"{path}:{m.number}:{show_line(m.text)}" for m in taken], len(taken)
     wanted: set[int] = set()
+    used = 0
     for m in matches:
-        wanted.update(range(max(1, m.number - context), m.number + context + 1))
+        more = set(range(max(1, m.number - context), m.number + context + 1))
+        if max_lines is not None and used and len(wanted | more) > max_lines:
+            break
+        wanted |= more
+        used += 1
+    matched = {m.number: m.text for m in matches[:used]}
     around = _read_lines(path, wanted - matched.keys())
     out: list[str] = []
     previous = 0
@@ -69,7 +81,7 @@ def content_block(path: str, matches: Sequence[MatchLine], context: int) -> list
             out.append("--")
         out.append(f"{path}{sep}{number}{sep}{show_line(text)}")
         previous = number
-    return out
+    return out, used
 
 
 def _read_lines(path: str, numbers: set[int]) -> dict[int, bytes]:
