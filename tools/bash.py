@@ -10,8 +10,6 @@ command runs and the process lifecycle.
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import signal
 import weakref
 from typing import Any
@@ -21,6 +19,7 @@ from pydantic import Field
 from tools._result import ToolFailure, ToolResult, failure, success
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._tool import Args, Tool, ToolContext
+from tools.shell import split_command
 
 __all__ = ["NONINTERACTIVE_ENV", "Bash", "BashArgs", "interactive_problem", "shape_output"]
 
@@ -74,8 +73,6 @@ class BashArgs(Args):
 
 # -- refusing commands that need a terminal --------------------------------
 
-_WRAPPERS = {"sudo", "env", "time", "nice", "nohup", "exec", "command", "builtin", "timeout",
-             "stdbuf", "xargs", "ionice"}
 _TTY_PROGRAMS = {
     "vi": "edit files with the edit or write tool",
     "vim": "edit files with the edit or write tool",
@@ -105,88 +102,58 @@ _TTY_PROGRAMS = {
 }
 _REPLS = {"python", "python3", "ipython", "node", "irb", "ghci", "julia", "lua", "R", "psql",
           "mysql", "sqlite3", "bc", "gdb"}
-_SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "\n", "{", "}", "!"}
-
-
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-
-
-def _drop_heredoc_bodies(command: str) -> str:
-    """Heredoc bodies are data, not commands: leave them out of the scan."""
-    kept: list[str] = []
-    until: list[str] = []
-    for line in command.split("\n"):
-        if until:
-            if line.strip() == until[0]:
-                until.pop(0)
-            continue
-        kept.append(line)
-        until.extend(m.group(2) for m in _HEREDOC.finditer(line))
-    return "\n".join(kept)
-
-
-def _segments(command: str) -> list[list[str]]:
-    command = _drop_heredoc_bodies(command)
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|()")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    segments: list[list[str]] = [[]]
-    for tok in lexer:
-        if tok in _SEPARATORS or set(tok) <= set(";&|()"):
-            segments.append([])
-        else:
-            segments[-1].append(tok)
-    return [s for s in segments if s]
 
 
 def interactive_problem(command: str) -> str | None:
-    """Why ``command`` would wait for a terminal, with what to do instead; None if fine."""
-    try:
-        segments = _segments(command)
-    except ValueError:
-        return None  # unbalanced quotes: let bash say so
-    for words in segments:
-        i = 0
-        while i < len(words) and ("=" in words[i] and not words[i].startswith("=")
-                                  and words[i].split("=", 1)[0].isidentifier()):
-            i += 1
-        while i < len(words) and os.path.basename(words[i]) in _WRAPPERS:
-            i += 1
-            while i < len(words) and (words[i].startswith("-") or "=" in words[i]
-                                      or words[i].replace(".", "").isdigit()):
-                i += 1
-        if i >= len(words):
+    """Why ``command`` would wait for a terminal, with what to do instead; None if fine.
+
+    The command is read by the one shell parser (:mod:`tools.shell`, the one
+    policy uses), so wrappers (``sudo``, ``env``, ``timeout 5``, ``xargs``),
+    keywords (``if ...; then vim x; fi``), command substitutions and
+    ``bash -c '...'`` strings are looked through, and here-document bodies are
+    data.  A command policy cannot read is left for bash to report.
+    """
+    for cmd in split_command(command).commands:
+        if "watch" in cmd.wrappers:
+            return ("`watch` needs an interactive terminal and never exits; "
+                    f"{_TTY_PROGRAMS['watch']}.")
+        if cmd.program is None or cmd.dynamic_program:
             continue
-        prog = os.path.basename(words[i])
-        rest = words[i + 1:]
-        if prog in _TTY_PROGRAMS:
-            if prog == "emacs" and any(a in ("--batch", "-batch", "--script") for a in rest):
-                continue
-            if prog == "top" and "-b" in rest:
-                continue
-            return f"`{prog}` needs an interactive terminal, which commands here do not have; " \
-                   f"{_TTY_PROGRAMS[prog]}."
-        base = prog.rstrip("0123456789.") if prog.startswith("python") else prog
-        if (base in _REPLS or prog in _REPLS) and not rest:
-            return (f"`{prog}` with no arguments starts an interactive prompt, and stdin here is "
-                    f"closed; pass a script or code instead (e.g. `{prog} -c '...'` or "
-                    f"`{prog} file`).")
-        while prog == "git" and rest and rest[0].startswith("-"):
-            rest = rest[2:] if rest[0] in ("-C", "-c") else rest[1:]  # global options
-        if prog == "git" and rest:
-            sub = rest[0]
-            flags = rest[1:]
-            if sub == "rebase" and any(f in ("-i", "--interactive") or
-                                       (f.startswith("-") and not f.startswith("--") and "i" in f)
-                                       for f in flags):
-                return ("`git rebase -i` opens an editor; use a non-interactive rebase "
-                        "(`git rebase BASE`), or `GIT_SEQUENCE_EDITOR=\"sed -i ...\" git rebase -i` "
-                        "with a scripted todo list.")
-            if sub in ("add", "checkout", "reset", "restore", "stash", "commit") and any(
-                    f in ("-p", "--patch", "-i", "--interactive") for f in flags):
-                return (f"`git {sub} {' '.join(f for f in flags if f.startswith('-'))}` asks "
-                        "questions interactively; name the paths instead (e.g. `git add FILE`), "
-                        "or make the change with the edit tool first.")
+        problem = _needs_terminal(os.path.basename(cmd.program), cmd.args, cmd.stdin_redirected)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _needs_terminal(prog: str, rest: list[str], stdin: bool) -> str | None:
+    if prog in _TTY_PROGRAMS:
+        if prog == "emacs" and any(a in ("--batch", "-batch", "--script") for a in rest):
+            return None
+        if prog == "top" and "-b" in rest:
+            return None
+        return f"`{prog}` needs an interactive terminal, which commands here do not have; " \
+               f"{_TTY_PROGRAMS[prog]}."
+    base = prog.rstrip("0123456789.") if prog.startswith("python") else prog
+    if (base in _REPLS or prog in _REPLS) and not rest and not stdin:
+        return (f"`{prog}` with no arguments starts an interactive prompt, and stdin here is "
+                f"closed; pass a script or code instead (e.g. `{prog} -c '...'` or "
+                f"`{prog} file`).")
+    while prog == "git" and rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in ("-C", "-c") else rest[1:]  # global options
+    if prog == "git" and rest:
+        sub = rest[0]
+        flags = rest[1:]
+        if sub == "rebase" and any(f in ("-i", "--interactive") or
+                                   (f.startswith("-") and not f.startswith("--") and "i" in f)
+                                   for f in flags):
+            return ("`git rebase -i` opens an editor; use a non-interactive rebase "
+                    "(`git rebase BASE`), or `GIT_SEQUENCE_EDITOR=\"sed -i ...\" git rebase -i` "
+                    "with a scripted todo list.")
+        if sub in ("add", "checkout", "reset", "restore", "stash", "commit") and any(
+                f in ("-p", "--patch", "-i", "--interactive") for f in flags):
+            return (f"`git {sub} {' '.join(f for f in flags if f.startswith('-'))}` asks "
+                    "questions interactively; name the paths instead (e.g. `git add FILE`), "
+                    "or make the change with the edit tool first.")
     return None
 
 

@@ -19,12 +19,12 @@ import typing
 
 if typing.TYPE_CHECKING:
     from appliance.policy._approval import ScopedApproval, ScopedApprovalRequest, ScriptedApprover
-    from appliance.policy._bash import Parsed, SimpleCommand, split_command
     from appliance.policy._destructive import destructive_reasons
     from appliance.policy._engine import Decision, PolicyEngine, Verdict
     from appliance.policy._errors import PolicyError
     from appliance.policy._gate import CallHook, Gate, HookVerdict, normalize_args
     from appliance.policy._settings import Mode, PolicySettings, Rule
+    from tools.shell import Parsed, SimpleCommand, split_command
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     "HookVerdict": "appliance.policy._gate",
     "Mode": "appliance.policy._settings",
     "normalize_args": "appliance.policy._gate",
-    "Parsed": "appliance.policy._bash",
+    "Parsed": "tools.shell",
     "PolicyEngine": "appliance.policy._engine",
     "PolicyError": "appliance.policy._errors",
     "PolicySettings": "appliance.policy._settings",
@@ -43,8 +43,8 @@ _EXPORTS: dict[str, str] = {
     "ScopedApproval": "appliance.policy._approval",
     "ScopedApprovalRequest": "appliance.policy._approval",
     "ScriptedApprover": "appliance.policy._approval",
-    "SimpleCommand": "appliance.policy._bash",
-    "split_command": "appliance.policy._bash",
+    "SimpleCommand": "tools.shell",
+    "split_command": "tools.shell",
     "Verdict": "appliance.policy._engine",
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from appliance.policy._bash import Parsed, SimpleCommand
+from tools.shell import Parsed, SimpleCommand
 
 __all__ = ["destructive_reasons"]
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
-from appliance.policy._bash import Parsed, SimpleCommand, split_command
 from appliance.policy._destructive import destructive_reasons
 from appliance.policy._settings import Mode, PolicySettings, Rule
 from tools import Tool
 from tools.pathpattern import PathPattern, escape
+from tools.shell import Parsed, SimpleCommand, split_command
 
 __all__ = ["Decision", "PolicyEngine", "Verdict", "path_fields"]
 

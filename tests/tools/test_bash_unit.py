@@ -71,3 +71,39 @@ def test_bash_is_registered_and_its_schema_requires_a_description() -> None:
     assert "FRESH shell" in tool.description
     assert "working directory carries over" in tool.description
     assert "shell functions" in tool.description and "do NOT" in tool.description
+
+
+# -- one shell parser (issue 11): tools.shell reads the command for both the tool and policy --
+
+
+@pytest.mark.parametrize("command", [
+    "if true; then vim x; fi",  # keywords are looked through
+    "echo $(less log)",  # command substitution runs its commands
+    "diff <(vim a) b",  # so does process substitution
+    "bash -c 'nano notes'",  # and a literal bash -c string
+    "timeout 5 vim x", "env FOO=1 less x", "sudo -u root vim /etc/x", "nice -n 5 top",
+    "xargs -I{} vim {}", "watch -n 1 ls", "exec htop",
+])
+def test_newly_spotted_through_the_shared_parser(command: str) -> None:
+    assert interactive_problem(command) is not None, command
+
+
+@pytest.mark.parametrize("command", [
+    "echo 'print(1)' | python3",  # stdin is a pipe, not a terminal
+    "python3 < script.py", "python3 <<EOF\nprint(1)\nEOF", "node <<< 'console.log(1)'",
+    "cat <<'EOF'\nwatch ls\nEOF",  # a here-document body is data
+    "echo watch ls", "git log --format=%s | cat",
+])
+def test_redirected_stdin_and_data_are_not_refused(command: str) -> None:
+    assert interactive_problem(command) is None, command
+
+
+def test_watch_is_read_the_same_way_by_policy_and_the_tool() -> None:
+    """The two parsers disagreed on `watch` (a wrapper for policy, a TTY program for the tool)."""
+    from tools.shell import split_command
+
+    parsed = split_command("watch -n 2 git status")
+    assert [c.program for c in parsed.commands if c.program] == ["git"]
+    assert any("watch" in c.wrappers for c in parsed.commands)
+    problem = interactive_problem("watch -n 2 git status")
+    assert problem is not None and "watch" in problem

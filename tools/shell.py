@@ -1,4 +1,9 @@
-"""Split a bash command line into the simple commands it would run.
+"""The one shell parser: a bash command line as the simple commands it would run.
+
+Used by policy (approval per command, destructive patterns) and by the bash
+tool (commands that need a terminal), so both read a command the same way:
+``watch ls`` is the wrapper ``watch`` running ``ls`` for both; policy judges
+``ls``, the tool refuses ``watch`` because it never exits.
 
 Policy judges bash per command, not per call: ``npm test && rm -rf /`` is two
 commands, and the second must be allowed on its own.  This is a deliberately
@@ -46,6 +51,7 @@ _WRAPPER_VALUE_OPTS = {
 _SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox"}
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "\n")
+_STDIN_OPS = {"<", "<<", "<<-", "<<<", "<>", "<&"}
 _REDIRECT = re.compile(r"(\d+|&)?(>>|>\||>&|<&|<<<|<<-|<<|<>|>|<)")
 
 
@@ -74,6 +80,7 @@ class SimpleCommand:
     dynamic_program: bool = False
     dynamic_args: bool = False
     text: str = ""
+    stdin_redirected: bool = False  # stdin is a file, here-document, here-string or pipe
 
     @property
     def subcommand(self) -> str | None:
@@ -367,10 +374,11 @@ def _strip_wrappers(words: list[Word], cmd: SimpleCommand, depth: int, out: Pars
     return words
 
 
-def _finish(words: list[Word], redirects: list[Word], depth: int, out: Parsed) -> None:
+def _finish(words: list[Word], redirects: list[Word], depth: int, out: Parsed,
+            stdin: bool = False) -> None:
     if not words and not redirects:
         return
-    cmd = SimpleCommand(program=None)
+    cmd = SimpleCommand(program=None, stdin_redirected=stdin)
     # leading assignments: VAR=value cmd ...
     while words and _ASSIGNMENT.match(words[0].text) and not words[0].text.startswith("="):
         words = words[1:]
@@ -427,6 +435,7 @@ def _parse_into(src: str, depth: int, out: Parsed) -> None:
     toks = _Lexer(src, depth, out).tokens()
     words: list[Word] = []
     redirects: list[Word] = []
+    stdin = False
     i = 0
     while i < len(toks):
         t = toks[i]
@@ -434,6 +443,8 @@ def _parse_into(src: str, depth: int, out: Parsed) -> None:
             words.append(t)
         elif t.startswith("REDIR"):
             op = t[5:]
+            if op in _STDIN_OPS:
+                stdin = True
             if i + 1 < len(toks) and isinstance(toks[i + 1], Word):
                 target = toks[i + 1]
                 assert isinstance(target, Word)
@@ -452,17 +463,18 @@ def _parse_into(src: str, depth: int, out: Parsed) -> None:
                 words = words[:-1]
                 i += 2
                 continue
-            _finish(words, redirects, depth, out)
-            words, redirects = [], []
+            _finish(words, redirects, depth, out, stdin)
+            words, redirects, stdin = [], [], False
         else:  # an operator or ")"
             if t == ";;":
                 raise _Unparseable("`case` statements are not read by policy")
-            _finish(words, redirects, depth, out)
-            words, redirects = [], []
+            _finish(words, redirects, depth, out, stdin)
+            words, redirects, stdin = [], [], False
             if t in ("|", "|&"):
                 _mark_pipe_target(toks, i + 1, out)
+                stdin = True  # the next command reads the pipe
         i += 1
-    _finish(words, redirects, depth, out)
+    _finish(words, redirects, depth, out, stdin)
 
 
 def _mark_pipe_target(toks: list[Word | str], j: int, out: Parsed) -> None:
