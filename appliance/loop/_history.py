@@ -42,6 +42,7 @@ from appliance.events import (
     RunStarted,
     StoredEvent,
     TodoUpdated,
+    UndoApplied,
     UserMessage,
 )
 from appliance.loop._untrusted import wrap_result
@@ -151,6 +152,13 @@ class History:
         elif isinstance(event, RunEnded):
             self._close_pending(seq)
             self.open_run = None
+        elif isinstance(event, UndoApplied):
+            restored = [f.path for f in event.files if f.action != "refused"]
+            if restored:
+                self._close_pending(seq)
+                self._add({"role": "user", "content": "[abhed: the user undid your changes to "
+                           + ", ".join(restored[:50]) + ": those files are back as they were "
+                           "before. Read a file again before changing it.]"}, seq)
         elif isinstance(event, Compacted):
             self.compactions.append(event)
             text = memory_text(self.todo, self.plan)

@@ -160,11 +160,11 @@ class RpcServer:
                 raise _Fail("invalid_request", "\"id\" must be a string or an integer")
             method = req.get("method")
             handler = {"start": self._start, "prompt": self._prompt, "steer": self._steer,
-                       "abort": self._abort, "approve": self._approve,
+                       "abort": self._abort, "approve": self._approve, "undo": self._undo,
                        "shutdown": self._shutdown}.get(method if isinstance(method, str) else "")
             if handler is None:
                 raise _Fail("unknown_method", f"unknown method {str(method)[:64]!r}; methods: start, prompt, "
-                            "steer, abort, approve, shutdown")
+                            "steer, abort, approve, undo, shutdown")
             result = handler(req)
             self.send({"type": "response", "id": rid, "method": method, "ok": True, **result})
         except _Fail as exc:
@@ -258,6 +258,21 @@ class RpcServer:
         if running:
             agent.interrupt("rpc abort")
         return {"aborted": running}
+
+    def _undo(self, req: dict[str, Any]) -> dict[str, Any]:
+        from appliance.sessions import UndoError, undo
+
+        agent = self._need_agent()
+        if self._busy():
+            raise _Fail("busy", "a run is in progress; abort it or wait for run_ended, then undo")
+        to_turn = req.get("to_turn")
+        if to_turn is not None and (not isinstance(to_turn, int) or isinstance(to_turn, bool)):
+            raise _Fail("invalid_params", "\"to_turn\" must be an integer (undo every run after it)")
+        try:
+            event = undo(agent.session, after_turn=to_turn, requested_by="rpc")
+        except UndoError as exc:
+            raise _Fail("nothing_to_undo", str(exc)) from None
+        return {"undo": event.model_dump(mode="json")}
 
     def _approve(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = self._str(req, "request_id", max_len=64)
