@@ -307,6 +307,12 @@ class Agent:
             raise StopRun("interrupted", "interrupted") from None
         except ProviderError as exc:
             raise StopRun("provider_error", str(exc)) from None
+        except Exception:
+            # A cancel shuts the socket down under a read; whatever the HTTP
+            # stack then raises (httpx's StreamClosed, say) is the interrupt.
+            if self._cancel.cancelled:
+                self._check_cancel()
+            raise
         return reply, (time.perf_counter() - t0) * 1000
 
     def _refuse(self, call_id: str, call: ToolCall, args: Any, result: ToolResult) -> ToolResult:
