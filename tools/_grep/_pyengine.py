@@ -6,27 +6,36 @@ bundle.  Work is split two ways:
 * ``workers > 1`` spreads batches of files over a process pool (google-re2
   holds the GIL while matching, so threads would not run RE2 in parallel).
   The pool is created on first use and kept for the life of the process.
-* ``readahead`` starts a thread that asks the kernel to read the next files
-  ahead of the search (``posix_fadvise(WILLNEED)``), so on a cold cache the
-  disk works while RE2 runs: the "second reader".
+* ``readahead`` starts a thread that opens the next files ahead of the
+  search and asks the kernel to read them (``posix_fadvise(WILLNEED)``), so on
+  a cold cache the disk works while RE2 runs: the "second reader".  It hands
+  the open descriptors over in chunks, so a file is opened once and the
+  threads meet once per chunk, not once per file: on a warm cache the earlier
+  open-twice, signal-per-file reader cost more CPU than the search of a
+  small literal (issue 16).
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
-from collections.abc import Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from tools._grep._engine import MatchLine, ScanResult
 from tools._grep._query import Query, compile_query
-from tools._grep._scan import CHUNK, search_file
+from tools._grep._scan import CHUNK, FileOutcome, open_file, search_fd, search_file
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__ = ["PythonEngine"]
 
 _BATCH_FILES = 256
-_READAHEAD_FILES = 64
+_AHEAD_CHUNK = 32  # files opened per hand-over
+_AHEAD_CHUNKS = 2  # chunks open ahead of the search (at most 64 + 32 descriptors)
 _pool: Executor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
@@ -72,10 +81,12 @@ def _scan_batch(files: Sequence[str], query: Query, mode: str, readahead: bool) 
     buf = bytearray(CHUNK)
     ahead = _Readahead(files) if readahead and len(files) > 1 else None
     try:
-        for path in files:
-            outcome = search_file(path, query, mode, buf)
-            if ahead is not None:
-                ahead.done_one()
+        outcomes: Iterator[tuple[str, FileOutcome]]
+        if ahead is not None:
+            outcomes = ahead.search(query, mode, buf)
+        else:
+            outcomes = ((path, search_file(path, query, mode, buf)) for path in files)
+        for path, outcome in outcomes:
             if outcome.error:
                 result.unreadable.append(path)
             elif outcome.count:
@@ -103,6 +114,7 @@ def _get_pool(workers: int) -> Executor:
     with _pool_lock:
         if _pool is None or _pool_size != workers:
             import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
             if _pool is not None:
                 _pool.shutdown(wait=False, cancel_futures=True)
@@ -115,37 +127,67 @@ def _get_pool(workers: int) -> Executor:
 
 
 class _Readahead:
-    """Keeps the kernel reading up to a fixed number of files ahead of the search."""
+    """Opens files a few chunks ahead of the search, in a thread, and hands over the descriptors."""
 
     def __init__(self, files: Sequence[str]) -> None:
         self._files = files
-        self._slots = threading.Semaphore(_READAHEAD_FILES)
+        self._slots = threading.Semaphore(_AHEAD_CHUNKS)
+        self._chunks: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
         self._stopped = False
+        self._current: list[int] = []  # the chunk being searched; -1 where already handed on
         self._thread = threading.Thread(target=self._run, name="grep-readahead", daemon=True)
         self._thread.start()
 
-    def done_one(self) -> None:
-        self._slots.release()
+    def search(self, query: Query, mode: str, buf: bytearray) -> Iterator[tuple[str, FileOutcome]]:
+        """Each file's outcome, in order; a file that would not open is an error outcome."""
+        files = self._files
+        for start in range(0, len(files), _AHEAD_CHUNK):
+            fds = self._current = self._chunks.get()
+            self._slots.release()
+            for i, fd in enumerate(fds):
+                if fd < 0:
+                    failed = FileOutcome()
+                    failed.error = True
+                    yield files[start + i], failed
+                else:
+                    fds[i] = -1  # searched (and closed) from here on; stop() must not close it
+                    yield files[start + i], search_fd(fd, query, mode, buf)
 
     def stop(self) -> None:
         self._stopped = True
         self._slots.release()
         self._thread.join()
+        for fd in self._current:  # the search stopped mid-chunk (an error, a MemoryError)
+            if fd >= 0:
+                os.close(fd)
+        self._current = []
+        while True:  # descriptors opened for chunks the search never reached
+            try:
+                fds = self._chunks.get_nowait()
+            except queue.Empty:
+                return
+            for fd in fds:
+                if fd >= 0:
+                    os.close(fd)
 
     def _run(self) -> None:
         advise = getattr(os, "posix_fadvise", None)
-        for path in self._files:
+        files = self._files
+        for start in range(0, len(files), _AHEAD_CHUNK):
             self._slots.acquire()
             if self._stopped:
                 return
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
+            fds: list[int] = []
+            for path in files[start : start + _AHEAD_CHUNK]:
+                try:
+                    fd = open_file(path)
+                except OSError:
+                    fds.append(-1)
+                    continue
+                fds.append(fd)
                 if advise is not None:
-                    advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+                    try:
+                        advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                    except OSError:
+                        pass
+            self._chunks.put(fds)

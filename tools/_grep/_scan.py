@@ -32,7 +32,7 @@ from re2 import _re2
 from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine
 from tools._grep._query import Query
 
-__all__ = ["FileOutcome", "search_file"]
+__all__ = ["FileOutcome", "open_file", "search_fd", "search_file"]
 
 CHUNK = 4 << 20
 _MAX_LINE_BUFFER = 256 << 20
@@ -61,14 +61,25 @@ def _open(path: str) -> int:
         return os.open(path, _OPEN_FLAGS & ~getattr(os, "O_NOATIME", 0))
 
 
+def open_file(path: str) -> int:
+    """The descriptor :func:`search_fd` wants for ``path`` (raises OSError)."""
+    return _open(path)
+
+
 def search_file(path: str, query: Query, mode: str, buf: bytearray, max_lines: int = 0) -> FileOutcome:
     """Search one file.  ``mode``: 'any' (stop at the first match), 'count', 'lines'."""
-    out = FileOutcome()
     try:
         fd = _open(path)
     except OSError:
+        out = FileOutcome()
         out.error = True
         return out
+    return search_fd(fd, query, mode, buf, max_lines)
+
+
+def search_fd(fd: int, query: Query, mode: str, buf: bytearray, max_lines: int = 0) -> FileOutcome:
+    """:func:`search_file` on a descriptor from :func:`open_file`, which it closes."""
+    out = FileOutcome()
     try:
         _search_fd(fd, query, mode, buf, max_lines, out)
     except OSError:
@@ -114,7 +125,8 @@ def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out
         done = _line_chunk(buf, end, final, q, want, max_lines, line_base, out)
         if done or final:
             return
-        line_base += buf.count(b"\n", 0, end)
+        if want == "lines":  # only listed lines need numbers; counting costs a pass
+            line_base += buf.count(b"\n", 0, end)
         rest = n - end
         buf[0:rest] = buf[end:n]
         got = os.readv(fd, [memoryview(buf)[rest:]])
