@@ -1,30 +1,41 @@
 """Build a bundle from a spec: gather, compress, describe, sign, write.
 
 Reproducible by construction: members in a fixed order (components in spec
-order, files sorted), tar headers with mtime 0 and owner 0, single-threaded
-zstd at a fixed level, canonical JSON, and Ed25519 (deterministic) signatures.
-The same inputs and keys give a byte-identical bundle.
+order, files sorted), tar headers with mtime 0 and owner 0, zstd at a fixed
+level in its multi-threaded mode, canonical JSON, and Ed25519 (deterministic)
+signatures.  The same inputs and keys give a byte-identical bundle, on any
+number of cores: zstd's multi-threaded frames depend on the level and the
+input, not on the worker count or on how the input is fed (its single-threaded
+streaming mode, used before, depended on the read size; see
+tests/bundle/test_build_speed.py).
 
 The manifest must come first in the tar but lists every member's digest, so
-building is two passes: the first compresses members into a work directory
-beside the output and hashes them; the second writes the tar, hashing every
-byte again as it copies and refusing if an input changed in between.  The
-output appears by an atomic rename only when complete.
+building is two passes.  The first reads each input once, hashing it and
+feeding zstd from the same buffer, and hashes the compressed stream as it is
+written to a work directory beside the output.  The second writes the tar:
+compressed members (our own work files) are copied by the kernel
+(``copy_file_range``), inputs stored as they are are hashed again as they are
+copied, refusing if one changed in between.  The output appears by an atomic
+rename only when complete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import hashlib
 import os
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import BinaryIO
 
 from ._errors import BundleError, SpecError
 from ._manifest import (
@@ -69,6 +80,7 @@ class _Source:
     member: str  # member name before any .zst suffix
     path: Path
     label: str | None = None  # how provenance names the input, when not by its path
+    known: tuple[str, int] | None = None  # (sha256, size) already taken while gathering
 
 
 @dataclass
@@ -86,6 +98,7 @@ class _Part:
 class _Prepared:
     member: Member
     path: Path  # where the stored bytes are (the input, or its compressed copy)
+    ours: bool = False  # a work file this build wrote (and hashed as it wrote it)
 
 
 def _sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> tuple[str, int]:
@@ -219,7 +232,7 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
     for wheel in sorted(house.glob("*.whl")):
         name, ver, lic = _wheel_info(wheel)
         key = normalize(name)
-        digest, _ = _sha256_file(wheel)
+        digest, wheel_size = _sha256_file(wheel)
         locked = lock.get(key)
         if locked is None:
             raise SpecError(f"{wheel.name} is in the wheelhouse but not in the lock file: "
@@ -230,7 +243,8 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
                             "locked: download it again")
         found.add(key)
         kind = "vllm" if key == "vllm" else "wheel"
-        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{wheel.name}", wheel)],
+        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{wheel.name}", wheel,
+                                                    known=(digest, wheel_size))],
                            licence=lic, purl=f"pkg:pypi/{key}@{ver}"))
     missing = sorted(set(lock) - found)
     if missing:
@@ -252,31 +266,110 @@ def _debian_packages(path: Path) -> list[_Part]:
     return out
 
 
-def _compress(src: Path, dest: Path, level: int) -> None:
+def _zstd_threads() -> int:
+    """Compression workers: at least 1 (the output is the same for any count >= 1)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
+class _Hasher:
+    """SHA-256 in a thread of its own: hashlib releases the GIL on large updates, so the
+    input's digest, the compressed stream's digest and zstd's workers use separate cores
+    (hashing both streams costs more CPU than zstd -3 on mixed data)."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=8)  # at most 8 chunks queued
+        self._thread = threading.Thread(target=self._run, name="bundle-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._q.get()) is not None:
+            self._h.update(chunk)
+
+    def update(self, chunk: bytes) -> None:
+        self._q.put(chunk)
+
+    def hexdigest(self) -> str:
+        self.close()
+        return self._h.hexdigest()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+
+
+@dataclass
+class _Packed:
+    content_sha256: str
+    content_size: int
+    sha256: str
+    size: int
+
+
+def _compress(src: Path, dest: Path, level: int, tick: Callable[[int], None]) -> _Packed:
+    """One read of ``src``: hash it, compress it to ``dest``, hash what is written."""
     import zstandard  # lazily: only building and unpacking need it
 
-    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, threads=0)
-    with open(src, "rb") as fin, open(dest, "wb") as fout:
-        cctx.copy_stream(fin, fout, size=src.stat().st_size, read_size=CHUNK, write_size=CHUNK)
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True,
+                                    threads=_zstd_threads())
+    content, packed = _Hasher(), _Hasher()
+    done = written = 0
+    with contextlib.ExitStack() as stack:
+        stack.callback(content.close)
+        stack.callback(packed.close)
+        fin = stack.enter_context(open(src, "rb"))
+        fout = stack.enter_context(open(dest, "wb"))
+        expected = os.fstat(fin.fileno()).st_size
+        stream = cctx.compressobj(size=expected)
+        try:
+            while chunk := fin.read(CHUNK):
+                content.update(chunk)
+                done += len(chunk)
+                out = stream.compress(chunk)
+                if out:
+                    packed.update(out)
+                    fout.write(out)
+                    written += len(out)
+                tick(len(chunk))
+            out = stream.flush()
+        except zstandard.ZstdError:
+            out = None
+        if out is None or done != expected:
+            raise SpecError(f"input {src} changed size while it was being compressed; build "
+                            "again from a stable copy")
+        packed.update(out)
+        fout.write(out)
+        written += len(out)
+    return _Packed(content.hexdigest(), done, packed.hexdigest(), written)
 
 
 def _prepare(spec: BuildSpec, source: _Source, work: Path, index: int,
              tick: Callable[[int], None]) -> _Prepared:
-    content_sha, content_size = _sha256_file(source.path, tick)
     mode = spec.compression
     if mode == "auto" and (source.path.name.lower().endswith(_INCOMPRESSIBLE)
-                           or content_size < _MIN_COMPRESS_BYTES):
+                           or source.path.stat().st_size < _MIN_COMPRESS_BYTES):
         mode = "none"
     if mode != "none":
         packed = work / f"member-{index}.zst"
-        _compress(source.path, packed, spec.zstd_level)
-        sha, size = _sha256_file(packed)
+        result = _compress(source.path, packed, spec.zstd_level, tick)
+        content_sha, content_size = result.content_sha256, result.content_size
+        sha, size = result.sha256, result.size
         if spec.compression == "zstd" or size <= content_size * _KEEP_RATIO:
             member = Member(name=source.member + ".zst", size=size, sha256=sha,
                             compression="zstd", content_size=content_size,
                             content_sha256=content_sha)
-            return _Prepared(member, packed)
+            return _Prepared(member, packed, ours=True)
         packed.unlink()
+    elif source.known is not None:  # hashed once already (the wheelhouse's lock check)
+        content_sha, content_size = source.known
+        tick(content_size)
+    else:
+        content_sha, content_size = _sha256_file(source.path, tick)
     member = Member(name=source.member, size=content_size, sha256=content_sha,
                     compression="none", content_size=content_size, content_sha256=content_sha)
     return _Prepared(member, source.path)
@@ -356,8 +449,9 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         raw_manifest = canonical_json(manifest.model_dump(mode="json"))
         signature = sign_set(raw_manifest, keys,
                              f"abhed-bundle {spec.name} version {spec.version}")
-        stored = [(members[0], sbom_path)] + [(prepared[s.member].member,
-                                               prepared[s.member].path) for s in sources]
+        stored = [(members[0], sbom_path, True)] + [
+            (prepared[s.member].member, prepared[s.member].path, prepared[s.member].ours)
+            for s in sources]
         done = 0
         partial = work / "bundle.partial"
         try:
@@ -370,24 +464,62 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,
-           stored: list[tuple[Member, Path]], tick: Callable[[int], None]) -> None:
+           stored: list[tuple[Member, Path, bool]], tick: Callable[[int], None]) -> None:
     with open(partial, "wb") as out:
         out.writelines(member_header(name, len(data)) + data + padding(len(data)) for name, data in ((MANIFEST_NAME, raw_manifest), (SIGNATURE_NAME, signature)))
-        for member, path in stored:
+        for member, path, ours in stored:
             out.write(member_header(member.name, member.size))
-            h = hashlib.sha256()
-            size = 0
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    h.update(chunk)
-                    size += len(chunk)
-                    out.write(chunk)
-                    tick(len(chunk))
-            if size != member.size or h.hexdigest() != member.sha256:
-                raise SpecError(f"input for {member.name!r} changed while the bundle was being "
-                                "built; build again from a stable copy")
+            if ours:
+                _copy_ours(path, out, member, tick)
+            else:
+                _copy_hashed(path, out, member, tick)
             out.write(padding(member.size))
         out.write(end_of_archive())
         out.flush()
         os.fsync(out.fileno())
     os.chmod(partial, 0o644)
+
+
+def _copy_hashed(path: Path, out: BinaryIO, member: Member, tick: Callable[[int], None]) -> None:
+    """Copy an input, hashing it again: it is not ours and may have changed since pass one."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+            tick(len(chunk))
+    if size != member.size or h.hexdigest() != member.sha256:
+        raise SpecError(f"input for {member.name!r} changed while the bundle was being "
+                        "built; build again from a stable copy")
+
+
+def _copy_ours(path: Path, out: BinaryIO, member: Member, tick: Callable[[int], None]) -> None:
+    """Copy a work file this build wrote and hashed; the kernel moves the bytes."""
+    out.flush()
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size != member.size:
+            raise SpecError(f"the work file for {member.name!r} was changed during the build; "
+                            "build again")
+        left = member.size
+        offset = 0
+        while left:
+            try:
+                n = os.copy_file_range(f.fileno(), out.fileno(), min(left, 1 << 30), offset)
+            except OSError:
+                n = 0  # another file system, or a kernel without it: copy by hand
+            if n <= 0:
+                f.seek(offset)
+                while left and (chunk := f.read(min(CHUNK, left))):
+                    out.write(chunk)
+                    left -= len(chunk)
+                    tick(len(chunk))
+                break
+            offset += n
+            left -= n
+            tick(n)
+        out.seek(0, os.SEEK_END)  # the descriptor moved under the buffered writer
+        if left:
+            raise SpecError(f"the work file for {member.name!r} was cut short during the "
+                            "build; build again")

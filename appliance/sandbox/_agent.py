@@ -60,6 +60,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -179,6 +180,34 @@ class _Job:
         self.reader: threading.Thread | None = None
 
 
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait until ``proc`` exits (True) or ``timeout_s`` passes (False).
+
+    ``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms, so a
+    30 ms command was seen up to ~20 ms late; a pidfd (Linux 5.3+) wakes
+    this thread the moment the child exits.  Without one, Popen.wait it is.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout_s
+        while not poller.poll(max(0, min(deadline - time.monotonic(), 3600.0)) * 1000):
+            if time.monotonic() >= deadline:
+                return False
+    finally:
+        os.close(pidfd)
+    proc.wait()  # exited: this only reaps it
+    return True
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -277,12 +306,8 @@ class Runner:
         cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit, spill)
         reader = threading.Thread(target=cap.pump, args=(proc.stdout.fileno(),), daemon=True)
         reader.start()
-        timed_out = False
-        try:
-            # Popen.wait polls with a short, growing delay: quick commands return quickly.
-            proc.wait(max(0.0, started + timeout_s - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not _wait_exit(proc, max(0.0, started + timeout_s - time.monotonic()))
+        if timed_out:
             self._stop(proc)
         with self._lock:
             self._foreground.discard(pgid)

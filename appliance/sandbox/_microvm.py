@@ -14,7 +14,16 @@ Acceleration: with ``accel = "auto"`` the first boot tries KVM on the
 ``microvm`` machine (virtio-mmio devices) and, if that boot does not reach the
 agent, falls back to software emulation on ``q35`` (virtio-pci devices;
 ``microvm`` under TCG hangs in timer calibration).  The choice is a real boot,
-not a look at ``/dev/kvm``, and is remembered for this process.
+not a look at ``/dev/kvm``; it is remembered for this process and, per host
+kernel, QEMU build and image, across sessions (``_accel``), so a host whose
+KVM cannot boot the guest pays the failed attempt once, not every session.
+
+Start-up: :meth:`MicroVM.boot_in_background` (called when the session opens,
+``sandbox.boot_at_open``) boots the guest in a thread while the model thinks,
+so the first command rarely waits; a command that arrives early waits for that
+same boot.  The thread stays alive while its guest runs: the kernel's
+parent-death signal, which takes QEMU and virtiofsd down with a killed Abhed,
+is tied to the thread that started them.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from appliance.sandbox import _accel
 from appliance.sandbox._agent import PROTOCOL_VERSION
 from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
 from appliance.sandbox._local import base_env, to_job, to_run
@@ -86,6 +96,10 @@ class VMImage:
         return cls(d, manifest)
 
 
+def _kvm_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
 def find_virtiofsd() -> str | None:
     for cand in ("/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd"):
         if os.access(cand, os.X_OK):
@@ -117,8 +131,14 @@ def _stop(proc: subprocess.Popen[bytes] | None, grace_s: float = 3.0) -> None:
 class _Guest:
     """One running VM: virtiofsd + QEMU + the agent connection."""
 
-    def __init__(self, workspace: str, image: VMImage, settings: SandboxSettings, accel: str) -> None:
+    def __init__(self, workspace: str, image: VMImage, settings: SandboxSettings, accel: str,
+                 *, owned: bool = False, cancel: threading.Event | None = None) -> None:
+        """Boot and wait for the agent.  ``owned``: the calling thread lives as long as
+        the guest (the main thread, or a boot thread that waits for the guest to stop),
+        so the parent-death signal may be armed; ``cancel`` abandons the boot."""
         self.accel = accel
+        self.cancel = cancel
+        self.stopped = threading.Event()
         self.dir = tempfile.mkdtemp(prefix="abhed-vm-")
         self.console = os.path.join(self.dir, "console.log")
         self.vfsd: subprocess.Popen[bytes] | None = None
@@ -131,7 +151,8 @@ class _Guest:
         self.hello: dict[str, Any] = {}
         started = time.monotonic()
         try:
-            self._start(workspace, image, settings)
+            self._start(workspace, image, settings,
+                        owned or threading.current_thread() is threading.main_thread())
             timeout = settings.boot_timeout_s if accel == "tcg" else min(
                 settings.boot_timeout_s, _KVM_PROBE_TIMEOUT_S)
             self._await_agent(started + timeout)
@@ -140,7 +161,7 @@ class _Guest:
             raise
         self.boot_ms = round((time.monotonic() - started) * 1000, 1)
 
-    def _start(self, workspace: str, image: VMImage, settings: SandboxSettings) -> None:
+    def _start(self, workspace: str, image: VMImage, settings: SandboxSettings, owned: bool) -> None:
         vfsd = find_virtiofsd()
         if vfsd is None:
             raise SandboxUnavailable("virtiofsd is not installed (Debian 12: qemu-system-common)")
@@ -152,7 +173,7 @@ class _Guest:
         if _PRCTL is None:
             _PRCTL = ctypes.CDLL(None).prctl
         # So that QEMU and virtiofsd die even if this process is killed -9.
-        preexec = _die_with_parent if threading.current_thread() is threading.main_thread() else None
+        preexec = _die_with_parent if owned else None
         fs_sock = os.path.join(self.dir, "fs.sock")
         agent_sock = os.path.join(self.dir, "agent.sock")
         log = open(os.path.join(self.dir, "virtiofsd.log"), "wb")  # noqa: SIM115
@@ -230,6 +251,8 @@ class _Guest:
                     f"the VM ({self.accel}) stopped while booting: {self._log_tail('qemu.log')}\n"
                     f"console:\n{self._log_tail('console.log')}") from None
             except TimeoutError:
+                if self.cancel is not None and self.cancel.is_set():
+                    raise SandboxUnavailable("the VM's boot was cancelled: the session closed") from None
                 if time.monotonic() > deadline:
                     raise SandboxUnavailable(
                         f"the VM ({self.accel}) did not reach its agent in time; console:\n"
@@ -312,6 +335,7 @@ class _Guest:
         _stop(self.qemu)
         _stop(self.vfsd)
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.stopped.set()
 
 
 class _AgentRefused(Exception):
@@ -340,6 +364,48 @@ class MicroVM:
         self.settings = settings or SandboxSettings()
         self._guest: _Guest | None = None
         self._boot_lock = threading.Lock()
+        self._early: threading.Thread | None = None  # the background boot, while it runs
+        self._early_done = threading.Event()
+        self._early_error: BaseException | None = None
+        self._cancel = threading.Event()
+
+    def boot_in_background(self) -> None:
+        """Start booting now, in a thread, so the first command finds the VM up.
+
+        Does nothing when a guest runs or a boot is under way.  A boot that fails
+        is reported by the next command, as a boot on first use would be.
+        """
+        with self._boot_lock:
+            if self._guest is not None or self._early is not None:
+                return
+            self._early_done.clear()
+            self._early_error = None
+            self._cancel.clear()
+            self._early = threading.Thread(target=self._boot_and_keep, name="abhed-vm-boot",
+                                           daemon=True)
+            self._early.start()
+
+    def _boot_and_keep(self) -> None:
+        try:
+            guest = self._boot(owned=True)
+        except BaseException as exc:  # noqa: BLE001 - handed to the next command, not lost
+            self._early_error = exc
+            self._early_done.set()
+            return
+        self._guest = guest
+        self._early_done.set()
+        # Live as long as the guest: QEMU's parent-death signal is tied to this thread.
+        guest.stopped.wait()
+
+    def _join_early(self) -> None:
+        """Wait for a background boot (called with the boot lock held)."""
+        if self._early is None:
+            return
+        self._early_done.wait()
+        self._early = None
+        error, self._early_error = self._early_error, None
+        if error is not None:
+            raise error
 
     # -- lifecycle --------------------------------------------------------
     def boot(self) -> _Guest:
@@ -350,6 +416,7 @@ class MicroVM:
         so the model learns that state was lost instead of meeting it silently.
         """
         with self._boot_lock:
+            self._join_early()
             guest = self._guest
             if guest is not None and guest.qemu is not None and guest.qemu.poll() is None:
                 return guest
@@ -362,26 +429,46 @@ class MicroVM:
                     f"the session VM ({guest.accel}) stopped; its background jobs, /tmp and "
                     f"working directory are gone. Console:\n{console}\nThe next call starts a "
                     "new VM.")
+            self._cancel.clear()
             self._guest = self._boot()
             return self._guest
 
-    def _boot(self) -> _Guest:
-        key = (self.settings.qemu_binary, str(self.image.kernel))
+    def _boot(self, *, owned: bool = False) -> _Guest:
         accel: str = self.settings.accel
-        if accel == "auto":
-            accel = _ACCEL_CHOICE.get(key, "")
-            if not accel:
-                if os.access("/dev/kvm", os.R_OK | os.W_OK):
-                    try:
-                        guest = _Guest(self.workspace, self.image, self.settings, "kvm")
-                    except SandboxUnavailable:
-                        _ACCEL_CHOICE[key] = "tcg"
-                    else:
-                        _ACCEL_CHOICE[key] = "kvm"
-                        return guest
-                accel = "tcg"
-                _ACCEL_CHOICE[key] = accel
-        return _Guest(self.workspace, self.image, self.settings, accel)
+        if accel != "auto":
+            return self._guest_with(accel, owned)
+        key = (self.settings.qemu_binary, str(self.image.kernel))
+        accel = _ACCEL_CHOICE.get(key, "")
+        if accel:
+            return self._guest_with(accel, owned)
+        host_key = _accel.probe_key(self.settings.qemu_binary, self.image.kernel,
+                                    self.image.manifest)
+        kvm_usable = _kvm_usable()
+        remembered = _accel.recall(host_key)
+        if kvm_usable and remembered != "tcg":
+            try:
+                guest = self._guest_with("kvm", owned)
+            except SandboxUnavailable as exc:
+                kvm_failure = str(exc)
+            else:
+                _ACCEL_CHOICE[key] = "kvm"
+                if remembered != "kvm":
+                    _accel.remember(host_key, "kvm", "booted")
+                return guest
+        else:
+            kvm_failure = ""
+        guest = self._guest_with("tcg", owned)
+        _ACCEL_CHOICE[key] = "tcg"
+        if kvm_failure:
+            # Stored only now that software emulation booted: a failure that was
+            # not KVM's (a broken image, virtiofsd) fails this boot too, and must
+            # not be remembered as "this host's KVM cannot boot the guest".
+            _accel.remember(host_key, "tcg", kvm_failure)
+        return guest
+
+    def _guest_with(self, accel: str, owned: bool) -> _Guest:
+        return _Guest(self.workspace, self.image, self.settings, accel, owned=owned,
+                      cancel=self._cancel)
 
     @property
     def accel(self) -> str | None:
@@ -396,7 +483,10 @@ class MicroVM:
         return str(self._guest.hello.get("kernel")) if self._guest else None
 
     def close(self) -> None:
+        self._cancel.set()  # a background boot gives up within a second
         with self._boot_lock:
+            with contextlib.suppress(Exception):
+                self._join_early()
             if self._guest is not None:
                 self._guest.stop()
                 self._guest = None

@@ -21,7 +21,8 @@ def image_dir(settings: SandboxSettings) -> Path:
 
 def open_sandbox(workspace: str | os.PathLike[str],
                  settings: SandboxSettings | None = None) -> ShellSandbox:
-    """The sandbox for one session (a microVM boots on its first command).
+    """The sandbox for one session (a microVM starts booting now, in the background,
+    unless ``boot_at_open`` is off; then it boots on its first command).
 
     ``auto`` picks the microVM when an image is installed, else bubblewrap;
     it never falls back to ``host``.  Close it when the session ends: that
@@ -34,9 +35,9 @@ def open_sandbox(workspace: str | os.PathLike[str],
     if settings.backend == "bwrap":
         return BwrapSandbox(ws, settings)
     if settings.backend == "microvm":
-        return MicroVM(ws, VMImage.load(image_dir(settings)), settings)
+        return _started(MicroVM(ws, VMImage.load(image_dir(settings)), settings))
     try:
-        return MicroVM(ws, VMImage.load(image_dir(settings)), settings)
+        return _started(MicroVM(ws, VMImage.load(image_dir(settings)), settings))
     except SandboxUnavailable as vm_problem:
         try:
             return BwrapSandbox(ws, settings)
@@ -45,3 +46,9 @@ def open_sandbox(workspace: str | os.PathLike[str],
                 f"no sandbox can run here: microvm: {vm_problem}; bwrap: {bwrap_problem}. "
                 "Fix one of them (see `abhed sandbox check`), or set sandbox.backend to \"host\" "
                 "to run commands unsandboxed on purpose") from None
+
+
+def _started(vm: MicroVM) -> MicroVM:
+    if vm.settings.boot_at_open:
+        vm.boot_in_background()
+    return vm

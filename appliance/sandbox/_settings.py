@@ -36,6 +36,11 @@ class SandboxSettings(BaseModel):
     memory_mib: int = Field(default=1024, ge=128, le=1 << 20)
     vcpus: int = Field(default=2, ge=1, le=256)
     boot_timeout_s: float = Field(default=90.0, gt=0, le=900)
+    boot_at_open: bool = Field(
+        default=True,
+        description="microvm: start booting the VM when the session opens, in the background, "
+        "so the first command rarely waits (false: boot on the first command).",
+    )
     kill_grace_s: float = Field(default=2.0, ge=0, le=60,
                                 description="SIGTERM to SIGKILL delay when a command is stopped.")
     max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024,
