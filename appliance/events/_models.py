@@ -49,6 +49,7 @@ __all__ = [
     "migrate",
     "now_iso",
     "LOG_SESSION",
+    "DecisionBasis",
     "LogRepaired",
     "SegmentDeleted",
     "SegmentStarted",
@@ -331,6 +332,28 @@ class PolicyDecision(_Base):
     reason: str
     args: Any = Field(description="The normalized arguments the decision was made on.")
     commands: list[str] = Field(default_factory=list, description="bash commands needing an answer.")
+    basis_digest: str = Field(default="", description="sha256 of the decision_basis in force: "
+                              "the rules, mode, extensions, MCP pins and tool schemas this "
+                              "decision was made under (empty in logs from before it existed).")
+
+
+class DecisionBasis(_Base):
+    """A copy of everything that decides calls, recorded when a session's tooling starts.
+
+    Each ``policy_decision`` names it by ``digest``, so an auditor can replay
+    why a call was allowed or refused after ``config.json`` has changed:
+    ``deny[2]`` means ``policy.deny[2]`` of this copy.  Recorded once per
+    session, and again only when a resumed session starts under a different one.
+    """
+
+    type: Literal["decision_basis"] = "decision_basis"
+    digest: str = Field(description="sha256 of the canonical JSON of the other fields.")
+    policy: dict[str, Any] = Field(description="The effective policy: mode, deny, ask, allow, capabilities.")
+    extensions: list[dict[str, Any]] = Field(default_factory=list,
+                                             description="name, command, args, events (env: names only).")
+    mcp_pins: dict[str, str | None] = Field(default_factory=dict,
+                                            description="MCP server -> reviewed tools_sha256.")
+    tools: dict[str, Any] = Field(default_factory=dict, description="Tool name -> schema offered.")
 
 
 class PolicyRuleAdded(_Base):
@@ -411,7 +434,7 @@ Event = Annotated[
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
     | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
     | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded
-    | SegmentStarted | LogRepaired | SegmentDeleted,
+    | SegmentStarted | LogRepaired | SegmentDeleted | DecisionBasis,
     Field(discriminator="type"),
 ]
 
