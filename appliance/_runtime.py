@@ -106,6 +106,12 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
             tools.update(gateway.tools)  # refused servers are in gateway.refused
         settings = config.policy if mode is None else config.policy.model_copy(update={"mode": mode})
         gate = Gate(PolicyEngine(settings), hook=host, approver=approver, run_id=run_id)
+        # A copy of what decides, named by digest in every policy_decision (docs/event-log.md).
+        from appliance._basis import decision_basis, record_basis
+
+        basis = decision_basis(session.id, settings, config.extensions, config.mcp_servers, tools)
+        record_basis(session, basis)
+        gate.basis_digest = basis.digest
         tooling.dispatcher = Dispatcher(session, tools, ctx, policy=gate)
     except BaseException:
         tooling.close("startup failed")

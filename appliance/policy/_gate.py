@@ -94,6 +94,7 @@ class Gate:
         self.hook = hook
         self.approver = approver
         self.run_id = run_id
+        self.basis_digest = ""  # the decision_basis in force, set where the tooling starts
 
     def admit(self, session: Session, call_id: str, tool: Tool, raw_args: Any,
               ctx: ToolContext) -> ToolResult | dict[str, Any]:
@@ -119,7 +120,8 @@ class Gate:
         session.append(PolicyDecision(session_id=session.id, call_id=call_id, tool=tool.name,
                                       verdict=decision.verdict, decided_by=decision.decided_by,
                                       reason=decision.reason, args=args,
-                                      commands=list(decision.commands)))
+                                      commands=list(decision.commands),
+                                      basis_digest=self.basis_digest))
         if decision.verdict == "deny":
             return failure("policy_denied", f"Refused by policy ({decision.decided_by}): "
                            f"{decision.reason}", details={"decided_by": decision.decided_by})

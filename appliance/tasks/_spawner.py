@@ -156,7 +156,9 @@ def _child_gate(parent: Agent, tools: dict[str, Any]) -> Any:
 
     caps = set().union(*(t.capabilities for t in tools.values())) if tools else set()
     engine = gate.engine.attenuated(caps)
-    return Gate(engine, hook=gate.hook, approver=gate.approver, run_id=gate.run_id)
+    child = Gate(engine, hook=gate.hook, approver=gate.approver, run_id=gate.run_id)
+    child.basis_digest = gate.basis_digest  # the parent's basis; the child's narrowing is in its tools
+    return child
 
 
 def _measure(session: ObservedSession) -> tuple[list[str], list[dict[str, Any]]]:
