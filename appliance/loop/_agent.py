@@ -20,6 +20,7 @@ from typing import Any
 from appliance._dispatch import Dispatcher
 from appliance.events import (
     ApprovalEvent,
+    Compacted,
     ModelTurn,
     RunEnded,
     RunEndReason,
@@ -30,6 +31,7 @@ from appliance.events import (
 )
 from appliance.loop._approver import MODES, ApprovalRequest, Approver, AutoApprover
 from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
+from appliance.loop._compact import Compactor
 from appliance.loop._history import History
 from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
@@ -121,14 +123,27 @@ class Agent:
         self.history = History.rebuild(session.store.events(session.id), system_prompt.text,
                                        self.signatures)
         self._resumed = self.history.runs > 0
-        session.listen(lambda stored: self.history.feed(stored.event, stored.session_seq))
+        session.listen(lambda stored: self.history.feed(stored.event, stored.session_seq)
+                       if stored.event.session_id == session.id else None)
         recover_interrupted_run(session, self.history)
+        self.compactor = Compactor(self.limits.context_tokens, compact_at=self.limits.compact_at)
+        self.run_id = ""
         self._steers: list[str] = []
         self._lock = threading.Lock()
         self._cancel = CancelToken()
         self.running = False
         self._run_tool_choice: str | dict[str, Any] | None = None
         self.closers: list[Callable[[], None]] = []
+
+    def set_mode(self, mode: str) -> None:
+        """Switch the approval mode between runs (the person's decision, e.g. leaving plan mode)."""
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = mode
+        gate = self.dispatcher.policy
+        engine = getattr(gate, "engine", None)
+        if engine is not None:
+            engine.settings = engine.settings.model_copy(update={"mode": mode})
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -295,13 +310,15 @@ class Agent:
         sampling: dict[str, Any] = {}
         if self.limits.max_completion_tokens is not None:
             sampling["max_tokens"] = self.limits.max_completion_tokens
-        messages = self.history.outgoing()
+        messages = self._fit(self.history.outgoing())
         outgoing = self.before_send(messages) if self.before_send else messages
         request = ChatRequest(messages=outgoing, tools=self.specs, tool_choice=tool_choice,
                               sampling=sampling, stream=True)
         t0 = time.perf_counter()
         try:
             reply = self.provider.complete(request, on_delta=self.on_delta, cancel=self._cancel)
+            if reply.usage is not None:
+                self.compactor.calibrate(messages, self.specs, reply.usage.prompt_tokens)
         except RequestCancelled:
             self._check_cancel()
             raise StopRun("interrupted", "interrupted") from None
@@ -314,6 +331,43 @@ class Agent:
                 self._check_cancel()
             raise
         return reply, (time.perf_counter() - t0) * 1000
+
+    # -- context budget ---------------------------------------------------------
+    def _fit(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Compact before a request that would pass the threshold; end the run if it cannot fit."""
+        c = self.compactor
+        if not c.over(c.estimate(messages, self.specs)):
+            return messages
+        self.compact("auto")
+        messages = self.history.outgoing()
+        tokens = c.estimate(messages, self.specs)
+        room = (c.context_tokens or 0) - (self.limits.max_completion_tokens or 0)
+        if c.context_tokens is not None and tokens >= room:
+            raise StopRun("context_full", (
+                f"the conversation needs about {tokens} tokens and the model's context is "
+                f"{c.context_tokens}" + (f"; {c.tripped}" if c.tripped else "")
+                + ". Start a new session, or give the model more context (loop.context_tokens)."))
+        return messages
+
+    def compact(self, trigger: str = "manual") -> Compacted | None:
+        """Mask old outputs (then summarise if needed) and record it; None if nothing could be done.
+
+        Called before a request that would not fit (``auto``), or by a person
+        (rpc ``compact``, the TUI's ``/compact``) between runs.
+        """
+        import copy
+
+        c = self.compactor
+        outcome = c.compact(self.history, self.specs, provider=self.provider,
+                            artifacts=self.dispatcher.ctx.artifacts, session_id=self.session.id,
+                            run_id=self.run_id, trigger="manual" if trigger == "manual" else "auto")
+        if outcome.event is None:
+            return None
+        probe = copy.deepcopy(self.history)
+        probe.feed(outcome.event, 1 << 62)
+        event, _tripped = c.measured(outcome.event, c.estimate(probe.outgoing(), self.specs))
+        self.session.append(event)
+        return event
 
     def _refuse(self, call_id: str, call: ToolCall, args: Any, result: ToolResult) -> ToolResult:
         """Record a call that was never dispatched (unparseable, or denied) and its result."""

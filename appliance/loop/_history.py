@@ -26,6 +26,7 @@ Rules, each deterministic in the events alone:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,12 +47,14 @@ from appliance.events import (
     UserMessage,
 )
 from appliance.loop._untrusted import wrap_result
+from tools import ARTIFACT_PREFIX
 from tools.plan import render_plan
 from tools.todo import render_todo
 
 __all__ = ["NOT_RUN", "REPEAT_HINT_AT", "History", "memory_text"]
 
 REPEAT_HINT_AT = 3
+_MASK_MIN_CHARS = 600  # a stub is ~300 characters: masking less saves nothing
 NOT_RUN = "Not run: the run ended before this call was made."
 _UNKNOWN = ("Outcome unknown: this call was started but Abhed stopped before its result was "
             "recorded. {what}")
@@ -71,6 +74,8 @@ class _Msg:
     seq: int
     call_id: str | None = None
     tool: str = ""
+    raw: str = ""  # a tool result's content, unwrapped: what a mask keeps as an artifact
+    note: bool = False  # Abhed's own reminder, not a person's words
 
 
 @dataclass
@@ -166,8 +171,10 @@ class History:
                 self._add({"role": "user", "content": "[abhed: the conversation was compacted. "
                            + text + "]"}, seq)
 
-    def _add(self, body: dict[str, Any], seq: int, call_id: str | None = None, tool: str = "") -> None:
-        self._msgs.append(_Msg(body, seq, call_id, tool))
+    def _add(self, body: dict[str, Any], seq: int, call_id: str | None = None, tool: str = "",
+             raw: str = "") -> None:
+        note = body["role"] == "user" and str(body.get("content", "")).startswith("[abhed: ")
+        self._msgs.append(_Msg(body, seq, call_id, tool, raw, note))
 
     def _remind(self, event: RunStarted, seq: int) -> None:
         parts: list[str] = []
@@ -217,7 +224,8 @@ class History:
                          f"with the same error ({code}). This approach is not converging: re-read "
                          "the error, change approach, or answer explaining what blocks you.]")
         self._add({"role": "tool", "tool_call_id": event.call_id,
-                   "content": wrap_result(name, result) + hint}, seq, event.call_id, name)
+                   "content": wrap_result(name, result) + hint}, seq, event.call_id, name,
+                  result.content)
 
     def _close_pending(self, seq: int) -> None:
         for call_id, name in list(self._pending.items()):
@@ -263,36 +271,87 @@ class History:
             n += 1
         return n, last[0]
 
+    # -- what compaction works on ------------------------------------------
+    def masked(self) -> set[str]:
+        return {cid for c in self.compactions for cid in c.masked_call_ids}
+
+    def mask_batches(self, keep_turns: int) -> list[list[tuple[str, str, str]]]:
+        """Tool-result batches older than the last ``keep_turns`` model turns, oldest first.
+
+        Each batch is every result of one assistant message, as (call id,
+        tool, raw content): masking takes a batch whole, never a part of it.
+        """
+        masked = self.masked()
+        turns = [i for i, m in enumerate(self._msgs) if m.body["role"] == "assistant"]
+        limit = turns[-keep_turns] if len(turns) >= keep_turns and keep_turns > 0 else len(self._msgs)
+        batches: list[list[tuple[str, str, str]]] = []
+        current: list[tuple[str, str, str]] = []
+        for m in self._msgs[:limit]:
+            if m.body["role"] == "tool" and m.call_id is not None:
+                if m.call_id not in masked and len(m.raw) > _MASK_MIN_CHARS:
+                    current.append((m.call_id, m.tool, m.raw))
+            elif current:
+                batches.append(current)
+                current = []
+        if current:
+            batches.append(current)
+        return batches
+
+    def summary_cut(self, keep_turns: int) -> tuple[int, list[dict[str, Any]]] | None:
+        """Where a summary may end (a session_seq) and the sent messages it replaces.
+
+        The cut falls just before an assistant message, so a call and its
+        results are never split; the last ``keep_turns`` model turns stay.
+        """
+        turns = [i for i, m in enumerate(self._msgs) if m.body["role"] == "assistant"]
+        if len(turns) <= keep_turns:
+            return None
+        cut = turns[-keep_turns] if keep_turns > 0 else len(self._msgs)
+        through = max((m.seq for m in self._msgs[1:cut]), default=0)
+        if through <= 0:
+            return None
+        view = self._view()
+        return through, [body for seq, body in view[1:] if seq <= through]
+
     def outgoing(self) -> list[dict[str, Any]]:
         """What the next request sends: the fold with every compaction applied."""
         if not self.compactions:
             return self.messages
+        return _drop_orphans([body for _, body in self._view()])
+
+    def _view(self) -> list[tuple[int, dict[str, Any]]]:
+        """(session_seq, message) as sent: masks and the latest summary applied."""
         masked: set[str] = set()
         summary: Compacted | None = None
         for c in self.compactions:
             masked.update(c.masked_call_ids)
             if c.strategy == "summary" and c.summarised_through_seq is not None:
                 summary = c
-        out: list[dict[str, Any]] = []
+        out: list[tuple[int, dict[str, Any]]] = []
         for m in self._msgs:
             if summary is not None and 0 < m.seq <= (summary.summarised_through_seq or 0):
-                if m.body["role"] == "user":
-                    out.append(m.body)  # the person's words survive verbatim
+                if m.body["role"] == "user" and not m.note:
+                    out.append((m.seq, m.body))  # the person's words survive verbatim
                 continue
             if m.call_id is not None and m.call_id in masked and m.body["role"] == "tool":
-                out.append({**m.body, "content": mask_stub(m.tool, m.call_id)})
+                out.append((m.seq, {**m.body, "content": mask_stub(m.tool, output_sha256(m.raw))}))
                 continue
-            out.append(m.body)
+            out.append((m.seq, m.body))
         if summary is not None:
-            out.insert(1, {"role": "user", "content": "[abhed: summary of the earlier conversation, "
-                           "written when it was compacted]\n" + summary.summary})
-        return _drop_orphans(out)
+            out.insert(1, (0, {"role": "user", "content": "[abhed: summary of the earlier "
+                               "conversation, written when it was compacted]\n" + summary.summary}))
+        return out
 
 
-def mask_stub(tool: str, call_id: str) -> str:
+def output_sha256(raw: str) -> str:
+    """The digest a masked output is kept under (its content as UTF-8)."""
+    return hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
+
+
+def mask_stub(tool: str, sha256: str) -> str:
     return (f"[abhed: the output of this {tool} call was masked to save context. Its full text is "
-            f"kept: read it with the read tool, path \"abhed:output/{call_id}\" (offset/limit page "
-            "it); do not re-run the call just to see it]")
+            f"kept: read it with the read tool, path \"{ARTIFACT_PREFIX}{sha256}\" (offset/limit "
+            "page it); do not re-run the call just to see it]")
 
 
 def _canonical(args: Any) -> str:

@@ -25,6 +25,14 @@ class Limits(BaseModel):
     deadline_s: float = Field(default=3600.0, gt=0, le=7 * 86400, description="Wall-clock time per run.")
     max_completion_tokens: int | None = Field(
         default=None, ge=1, description="max_tokens sent with each request; default: the server's.")
+    context_tokens: int | None = Field(
+        default=None, ge=256,
+        description="The model's context length in tokens; default: the catalog entry's "
+        "max_model_len. Unknown: no automatic compaction.")
+    compact_at: float = Field(
+        default=0.6, gt=0.05, le=0.95,
+        description="Compact when a request would pass this share of the context (small local "
+        "models degrade well before it is full).")
     max_repeated_failures: int = Field(
         default=3, ge=0, le=1000,
         description="End the run (reason repeated_failure) after this many identical failed or "

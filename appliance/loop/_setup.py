@@ -52,6 +52,11 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
     """Refuse bad config, open (or resume) the session, and return a ready agent."""
     pconf = choose_provider(config, provider_name)
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
+    limits = config.loop
+    if limits.context_tokens is None and catalog is not None and pconf.catalog_entry:
+        # The context budget compaction works against: the served model's length.
+        limits = limits.model_copy(update={"context_tokens":
+                                           catalog.get(pconf.catalog_entry).max_model_len})
     provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
                              check_model=check_model)
     ws = Workspace(str(workspace), config.tools.secret_paths)
@@ -76,7 +81,7 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
         prompt = SystemPrompt(host.system_prompt(prompt.text), prompt.instructions_file)
     agent = Agent(session=session, dispatcher=tooling.dispatcher, provider=provider,
                   system_prompt=prompt, tools=tooling.tools,
-                  limits=config.loop, approver=approver, mode=mode,
+                  limits=limits, approver=approver, mode=mode,
                   first_tool_choice=first_tool_choice,
                   before_send=host.before_send if host is not None else None)
     agent.closers += [provider.close, lambda: tooling.close("session closed")]

@@ -161,10 +161,11 @@ class RpcServer:
             method = req.get("method")
             handler = {"start": self._start, "prompt": self._prompt, "steer": self._steer,
                        "abort": self._abort, "approve": self._approve, "undo": self._undo,
+                       "compact": self._compact, "mode": self._mode,
                        "shutdown": self._shutdown}.get(method if isinstance(method, str) else "")
             if handler is None:
                 raise _Fail("unknown_method", f"unknown method {str(method)[:64]!r}; methods: start, prompt, "
-                            "steer, abort, approve, undo, shutdown")
+                            "steer, abort, approve, undo, compact, mode, shutdown")
             result = handler(req)
             self.send({"type": "response", "id": rid, "method": method, "ok": True, **result})
         except _Fail as exc:
@@ -258,6 +259,27 @@ class RpcServer:
         if running:
             agent.interrupt("rpc abort")
         return {"aborted": running}
+
+    def _compact(self, req: dict[str, Any]) -> dict[str, Any]:
+        agent = self._need_agent()
+        if self._busy():
+            raise _Fail("busy", "a run is in progress; compaction by hand happens between runs")
+        event = agent.compact("manual")
+        if event is None:
+            raise _Fail("nothing_to_compact", "there are no tool outputs old enough to mask and "
+                        "nothing to summarise yet")
+        return {"compacted": event.model_dump(mode="json")}
+
+    def _mode(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The person leaves plan mode (or enters it): a user decision the model cannot make."""
+        agent = self._need_agent()
+        mode = req.get("mode")
+        if mode not in MODES:
+            raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}")
+        if self._busy():
+            raise _Fail("busy", "a run is in progress; change the mode between runs")
+        agent.set_mode(mode)
+        return {"mode": mode}
 
     def _undo(self, req: dict[str, Any]) -> dict[str, Any]:
         from appliance.sessions import UndoError, undo

@@ -1,0 +1,114 @@
+"""Context budget and compaction: mask old outputs first (stubs naming their artifact), then
+summarise; todo and plan re-rendered after; circuit breaker; resume sends the same bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from appliance.events import Compacted, EventStore, RunEnded
+from appliance.loop import Limits
+from models import ScriptStep
+from tests.appliance.sessions.helpers import agent_on, call
+
+
+def _big(workspace: Path, n: int) -> Path:
+    f = workspace / f"big{n}.txt"
+    f.write_text("".join(f"line {i} of file {n} with some padding text\n" for i in range(150)))
+    return f
+
+
+def _todo() -> dict[str, Any]:
+    return call("todo", items=[{"id": "1", "content": "read the files", "status": "in_progress"},
+                               {"id": "2", "content": "report", "status": "pending"}])
+
+
+def test_old_outputs_are_masked_first_and_todo_is_rerendered(workspace: Path) -> None:
+    files = [_big(workspace, n) for n in range(4)]
+    steps = [_todo(), *[call("read", path=str(f)) for f in files], {"text": "done"}]
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, steps, limits=Limits(context_tokens=6000, compact_at=0.6)) as (
+            agent, server, seen):
+        out = agent.run("read them all")
+        sid = agent.session.id
+        assert out.ok
+        compactions = [e.event for e in seen if isinstance(e.event, Compacted)]
+        assert compactions and compactions[0].strategy == "mask" and compactions[0].trigger == "auto"
+        c = compactions[0]
+        assert c.tokens_after < c.tokens_before and c.context_tokens == 6000
+        after = server.requests[-1]["messages"]
+        stubs = [m for m in after if m["role"] == "tool" and "was masked" in m["content"]]
+        assert len(stubs) == len(set(sum((x.masked_call_ids for x in compactions), [])))
+        # A call and its result stay paired: every tool message answers a call that is still there.
+        called = {c["id"] for m in after for c in m.get("tool_calls") or []}
+        assert all(m["tool_call_id"] in called for m in after if m["role"] == "tool")
+        # The newest output is never masked.
+        assert "line 149 of file 3" in after[-2]["content"] or "line 1" in json.dumps(after[-3:])
+        # The todo list is put back after the compaction.
+        assert any("Your todo list" in str(m.get("content")) and "compacted" in str(m.get("content"))
+                   for m in after)
+        # The masked output is kept whole: the stub's artifact reads back.
+        ref = re.search(r'"(abhed:artifact/[0-9a-f]{64})"', stubs[0]["content"])
+        assert ref is not None
+        page = agent.dispatcher.call("read", {"path": ref.group(1), "limit": 3})
+        assert page.ok and "of file 0" in page.content
+        last = server.requests[-1]["messages"]
+    # Resuming rebuilds the same (compacted) conversation from the log.
+    with agent_on(store, workspace, [{"text": "again"}], session_id=sid) as (agent, server, _seen):
+        agent.run("next")
+        resumed = server.requests[0]["messages"]
+    norm = [re.sub(r"r-[0-9a-f]{8}\.", "r-RUN.", json.dumps(m)) for m in (last, resumed[:len(last)])]
+    assert norm[0] == norm[1]
+
+
+def test_summary_when_masking_is_not_enough_keeps_user_words(workspace: Path) -> None:
+    long_text = "I looked at many things. " * 150
+    steps: list[Any] = [{"text": long_text, "tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]}
+                        for _ in range(6)]
+    summary_bodies: list[dict[str, Any]] = []
+
+    def responder(body: dict[str, Any]) -> ScriptStep:
+        if not body.get("tools"):
+            summary_bodies.append(body)
+            return ScriptStep(text="Task: look around.\nFiles: none.")
+        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [], limits=Limits(context_tokens=12000, compact_at=0.4)) as (
+            agent, server, seen):
+        server.responder = responder
+        out = agent.run("please look around carefully")
+    assert out.ok, out.message
+    summaries = [e.event for e in seen if isinstance(e.event, Compacted) and e.event.strategy == "summary"]
+    assert summaries and summaries[0].summary.startswith("Task: look around.")
+    assert summary_bodies and "Open questions" in summary_bodies[0]["messages"][-1]["content"]
+    final = server.requests[-1]["messages"]
+    assert any(m["content"] == "please look around carefully" for m in final if m["role"] == "user")
+    assert any("summary of the earlier conversation" in str(m.get("content")) for m in final)
+
+
+def test_circuit_breaker_ends_the_run_with_context_full(workspace: Path) -> None:
+    # One huge prompt: nothing old to mask or summarise, so compaction cannot help.
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [{"text": "never"}],
+                  limits=Limits(context_tokens=300, compact_at=0.5)) as (agent, server, seen):
+        out = agent.run("x" * 5000)
+    assert out.reason == "context_full" and "context is 300" in out.message
+    assert server.requests == []
+    assert isinstance(seen[-1].event, RunEnded) and seen[-1].event.reason == "context_full"
+
+
+def test_manual_compaction_between_runs(workspace: Path) -> None:
+    files = [_big(workspace, n) for n in range(2)]
+    steps = [*[call("read", path=str(f)) for f in files], {"text": "ok"}]
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, steps) as (agent, _server, seen):
+        agent.run("read")
+        event = agent.compact("manual")
+        assert event is not None and event.trigger == "manual" and event.masked_call_ids
+        assert event.tokens_after < event.tokens_before
+        empty = EventStore(workspace.parent / "f.db")
+    with agent_on(empty, workspace, []) as (fresh, _s, _e):
+        assert fresh.compact("manual") is None  # nothing to compact
