@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -95,10 +96,17 @@ def verify_export(path: Path) -> ExportCheck:
     """Re-check an export's chain and manifest without the log; never raises on bad input."""
     check = ExportCheck(path)
     try:
-        fh = path.open("r", encoding="utf-8", errors="strict")
+        # O_NONBLOCK: a FIFO or device named as the export must not hang verify.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         check.problems.append(f"cannot read {path}: {exc.strerror or exc}")
         return check
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        check.problems.append(f"{path} is not a regular file: an export is a JSONL file")
+        return check
+    os.set_blocking(fd, True)
+    fh = os.fdopen(fd, "r", encoding="utf-8", errors="strict")
     walker: ChainWalker | None = None
     try:
         with fh:

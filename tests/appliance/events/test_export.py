@@ -155,3 +155,24 @@ def test_export_of_an_unknown_session_is_refused(abhed: Cli, tmp_path: Path) -> 
     fill().close()
     done = abhed("events", "export", "--session", "s-nope", "--out", str(tmp_path / "x"))
     assert done.returncode == 1 and "no session" in done.stderr
+
+
+def test_verify_file_refuses_a_fifo_a_directory_and_binary_at_once(abhed: Cli, tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00" * 1000)
+    for target, rc, expect in ((fifo, 1, "not a regular file"), (tmp_path, 2, "is a directory"),
+                               (binary, 1, "not an Abhed export"),
+                               (tmp_path / "absent", 1, "cannot read")):
+        done = abhed("events", "verify", "--file", str(target), timeout=60)
+        assert done.returncode == rc and expect in done.stderr, (target, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_export_to_an_unwritable_place_is_a_message(abhed: Cli, tmp_path: Path) -> None:
+    fill().close()
+    done = abhed("events", "export", "--out", str(tmp_path / "no" / "such" / "dir" / "x.jsonl"))
+    assert done.returncode == 1 and "cannot write" in done.stderr and "Traceback" not in done.stderr
