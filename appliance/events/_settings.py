@@ -19,7 +19,7 @@ class EventLogSettings(BaseModel):
         description="Free space (MiB) that must remain on the log's file system for a new run, "
                     "rpc server or tool call to start (auditd's space_left). 0: no reserve.")
     rotate_mb: int = Field(
-        default=256, ge=0,
+        default=64, ge=0,
         description="Seal the active segment and start a new one once it reaches this size "
                     "(MiB). 0: never by size.")
     redact: tuple[str, ...] = Field(
