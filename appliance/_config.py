@@ -18,7 +18,7 @@ from appliance.extensions._settings import ExtensionSpec
 from appliance.mcp._settings import McpServerSpec
 from appliance.policy._settings import PolicySettings
 from appliance.sandbox._settings import SandboxSettings
-from appliance.loop._limits import Limits
+from appliance.loop._limits import Limits, TaskSettings
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
@@ -55,6 +55,7 @@ class Config(BaseModel):
         default=None, description="Model catalog file; default: ABHED_HOME/catalog.json.")
     serve: ServeSettings = Field(default_factory=ServeSettings)
     loop: Limits = Field(default_factory=Limits)
+    tasks: TaskSettings = Field(default_factory=TaskSettings)
 
     @model_validator(mode="after")
     def _providers_unique(self) -> Config:

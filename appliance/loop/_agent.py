@@ -10,6 +10,7 @@ the model reads, never an exception.  Tools run through
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import threading
 import time
@@ -127,6 +128,12 @@ class Agent:
                        if stored.event.session_id == session.id else None)
         recover_interrupted_run(session, self.history)
         self.compactor = Compactor(self.limits.context_tokens, compact_at=self.limits.compact_at)
+        # The shell's working directory carries across processes, as it does across calls.
+        sandbox = dispatcher.ctx.sandbox
+        cwd = self.history.cwd
+        if sandbox is not None and cwd and os.path.isdir(cwd) and (
+                cwd == sandbox.workspace or cwd.startswith(sandbox.workspace.rstrip("/") + "/")):
+            sandbox.cwd = cwd
         self.run_id = ""
         self._steers: list[str] = []
         self._lock = threading.Lock()

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from appliance.events import RunEndReason
 
-__all__ = ["Limits", "StopRun"]
+__all__ = ["Limits", "StopRun", "TaskSettings"]
 
 
 class Limits(BaseModel):
@@ -37,6 +37,19 @@ class Limits(BaseModel):
         default=3, ge=0, le=1000,
         description="End the run (reason repeated_failure) after this many identical failed or "
         "denied calls in a row, so a denial cannot become an endless retry; 0: never.")
+
+
+class TaskSettings(BaseModel):
+    """Subagents spawned by the ``task`` tool (config section ``tasks``); see docs/tools.md."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_concurrent: int = Field(default=20, ge=1, le=1000, description="Subagents running at once.")
+    default_max_turns: int = Field(default=20, ge=1, le=1000,
+                                   description="Turns a child reserves when its call names none.")
+    max_tokens: int = Field(default=400_000, ge=1, description="Most tokens one child reserves.")
+    max_seconds: float = Field(default=1800.0, gt=0, le=86400,
+                               description="Most wall-clock time one child reserves.")
 
 
 class StopRun(Exception):

@@ -87,5 +87,8 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, provider_
     agent.closers += [provider.close, lambda: tooling.close("session closed")]
     from appliance.tasks import Subagents
 
-    tooling.ctx.subagents = Subagents(agent)
+    t = config.tasks
+    tooling.ctx.subagents = Subagents(agent, max_concurrent=t.max_concurrent,
+                                      default_max_turns=t.default_max_turns,
+                                      max_tokens=t.max_tokens, max_seconds=t.max_seconds)
     return agent, provider
