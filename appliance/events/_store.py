@@ -54,6 +54,9 @@ from appliance.events._settings import EventLogSettings
 __all__ = ["EventStore", "StoredEvent", "GENESIS", "start_segment", "write_error"]
 
 _MiB = 1 << 20
+# Written into the lock file when a log is first created here: a later open that finds the
+# log gone but this mark present refuses, instead of starting a fresh log over the history.
+_KEPT = b"abhed event log kept here\n"
 # SQLite primary result codes (https://sqlite.org/rescode.html).
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 10, 11, 13, 26
 
@@ -155,11 +158,19 @@ class EventStore:
             # continue the chain from the last of them, never a fresh, empty history.
             self._try_exclusive(lambda: self._continue_after(sealed_segments(path)[-1][1]))
             fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        if not path.exists() and os.pread(self._lock_fd, len(_KEPT), 0) == _KEPT:
+            os.close(self._lock_fd)
+            raise EventLogDamaged(
+                str(path), "the file is missing, though a log was kept here (its lock file "
+                f"{lock_path(path).name} says so): it was deleted or moved, and a fresh log "
+                "would hide its history. Restore it from a backup, or `abhed events verify "
+                f"--file` an export; to start an empty log on purpose, delete {lock_path(path)}")
         try:
             if not path.exists():
                 # Created private before SQLite writes a byte; its -wal and -shm inherit
                 # the mode, so another user on a shared host cannot even read the log.
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+                os.pwrite(self._lock_fd, _KEPT, 0)
             conn = sqlite3.connect(path, isolation_level=None, timeout=30.0,
                                    check_same_thread=False)
             self.db = sqlite_utils.Database(conn)

@@ -227,3 +227,16 @@ def test_a_log_directory_others_can_write_is_refused(tmp_path: Path) -> None:
         EventStore(state / "events.db")
     os.chmod(state, 0o1777)  # sticky, like /tmp: others cannot replace our files
     EventStore(state / "events.db").close()
+
+
+def test_a_deleted_log_is_refused_not_silently_replaced_by_a_fresh_one(abhed: Cli,
+                                                                       workspace: Path) -> None:
+    fill().close()
+    path = events_db_path()
+    for name in (path, path.with_name("events.db-wal"), path.with_name("events.db-shm")):
+        name.unlink(missing_ok=True)
+    done = abhed("tool", "glob", '{"pattern": "*"}', "-w", str(workspace))
+    assert done.returncode == 1 and "the file is missing, though a log was kept here" in done.stderr
+    assert not path.exists()  # no fresh log was started over the history
+    path.with_name("events.db.lock").unlink()  # the operator means it: start afresh
+    assert abhed("tool", "glob", '{"pattern": "*"}', "-w", str(workspace)).returncode == 0
