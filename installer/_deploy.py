@@ -14,6 +14,9 @@ One pipeline serves both verbs; they differ in what must already be there.
    its health awaited, else switched back;
 7. state and audit.
 
+Steps 1-3 are :func:`_admit` (nothing on the host changes); 4-7 are the
+steps of :data:`installer._stage.STEPS`, run by one transaction.
+
 Any failure or interrupt before the end undoes every step in reverse: the
 release directory is removed, ``current`` points where it pointed, units and
 state are as they were.
@@ -26,7 +29,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ._audit import AuditLog
 from ._errors import (
@@ -39,20 +42,12 @@ from ._errors import (
 )
 from ._faults import fault_point
 from ._layout import Layout, State, lock_prefix
-from ._release import (
-    build_venv,
-    bundle_error,
-    disk_error,
-    read_manifest,
-    recover,
-    reuse_weights,
-    write_record,
-    write_release_json,
-)
-from ._txn import Transaction, gc_store, remove_tree, switch_current
-from ._ui import Progress, out, say
+from ._release import disk_error, read_manifest, recover
+from ._stage import STEPS, Staging
+from ._txn import Transaction
+from ._ui import out, say
 
-__all__ = ["DeployOptions", "deploy", "post_switch", "run_gate_step"]
+__all__ = ["DeployOptions", "deploy", "fail_preflight", "post_switch", "run_gate_step"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +61,7 @@ class DeployOptions:
     skip_gate: bool
 
 
-def _fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
+def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
                     version: int) -> None:
     bad = [c for c in checks if c.status == "fail"]
     if not bad:
@@ -127,181 +122,88 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
 
 
 def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:
-    from bundle import BundleError, verify_bundle
-
-    from ._descriptor import find_descriptor, load_descriptor
-    from ._preflight import descriptor_checks, platform_checks
-    from ._services import PORT_MARK, RUN_SCRIPT, render_run_script, systemd_present, write_unit
-    from ._trust import pin_trust, resolve_trust
-
+    """Admit the bundle (signatures, version, preflight), then run :data:`STEPS` in one
+    transaction: any failure or interrupt undoes every step done so far, in reverse."""
     layout = Layout(opts.prefix.absolute())
     if any(c.isspace() for c in str(layout.prefix)):
         raise UsageError(f"prefix {layout.prefix} contains white space; choose one without")
     audit = AuditLog(layout.audit_dir)
     run = secrets.token_hex(6)
     with lock_prefix(layout.prefix, create=action == "install"):
-        recover(layout, audit, action, run)
-        state = State.load(layout)
-        current = layout.current_version()
-        if action == "install" and current is not None:
-            raise UsageError(f"release {current} is already installed in {layout.prefix}; use "
-                             "`abhed-installer upgrade BUNDLE` to move to another version")
-        if action == "upgrade" and current is None:
-            raise NotInstalled(f"nothing is installed in {layout.prefix}; use `abhed-installer "
-                               "install BUNDLE` first")
-        policy, pinned = resolve_trust(layout, opts.trust, opts.threshold)
-        bundle = opts.bundle.absolute()
-        base = {"run": run, "bundle": str(bundle)}
-        audit.append(action, "start", "begun", **base, prefix=str(layout.prefix),
-                     current=current, fault=os.environ.get("ABHED_INSTALLER_FAULT") or None)
-        try:
-            manifest, signers = read_manifest(bundle, policy)
-        except Exception as exc:
-            audit.append(action, "verify", "refused", **base, detail=str(exc))
-            raise
-        v = manifest.version
-        base["version"] = v  # type: ignore[assignment]
-        audit.append(action, "signature", "ok", **base, name=manifest.name, signers=list(signers))
-        if state.name is not None and manifest.name != state.name:
-            audit.append(action, "verify", "refused", **base, detail="other product name")
-            raise UsageError(f"this prefix holds {state.name!r}; the bundle is {manifest.name!r}. "
-                             "Install it in another --prefix, or uninstall first")
-        if v == current:
-            audit.append(action, "done", "unchanged", **base)
-            out(f"release {v} is already current in {layout.prefix}: nothing changed")
+        staging = _admit(opts, action, layout, audit, run)
+        if staging is None:
             return 0
-        downgrade = state.highest is not None and v < state.highest
-        if downgrade and not opts.allow_downgrade:
-            audit.append(action, "version", "refused", **base, highest=state.highest)
-            raise DowngradeRefused(
-                f"bundle version {v} is older than version {state.highest} already installed "
-                f"here: refused as a possible rollback attack. To go back to a release that is "
-                f"still on disk use `abhed-installer rollback`; to install this older bundle "
-                "anyway pass --allow-downgrade (recorded in the audit log)")
-        if downgrade:
-            audit.append(action, "version", "downgrade-allowed", **base, highest=state.highest)
-        if layout.release(v).is_dir():
-            raise UsageError(f"release {v} is already on disk in {layout.releases} but not "
-                             f"current; switch to it with `abhed-installer rollback --to {v}`")
-        say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
-            f"{manifest.platform.accelerator})")
-        checks, py = platform_checks(manifest, layout.prefix, python=opts.python)
-        _fail_preflight(checks, audit, action, run, v)
-        assert py is not None
-        audit.append(action, "preflight", "ok", **base,
-                     warnings=[c.as_dict() for c in checks if c.status == "warn"] or None)
-        release = layout.release(v)
-        with Transaction(audit, action, run, v) as tx:
+        with Transaction(audit, action, run, staging.version) as tx:
             try:
-                layout.releases.mkdir(parents=True, exist_ok=True)
-                layout.logs.mkdir(parents=True, exist_ok=True)
-
-                def drop_release() -> None:
-                    remove_tree(release)
-                    gc_store(layout)
-
-                tx.on_undo(f"removed releases/{v}", drop_release)
-                release.mkdir()
-                say(f"verifying and unpacking into {release}/bundle")
-                try:
-                    vb = verify_bundle(bundle, policy, installed_version=state.highest,
-                                       allow_downgrade=opts.allow_downgrade,
-                                       stage_to=release / "bundle", progress=Progress("verify"))
-                except BundleError as exc:
-                    audit.append(action, "verify", "refused", **base, detail=str(exc))
-                    raise bundle_error(exc) from None
-                audit.append(action, "verify", "ok", **base, downgrade=vb.downgrade or None)
-                fault_point("verified")
-                descriptor = None
-                dpath = find_descriptor(release / "bundle")
-                if dpath is not None:
-                    descriptor = load_descriptor(dpath)
-                    _fail_preflight(descriptor_checks(manifest, descriptor), audit, action, run, v)
-                elif not opts.skip_gate:
-                    raise GateFailed("the bundle declares no model server (models/<name>/"
-                                     "abhed-serve.json), so the health gate cannot run; pass "
-                                     "--skip-gate to install without it (recorded)")
-                files, size = reuse_weights(layout, release, manifest)
-                audit.append(action, "stage", "ok", **base, weights_reused_files=files,
-                             weights_reused_bytes=size)
-                if files:
-                    say(f"reused {files} unchanged model file(s) ({size / (1 << 20):.1f} MiB) "
-                        "by hash")
-                fault_point("staged")
-                build_venv(layout, release, manifest, py.executable, say)
-                audit.append(action, "venv", "ok", **base, python=py.executable)
-                if descriptor is not None:
-                    from ._descriptor import expand
-
-                    model_dir = dpath.parent  # type: ignore[union-attr]
-                    vals = {"release": str(release), "venv": str(release / "venv"),
-                            "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),
-                            "host": "127.0.0.1", "port": PORT_MARK,
-                            "base_url": f"http://127.0.0.1:{PORT_MARK}/v1",
-                            "served_name": descriptor.served_name,
-                            "workspace": str(layout.data), "data": str(layout.data)}
-                    argv = expand(descriptor.command, vals, release=release,
-                                  what="the model-server command")
-                    script = release / RUN_SCRIPT
-                    script.write_text(render_run_script(v, argv, descriptor.env, layout))
-                    script.chmod(0o755)
-                write_release_json(release, manifest, signers, downgrade=vb.downgrade,
-                                   python=py.executable, bundle=bundle, skip_gate=opts.skip_gate)
-                record_sha, release_sha = write_record(release, manifest)
-                audit.append(action, "recorded", "ok", **base, record_sha256=record_sha,
-                             release_sha256=release_sha)
-                fault_point("recorded")
-                if systemd_present():
-                    unit, old_unit = write_unit(layout)
-
-                    def restore_unit() -> None:
-                        if old_unit is not None:
-                            unit.write_bytes(old_unit)
-                        else:
-                            unit.unlink(missing_ok=True)
-
-                    tx.on_undo("restored the service unit", restore_unit)
-                    audit.append(action, "units", "ok", **base, unit=str(unit))
-                else:
-                    audit.append(action, "units", "skipped", **base,
-                                 detail="no systemd: run script only")
-                fault_point("units")
-                if opts.skip_gate:
-                    audit.append(action, "gate", "skipped", **base,
-                                 detail="--skip-gate given by the operator")
-                else:
-                    run_gate_step(layout, release, audit, action, run, v)
-                previous = current
-                switch_current(layout, v)
-                tx.on_undo(f"switched current back to {previous}",
-                           lambda: switch_current(layout, previous))
-                audit.append(action, "switch", "ok", **base, previous=previous)
-                post_switch(layout, audit, action, run, v)
-                old_state = State(state.name, state.current, state.previous, state.highest)
-                tx.on_undo("restored state", lambda: old_state.save(layout))
-                state.name = manifest.name
-                state.previous, state.current = previous, v
-                state.highest = max(v, state.highest or 0)
-                state.save(layout)
-                trust_sha = None if pinned else pin_trust(layout, policy)
-                fault_point("state")
-                _link_bin(layout)
-                (release / ".complete").write_text("")  # last: a release without it is unfinished
-                tx.commit()
+                tx.run(STEPS, staging)
             except OSError as exc:
                 raise disk_error(exc, layout.prefix) from None
-        entry = audit.append(action, "done", "ok", **base, previous=current,
-                             trust_pinned_sha256=trust_sha)
-    _summary(layout, action, v, current, entry["hash"])
+        entry = audit.append(action, "done", "ok", **staging.base, previous=staging.current,
+                             trust_pinned_sha256=staging.trust_sha)
+    _summary(layout, action, staging.version, staging.current, entry["hash"])
     return 0
 
 
-def _link_bin(layout: Layout) -> None:
-    layout.bin.mkdir(exist_ok=True)
-    link = layout.bin / "abhed"
-    if not link.is_symlink():
-        link.unlink(missing_ok=True)
-        os.symlink("../current/venv/bin/abhed", link)
+def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
+           run: str) -> Staging | None:
+    """Everything checked before the host is touched; ``None`` when there is nothing to do."""
+    from ._preflight import platform_checks
+    from ._trust import resolve_trust
+
+    recover(layout, audit, action, run)
+    state = State.load(layout)
+    current = layout.current_version()
+    if action == "install" and current is not None:
+        raise UsageError(f"release {current} is already installed in {layout.prefix}; use "
+                         "`abhed-installer upgrade BUNDLE` to move to another version")
+    if action == "upgrade" and current is None:
+        raise NotInstalled(f"nothing is installed in {layout.prefix}; use `abhed-installer "
+                           "install BUNDLE` first")
+    policy, pinned = resolve_trust(layout, opts.trust, opts.threshold)
+    bundle = opts.bundle.absolute()
+    base: dict[str, Any] = {"run": run, "bundle": str(bundle)}
+    audit.append(action, "start", "begun", **base, prefix=str(layout.prefix),
+                 current=current, fault=os.environ.get("ABHED_INSTALLER_FAULT") or None)
+    try:
+        manifest, signers = read_manifest(bundle, policy)
+    except Exception as exc:
+        audit.append(action, "verify", "refused", **base, detail=str(exc))
+        raise
+    v = manifest.version
+    base["version"] = v
+    audit.append(action, "signature", "ok", **base, name=manifest.name, signers=list(signers))
+    if state.name is not None and manifest.name != state.name:
+        audit.append(action, "verify", "refused", **base, detail="other product name")
+        raise UsageError(f"this prefix holds {state.name!r}; the bundle is {manifest.name!r}. "
+                         "Install it in another --prefix, or uninstall first")
+    if v == current:
+        audit.append(action, "done", "unchanged", **base)
+        out(f"release {v} is already current in {layout.prefix}: nothing changed")
+        return None
+    downgrade = state.highest is not None and v < state.highest
+    if downgrade and not opts.allow_downgrade:
+        audit.append(action, "version", "refused", **base, highest=state.highest)
+        raise DowngradeRefused(
+            f"bundle version {v} is older than version {state.highest} already installed "
+            f"here: refused as a possible rollback attack. To go back to a release that is "
+            f"still on disk use `abhed-installer rollback`; to install this older bundle "
+            "anyway pass --allow-downgrade (recorded in the audit log)")
+    if downgrade:
+        audit.append(action, "version", "downgrade-allowed", **base, highest=state.highest)
+    if layout.release(v).is_dir():
+        raise UsageError(f"release {v} is already on disk in {layout.releases} but not "
+                         f"current; switch to it with `abhed-installer rollback --to {v}`")
+    say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
+        f"{manifest.platform.accelerator})")
+    checks, py = platform_checks(manifest, layout.prefix, python=opts.python)
+    fail_preflight(checks, audit, action, run, v)
+    assert py is not None
+    audit.append(action, "preflight", "ok", **base,
+                 warnings=[c.as_dict() for c in checks if c.status == "warn"] or None)
+    return Staging(layout=layout, audit=audit, action=action, run=run, base=base, bundle=bundle,
+                   policy=policy, pinned=pinned, manifest=manifest, signers=signers, state=state,
+                   current=current, python=py.executable, skip_gate=opts.skip_gate,
+                   allow_downgrade=opts.allow_downgrade)
 
 
 def _summary(layout: Layout, action: str, v: int, previous: int | None, head: str) -> None:

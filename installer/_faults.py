@@ -14,10 +14,10 @@ import errno
 import os
 import signal
 
-__all__ = ["POINTS", "fault_point"]
+__all__ = ["fault_point"]
 
-POINTS = ("verified", "staged", "venv", "pip", "recorded", "units", "gate", "switch",
-          "switched", "state")
+# The points themselves are derived from the deploy steps:
+# installer._stage.FAULT_POINTS (each step names the points it holds).
 
 
 def fault_point(name: str) -> None:

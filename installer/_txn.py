@@ -11,18 +11,20 @@ exception propagates.  ``commit()`` forgets the undos.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from ._audit import AuditLog
 from ._layout import Layout
 from ._proc import signals_blocked
 
-__all__ = ["Transaction", "describe", "gc_store", "switch_current"]
+__all__ = ["Step", "Transaction", "describe", "gc_store", "switch_current"]
 
 
 def describe(exc: BaseException) -> str:
@@ -30,6 +32,30 @@ def describe(exc: BaseException) -> str:
         return "interrupted (SIGINT)"
     text = str(exc) or type(exc).__name__
     return text[:2000]
+
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Step(Generic[C]):
+    """One step of a transactional change to the host, pipx-style.
+
+    ``do`` acts on the shared context; ``undo`` (with ``undo_label`` for the
+    audit log) reverses it and is registered *before* ``do`` runs when
+    ``undo_first`` (so a half-done step, a directory half unpacked, is undone
+    too), else right after it succeeds.  ``faults`` names the fault points
+    inside the step, in the order they are reached; ``after`` is the one the
+    runner fires once ``do`` returned (it is also in ``faults``).
+    """
+
+    name: str
+    do: Callable[[C], None]
+    undo: Callable[[C], None] | None = None
+    undo_label: Callable[[C], str | None] | None = None
+    undo_first: bool = False
+    faults: tuple[str, ...] = ()
+    after: str | None = None
 
 
 class Transaction:
@@ -45,6 +71,30 @@ class Transaction:
 
     def commit(self) -> None:
         self._undo.clear()
+
+    def run(self, steps: tuple[Step[C], ...], ctx: C) -> None:
+        """Run ``steps`` in order on ``ctx``, registering each one's undo; then commit.
+
+        Any exception propagates to ``__exit__``, which undoes in reverse.
+        """
+        from ._faults import fault_point
+
+        for step in steps:
+            if step.undo_first:
+                self._register(step, ctx)
+            step.do(ctx)
+            if not step.undo_first:
+                self._register(step, ctx)
+            if step.after is not None:
+                fault_point(step.after)
+        self.commit()
+
+    def _register(self, step: Step[C], ctx: C) -> None:
+        if step.undo is None:
+            return
+        label = step.undo_label(ctx) if step.undo_label is not None else step.name
+        if label is not None:  # None: this run has nothing of this step's to undo
+            self.on_undo(label, functools.partial(step.undo, ctx))
 
     def __enter__(self) -> Transaction:
         return self

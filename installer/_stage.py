@@ -1,0 +1,233 @@
+"""The transactional part of install/upgrade as a list of steps (pipx's way).
+
+Each :class:`~installer._txn.Step` names what it does, how it is undone and
+which fault points it holds; :data:`STEPS` is run in order by
+:meth:`Transaction.run <installer._txn.Transaction.run>`, and
+:data:`FAULT_POINTS` (what ``ABHED_INSTALLER_FAULT`` may name, listed in
+docs/installer.md) is derived from it, so a new step cannot forget its
+fault point or its undo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._audit import AuditLog
+from ._errors import GateFailed
+from ._layout import Layout, State
+from ._release import bundle_error, build_venv, reuse_weights, write_record, write_release_json
+from ._txn import Step, gc_store, remove_tree, switch_current
+from ._ui import Progress, say
+
+__all__ = ["FAULT_POINTS", "STEPS", "Staging"]
+
+
+@dataclass
+class Staging:
+    """What the steps share: the admitted bundle, the host's state, and what each step made."""
+
+    layout: Layout
+    audit: AuditLog
+    action: str
+    run: str
+    base: dict[str, Any]
+    bundle: Path
+    policy: Any  # bundle.TrustPolicy
+    pinned: bool
+    manifest: Any  # bundle.Manifest
+    signers: tuple[str, ...]
+    state: State
+    current: int | None
+    python: str
+    skip_gate: bool
+    allow_downgrade: bool
+    downgrade: bool = False
+    descriptor: Any = None  # installer._descriptor.Descriptor
+    descriptor_path: Path | None = None
+    unit: Path | None = None
+    old_unit: bytes | None = None
+    old_state: State | None = None
+    trust_sha: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest.version)
+
+    @property
+    def release(self) -> Path:
+        return self.layout.release(self.version)
+
+    def audited(self, step: str, outcome: str, **fields: Any) -> None:
+        self.audit.append(self.action, step, outcome, **self.base, **fields)
+
+
+def _make_release(s: Staging) -> None:
+    s.layout.releases.mkdir(parents=True, exist_ok=True)
+    s.layout.logs.mkdir(parents=True, exist_ok=True)
+    s.release.mkdir()
+
+
+def _drop_release(s: Staging) -> None:
+    remove_tree(s.release)
+    gc_store(s.layout)
+
+
+def _verify(s: Staging) -> None:
+    from bundle import BundleError, verify_bundle
+
+    say(f"verifying and unpacking into {s.release}/bundle")
+    try:
+        vb = verify_bundle(s.bundle, s.policy, installed_version=s.state.highest,
+                           allow_downgrade=s.allow_downgrade, stage_to=s.release / "bundle",
+                           progress=Progress("verify"))
+    except BundleError as exc:
+        s.audited("verify", "refused", detail=str(exc))
+        raise bundle_error(exc) from None
+    s.downgrade = vb.downgrade
+    s.audited("verify", "ok", downgrade=vb.downgrade or None)
+
+
+def _stage(s: Staging) -> None:
+    from ._deploy import fail_preflight
+    from ._descriptor import find_descriptor, load_descriptor
+    from ._preflight import descriptor_checks
+
+    s.descriptor_path = find_descriptor(s.release / "bundle")
+    if s.descriptor_path is not None:
+        s.descriptor = load_descriptor(s.descriptor_path)
+        fail_preflight(descriptor_checks(s.manifest, s.descriptor), s.audit, s.action, s.run,
+                       s.version)
+    elif not s.skip_gate:
+        raise GateFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
+                         "so the health gate cannot run; pass --skip-gate to install without it "
+                         "(recorded)")
+    files, size = reuse_weights(s.layout, s.release, s.manifest)
+    s.audited("stage", "ok", weights_reused_files=files, weights_reused_bytes=size)
+    if files:
+        say(f"reused {files} unchanged model file(s) ({size / (1 << 20):.1f} MiB) by hash")
+
+
+def _venv(s: Staging) -> None:
+    build_venv(s.layout, s.release, s.manifest, s.python, say)
+    s.audited("venv", "ok", python=s.python)
+
+
+def _run_script(s: Staging) -> None:
+    if s.descriptor is None:
+        return
+    from ._descriptor import expand
+    from ._services import PORT_MARK, RUN_SCRIPT, render_run_script
+
+    assert s.descriptor_path is not None
+    release = s.release
+    vals = {"release": str(release), "venv": str(release / "venv"),
+            "python": str(release / "venv/bin/python"),
+            "model_dir": str(s.descriptor_path.parent), "host": "127.0.0.1", "port": PORT_MARK,
+            "base_url": f"http://127.0.0.1:{PORT_MARK}/v1",
+            "served_name": s.descriptor.served_name,
+            "workspace": str(s.layout.data), "data": str(s.layout.data)}
+    argv = expand(s.descriptor.command, vals, release=release, what="the model-server command")
+    script = release / RUN_SCRIPT
+    script.write_text(render_run_script(s.version, argv, s.descriptor.env, s.layout))
+    script.chmod(0o755)
+
+
+def _record(s: Staging) -> None:
+    write_release_json(s.release, s.manifest, s.signers, downgrade=s.downgrade, python=s.python,
+                       bundle=s.bundle, skip_gate=s.skip_gate)
+    record_sha, release_sha = write_record(s.release, s.manifest)
+    s.audited("recorded", "ok", record_sha256=record_sha, release_sha256=release_sha)
+
+
+def _units(s: Staging) -> None:
+    from ._services import systemd_present, write_unit
+
+    if not systemd_present():
+        s.audited("units", "skipped", detail="no systemd: run script only")
+        return
+    s.unit, s.old_unit = write_unit(s.layout)
+    s.audited("units", "ok", unit=str(s.unit))
+
+
+def _restore_unit(s: Staging) -> None:
+    assert s.unit is not None
+    if s.old_unit is not None:
+        s.unit.write_bytes(s.old_unit)
+    else:
+        s.unit.unlink(missing_ok=True)
+
+
+def _gate(s: Staging) -> None:
+    from ._deploy import run_gate_step
+
+    if s.skip_gate:
+        s.audited("gate", "skipped", detail="--skip-gate given by the operator")
+    else:
+        run_gate_step(s.layout, s.release, s.audit, s.action, s.run, s.version)
+
+
+def _switch(s: Staging) -> None:
+    switch_current(s.layout, s.version)
+    s.audited("switch", "ok", previous=s.current)
+
+
+def _service(s: Staging) -> None:
+    from ._deploy import post_switch
+
+    post_switch(s.layout, s.audit, s.action, s.run, s.version)
+
+
+def _save_state(s: Staging) -> None:
+    from ._trust import pin_trust
+
+    state = s.state
+    s.old_state = State(state.name, state.current, state.previous, state.highest)
+    state.name = s.manifest.name
+    state.previous, state.current = s.current, s.version
+    state.highest = max(s.version, state.highest or 0)
+    state.save(s.layout)
+    s.trust_sha = None if s.pinned else pin_trust(s.layout, s.policy)
+
+
+def _restore_state(s: Staging) -> None:
+    if s.old_state is not None:
+        s.old_state.save(s.layout)
+
+
+def _finish(s: Staging) -> None:
+    import os
+
+    bin_dir = s.layout.bin
+    bin_dir.mkdir(exist_ok=True)
+    link = bin_dir / "abhed"
+    if not link.is_symlink():
+        link.unlink(missing_ok=True)
+        os.symlink("../current/venv/bin/abhed", link)
+    (s.release / ".complete").write_text("")  # last: a release without it is unfinished
+
+
+STEPS: tuple[Step[Staging], ...] = (
+    Step("release", _make_release, _drop_release,
+         undo_label=lambda s: f"removed releases/{s.version}", undo_first=True),
+    Step("verify", _verify, faults=("verified",), after="verified"),
+    Step("stage", _stage, faults=("staged",), after="staged"),
+    Step("venv", _venv, faults=("venv", "pip")),  # both inside build_venv
+    Step("run-script", _run_script),
+    Step("record", _record, faults=("recorded",), after="recorded"),
+    Step("units", _units, _restore_unit,
+         undo_label=lambda s: "restored the service unit" if s.unit is not None else None,
+         faults=("units",), after="units"),
+    Step("gate", _gate, faults=("gate",)),  # inside run_gate_step
+    Step("switch", _switch, lambda s: switch_current(s.layout, s.current),
+         undo_label=lambda s: f"switched current back to {s.current}",
+         faults=("switch",)),  # inside switch_current: between making the link and renaming it
+    Step("service", _service, faults=("switched",)),  # first thing in post_switch
+    Step("state", _save_state, _restore_state, undo_label=lambda s: "restored state",
+         undo_first=True, faults=("state",), after="state"),
+    Step("finish", _finish),
+)
+
+FAULT_POINTS: tuple[str, ...] = tuple(p for step in STEPS for p in step.faults)
