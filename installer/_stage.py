@@ -17,7 +17,7 @@ from typing import Any
 from ._audit import AuditLog
 from ._errors import GateFailed
 from ._layout import Layout, State
-from ._release import bundle_error, build_venv, reuse_weights, write_record, write_release_json
+from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
 from ._txn import Step, gc_store, remove_tree, switch_current
 from ._ui import Progress, say
 

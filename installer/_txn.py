@@ -15,9 +15,9 @@ import functools
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ._audit import AuditLog
