@@ -43,6 +43,7 @@ from ._wheels import (
     fetch_wheels,
     lock_text,
     pin_requirements,
+    platform_tags,
     read_pins,
     select_files,
 )
@@ -280,8 +281,10 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     work.mkdir(parents=True, exist_ok=True)
     t = site.target
     with steps.step("wheels") as size:
-        fetched, reused = fetch_wheels(wheels, root, work / "wheels", say=tell,
-                                       progress=progress)
+        if (work / "wheels").exists():
+            shutil.rmtree(work / "wheels")  # links only: a stale one must not reach the build
+        fetched, reused = fetch_wheels(wheels, root, work / "wheels", say=tell, python=t.python,
+                                       plats=platform_tags(t.arch, t.glibc), progress=progress)
         (work / "wheels.lock").write_text(result.lock)
         size[0] = result.download_bytes
         tell(f"wheels: {fetched} fetched, {reused} from the cache")

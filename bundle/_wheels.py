@@ -50,7 +50,7 @@ from ._errors import SpecError
 from ._spec import normalize
 
 __all__ = ["CPU_EXCLUDED", "LockedWheel", "fetch_wheels", "lock_text", "pin_requirements",
-           "platform_tags", "read_pins", "select_files", "wheel_rank"]
+           "compact_filename", "platform_tags", "read_pins", "select_files", "wheel_rank"]
 
 CPU_EXCLUDED = ("torchvision", "torchaudio", "torchcodec")
 """Dropped from a CPU target: their CUDA-linked builds break transformers' imports."""
@@ -202,6 +202,28 @@ def wheel_rank(filename: str, python: str, plats: Sequence[str]) -> int | None:
     return best
 
 
+def compact_filename(filename: str, python: str, plats: Sequence[str], limit: int = 100) -> str:
+    """The wheel's name with only its best tag for the target, when the name is over ``limit``.
+
+    A bundle member's last path part must fit ustar's 100-byte name field; wheels with
+    many compressed tags (``...manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64``)
+    do not.  Dropping the tags the target does not need keeps a valid wheel name that pip
+    still installs (it reads the tags from the name; the content and its hash are unchanged).
+    """
+    m = _WHEEL.match(filename)
+    if len(filename) <= limit or not m:
+        return filename
+    best: tuple[int, str] | None = None
+    for py in m.group("py").split("."):
+        for abi in m.group("abi").split("."):
+            for plat in m.group("plat").split("."):
+                name = f"{m.group('name')}-{m.group('ver')}-{py}-{abi}-{plat}.whl"
+                rank = wheel_rank(name, python, plats)
+                if rank is not None and (best is None or rank < best[0]):
+                    best = (rank, name)
+    return best[1] if best is not None else filename
+
+
 def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     """A project's files from a PEP 691 (JSON) simple index: filename, url, hashes, size."""
     url = f"{index_url.rstrip('/')}/{normalize(name)}/"
@@ -317,8 +339,10 @@ def _download(w: LockedWheel, blobs: Path) -> None:
 
 
 def fetch_wheels(wheels: Sequence[LockedWheel], cache: Path, dest: Path, *, say: Say,
+                 python: str, plats: Sequence[str],
                  progress: Callable[[str, int, int], None] | None = None) -> tuple[int, int]:
-    """Every locked wheel into ``dest`` (hard links into the cache); (fetched, reused)."""
+    """Every locked wheel into ``dest`` (hard links into the cache, names that fit a bundle
+    member: see :func:`compact_filename`); (fetched, reused)."""
     blobs = cache / "wheels" / "sha256"
     blobs.mkdir(parents=True, exist_ok=True)
     missing = [w for w in wheels if not (blobs / w.sha256).is_file()]
@@ -335,7 +359,7 @@ def fetch_wheels(wheels: Sequence[LockedWheel], cache: Path, dest: Path, *, say:
     dest.mkdir(parents=True, exist_ok=True)
     for w in wheels:
         blob = blobs / w.sha256
-        target = dest / w.filename
+        target = dest / compact_filename(w.filename, python, plats)
         target.unlink(missing_ok=True)
         try:
             os.link(blob, target)

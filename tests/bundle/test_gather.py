@@ -225,3 +225,13 @@ def test_the_gpu_example_resolves_for_cuda_cp312_manylinux_with_every_hash(tmp_p
         assert w.url.startswith("https://")
     assert result.lock.count("--hash=sha256:") == len(result.wheels)
     assert result.download_bytes > 2 * 2**30 and result.unknown_sizes == 0
+
+
+def test_long_wheel_names_keep_only_the_targets_best_tag() -> None:
+    from bundle._wheels import compact_filename
+
+    long = ("charset_normalizer-3.5.3-cp311-cp311-manylinux1_x86_64.manylinux_2_28_x86_64."
+            "manylinux_2_5_x86_64.whl")
+    short = compact_filename(long, "3.11", platform_tags("x86_64", "2.36"))
+    assert short == "charset_normalizer-3.5.3-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert compact_filename("x-1-py3-none-any.whl", "3.11", PLATS) == "x-1-py3-none-any.whl"
