@@ -181,18 +181,20 @@ def test_two_concurrent_sessions_against_one_server(abhed_home: Path, tmp_path: 
         return _text(f"reply to {last}")
 
     with ScriptedServer(responder=answer) as server:  # type: ignore[arg-type]
-        (abhed_home / "config.json").write_text(json.dumps({"custom_providers": [
-            {"name": "site", "api": "openai", "base_url": server.base_url, "model": "scripted",
-             "max_retries": 0}]}))
         results: dict[str, subprocess.CompletedProcess[str]] = {}
 
         def run(who: str) -> None:
-            ws = tmp_path / who
+            # Each engineer is their own user: their own ABHED_HOME (config, event log).
+            ws, home = tmp_path / who, tmp_path / f"home-{who}"
             ws.mkdir()
+            home.mkdir()
+            (home / "config.json").write_text(json.dumps({"custom_providers": [
+                {"name": "site", "api": "openai", "base_url": server.base_url,
+                 "model": "scripted", "max_retries": 0}]}))
             results[who] = subprocess.run(
                 [sys.executable, "-m", "appliance.cli", "run", f"question from {who}",
                  "--workspace", str(ws)], capture_output=True, text=True, timeout=120,
-                check=False)
+                check=False, env=dict(os.environ, ABHED_HOME=str(home)))
 
         threads = [threading.Thread(target=run, args=(w,)) for w in ("alice", "bob")]
         for t in threads:
