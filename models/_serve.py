@@ -16,8 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +81,11 @@ def _port_free(host: str, port: int) -> bool:
 
 def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     # urllib, not httpx: the launcher must work before anything else is imported,
-    # and a no-proxy opener keeps environment proxies out of health checks.
+    # and a no-proxy opener keeps environment proxies out of health checks.  Imported
+    # here: every `abhed` verb that reads the config imports this module (ServeSettings).
+    import urllib.error
+    import urllib.request
+
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(urllib.request.Request(url, headers=headers or {}),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from itertools import islice
 
-from rapidfuzz import fuzz, process
 
 from tools._paths import Located
 from tools._result import ToolFailure
@@ -25,6 +24,8 @@ def near_names(ctx: ToolContext, loc: Located, limit: int = 3) -> list[str]:
         siblings = [e.name for e in os.scandir(loc.dir_fd)]
     except OSError:
         siblings = []
+    from rapidfuzz import fuzz, process  # lazily: only a failed match pays its import
+
     for name, _score, _ in process.extract(loc.name, siblings, scorer=fuzz.ratio, limit=limit,
                                            score_cutoff=60):
         found.append(os.path.join(parent, name))

@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pydantic import Field
-from rapidfuzz import fuzz, process
 
 from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
 from tools._mutate import (
@@ -422,6 +421,8 @@ def _no_match(args: EditArgs, ctx: ToolContext, path: str, body: _Body, facts: F
         windows = ["\n".join(file_lines)]
     else:
         windows = ["\n".join(file_lines[i : i + k]) for i in range(len(file_lines) - k + 1)]
+    from rapidfuzz import fuzz, process  # lazily: only a failed match pays its import
+
     best = process.extractOne(probe, windows, scorer=fuzz.ratio, score_cutoff=40)
     if best is None:
         return ToolFailure(
