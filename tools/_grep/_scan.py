@@ -95,9 +95,11 @@ def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out
     n = os.readv(fd, [buf])
     if n == 0:
         return
+    final = n < len(buf)
+    if final and q.literals is not None and not any(buf.find(lit, 0, n) >= 0 for lit in q.literals):
+        return  # the whole file is in view and holds no required literal: no line can match
     out.binary = buf.find(b"\0", 0, min(n, BINARY_SNIFF_BYTES)) >= 0
     want = "any" if out.binary else mode
-    final = n < len(buf)
     if q.multiline:
         if final:
             _multiline(buf, n, q, want, max_lines, out)
