@@ -17,6 +17,8 @@ Rows and their goals:
     abhed bundle build                         <= 1.5x zstd -3 -T1
 
 Every figure is printed with the 1-minute load average when it was taken.
+Start-up goals are judged on CPU time (on an idle machine wall time is CPU time
+plus a few milliseconds; on a loaded one it is mostly the queue).
 Times are medians of R runs; where a child process or threads do the work, CPU
 time (user+sys, children included) is printed beside wall time, since wall
 time on a shared machine measures the neighbours as much as the code.
@@ -92,7 +94,8 @@ def startup(repeat: int) -> None:
     base_c, base_w = child([sys.executable, "-c", "pass"], repeat)
     c, w = child([abhed, "--help"], repeat)
     row("abhed --help", f"{w * 1000:.0f} ms wall, {c * 1000:.0f} ms CPU",
-        f"python -c pass {base_w * 1000:.0f} ms", verdict(w * 1000, 150) + f", {load()}")
+        f"python -c pass {base_w * 1000:.0f} ms wall, {base_c * 1000:.0f} ms CPU",
+        "CPU " + verdict(c * 1000, 150) + f", {load()}")
     with tempfile.TemporaryDirectory() as ws, tempfile.TemporaryDirectory() as home:
         Path(ws, "small.txt").write_text("hello\n")
         os.environ["ABHED_HOME"] = home
@@ -102,7 +105,8 @@ def startup(repeat: int) -> None:
         finally:
             del os.environ["ABHED_HOME"]
     row("abhed tool read", f"{w * 1000:.0f} ms wall, {c * 1000:.0f} ms CPU", "-",
-        verdict(w * 1000, 250) + f", {load()}")
+        "CPU " + verdict(c * 1000, 250, "pydantic event models and sqlite_utils") +
+        f", {load()}")
 
 
 def _grep_cells(name: str, root: Path, repeat: int, engines: tuple[str, ...],
@@ -213,7 +217,7 @@ def sandbox(repeat: int) -> None:
             box.run("true", cwd=ws, env={}, timeout_s=60)
             brts.append(time.perf_counter() - t)
         box.close()
-    note = (f"record: {recorded[0]['accel']} ({recorded[0]['reason'][:60]}...)" if recorded
+    note = (f"record: {recorded[0]['accel']} ({recorded[0]['reason'].splitlines()[0][:60]}...)" if recorded
             else "no record (KVM unusable here, or it booted)")
     row("first command, first session on this host", f"{first:.1f} s ({accel})", note, load())
     row("first command, later session (probe remembered)", f"{second:.1f} s, boot "
