@@ -119,6 +119,7 @@ class AbhedApp(App[int]):
         self.context_tokens = 0
         self.last_answer = ""
         self.panel_items: dict[str, str] = {}
+        self.current_item = ""
         self.panel_open = True
         self._quit_armed_at: float | None = None
         self._suggestions: list[str] = []
@@ -270,33 +271,58 @@ class AbhedApp(App[int]):
             if not replay:
                 self.state = "thinking"
         elif kind == "run_ended":
+            self.state = "idle"
             if e.reason != "done":
                 self.note(f"run ended: {e.reason}: {e.message}", error=e.reason != "interrupted")
         elif kind == "extension_died":
             self.note(f"extension {e.extension} stopped answering ({e.reason}); it is skipped "
                       "for the rest of the session", error=True)
-        elif "todo" in kind or "plan" in kind:
+        elif kind in ("todo_updated", "plan_updated"):
             self._panel(kind, e)
+        elif kind == "task_started":
+            budget = ", ".join(f"{k} {v:g}" for k, v in (e.reserved or {}).items())
+            self.note(f"▸ subagent {e.agent_type} started: {e.description}"
+                      + (f" (budget: {budget})" if budget else "") + f" [{e.child_session_id}]")
+        elif kind == "task_ended":
+            spent = ", ".join(f"{k} {v:g}" for k, v in (e.spent or {}).items())
+            files = f"; changed {', '.join(e.files_changed[:5])}" if e.files_changed else ""
+            self.note(f"◂ subagent {e.child_session_id} ended: {e.status}"
+                      + (f" (spent: {spent})" if spent else "") + files,
+                      error=e.status not in ("done",))
+        elif kind == "compacted":
+            self.note(f"conversation compacted ({e.trigger}, {e.strategy}): "
+                      f"{e.tokens_before:,} tokens before")
         self._status()
 
     def _panel(self, kind: str, e: Any) -> None:
-        """Todo and plan events (when the agent records them) drive the side panel."""
-        items = getattr(e, "items", None) or getattr(e, "todos", None) or getattr(e, "steps", None)
+        """todo_updated and plan_updated drive the side panel; the status line shows the live item."""
+        marks = {"done": "☑", "completed": "☑", "in_progress": "▶", "skipped": "⊘"}
         lines: list[str] = []
-        if isinstance(items, list):
-            for item in items:
-                text = getattr(item, "content", None) or getattr(item, "text", None) or str(item)
-                status = str(getattr(item, "status", ""))
-                mark = {"completed": "☑", "done": "☑", "in_progress": "▶"}.get(status, "☐")
-                lines.append(f"{mark} {text}")
+        if kind == "plan_updated":
+            title = "Plan: " + str(getattr(e, "title", "") or "")
+            for step in getattr(e, "steps", []) or []:
+                lines.append(f"{marks.get(str(step.status), '☐')} {step.step}")
+            if getattr(e, "notes", ""):
+                lines.append(str(e.notes))
         else:
-            body = getattr(e, "text", None) or getattr(e, "plan", None) or ""
-            lines.append(str(body))
-        self.panel_items["Plan" if "plan" in kind else "Todo"] = "\n".join(lines)
+            title = "Todo"
+            self.current_item = ""
+            for item in getattr(e, "items", []) or []:
+                status = str(getattr(item, "status", ""))
+                content = str(getattr(item, "content", item))
+                lines.append(f"{marks.get(status, '☐')} {content}")
+                if status == "in_progress":
+                    self.current_item = content
+        key = "plan" if kind == "plan_updated" else "todo"
+        self.panel_items[key] = title + "\n" + ("\n".join(lines) if lines else "(empty)")
+        self._render_panel()
+
+    def _render_panel(self) -> None:
         out = Text()
-        for title, body in self.panel_items.items():
-            out.append(title + "\n", style="bold")
-            out.append(plain(body + "\n\n"))
+        for body in self.panel_items.values():
+            head, _, rest = body.partition("\n")
+            out.append(plain(head + "\n", "bold"))
+            out.append(plain(rest + "\n\n"))
         self.query_one(SidePanel).update(out)
         self._layout_panel()
 
@@ -392,6 +418,8 @@ class AbhedApp(App[int]):
             t.append(f" · {self.tokens:,} tok")
         if self.queue:
             t.append(f" · {len(self.queue)} queued")
+        if self.current_item:
+            t.append(plain(f" · ▶ {self.current_item[:40]}"))
         t.append(" · ")
         busy = self.running or self.state == "starting"
         t.append(("● " if busy else "○ ") + self.state, style="yellow" if busy else "green")
@@ -520,6 +548,12 @@ class AbhedApp(App[int]):
             self._export(arg)
         elif name == "/sandbox":
             self._sandbox()
+        elif name == "/todo":
+            if not self.panel_items:
+                self.note("no todo list or plan yet: the agent records them with its todo and "
+                          "plan tools, and the side panel (Ctrl+T) shows them live")
+            else:
+                self.note("\n\n".join(self.panel_items.values()))
         elif name == "/copy":
             self.action_copy_last()
 

@@ -14,7 +14,7 @@ COMMANDS: dict[str, str] = {
     "/resume": "pick an earlier session to continue",
     "/new": "start a new session in this workspace",
     "/compact": "compact the conversation (not available yet)",
-    "/todo": "show the todo list and the plan (not available yet)",
+    "/todo": "show the todo list and the plan",
     "/export": "write the conversation as Markdown: /export [FILE]",
     "/sandbox": "where bash runs: the sandbox backend of this session",
     "/copy": "copy the last answer to the clipboard",
@@ -39,8 +39,6 @@ KEYS: list[tuple[str, str]] = [
 
 UNAVAILABLE = {
     "/compact": "compaction is not available yet in this version of Abhed",
-    "/todo": "the todo list and the plan are not available yet in this version of Abhed; "
-             "the side panel shows them once the agent records them",
 }
 
 

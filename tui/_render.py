@@ -90,6 +90,7 @@ def diff_for(tool: str, args: Any, *, start_line: int | None = None) -> Renderab
             out.append(nums, style="dim")
             out.append(sign + " " + visible(line[:300]) + "\n", style=style)
             shown += 1
+    out.rstrip()
     total = max(len(old), len(new))
     parts: list[RenderableType] = [header, out]
     if shown >= DIFF_MAX_LINES:

@@ -124,7 +124,7 @@ class AssistantBlock(Vertical):
             self.mount_all([Static(_render_block(b)) for b in done], before=self._tail)
             self._pending_done = []
         elif self._dirty:
-            self.tick()
+            self.call_after_refresh(self.tick)  # is_mounted is only true once on_mount returns
 
 
 class ToolCard(Static, can_focus=True):

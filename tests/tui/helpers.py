@@ -108,7 +108,8 @@ class FakeLink:
 def fake_app(**kw: Any) -> AbhedApp:
     """An app on a FakeLink (no threads, no server): deterministic for snapshots."""
     kw.setdefault("guard_s", 0.0)
-    return AbhedApp(object(), None, Path("/work/demo"), link_factory=FakeLink, **kw)  # type: ignore[arg-type]
+    config = kw.pop("config", object())
+    return AbhedApp(config, None, Path("/work/demo"), link_factory=FakeLink, **kw)  # type: ignore[arg-type]
 
 
 _seq = [0]

@@ -215,7 +215,7 @@ async def test_slash_commands_and_completion(server: ScriptedServer, workspace: 
         assert app.composer.text == "/help "
         await pilot.press("enter")
         assert "Ctrl+D" in str(app.transcript.entries[-1].data["text"])
-        for cmd in ("/compact", "/todo"):
+        for cmd in ("/compact",):
             app.composer.text = cmd
             await pilot.press("enter")
             assert "not available yet" in str(app.transcript.entries[-1].data["text"])
