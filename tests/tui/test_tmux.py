@@ -1,0 +1,115 @@
+"""The TUI in a real terminal: bare `abhed` under tmux, driven by send-keys, read by capture-pane.
+
+Covers what a headless Pilot cannot: a real tty (bare `abhed` opens the TUI),
+the terminal's own handling of what the app writes (an OSC 52 sequence in a
+file must not reach tmux's clipboard), Esc through a real escape delay,
+resize, and quitting back to the shell with exit code 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from models import ScriptedServer
+from tests.helpers import wait_for
+from tests.tui.helpers import write_config
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Tmux:
+    def __init__(self, name: str) -> None:
+        self.base = ["tmux", "-L", name, "-f", "/dev/null"]
+        self.name = name
+
+    def __call__(self, *args: str) -> str:
+        proc = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=30,
+                              check=False)
+        return proc.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", self.name)
+
+    def wait(self, text: str, timeout_s: float = 60) -> str:
+        def seen() -> str:
+            screen = self.screen()
+            return screen if text in screen else ""
+        try:
+            return wait_for(seen, timeout_s, what=f"{text!r} on the screen")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the screen:\n{self.screen()}") from None
+
+    def keys(self, *keys: str) -> None:
+        self("send-keys", "-t", self.name, *keys)
+
+
+@pytest.fixture
+def tmux(abhed_home: Path, workspace: Path) -> Iterator[tuple[Tmux, ScriptedServer]]:
+    assert shutil.which("tmux"), "tmux is installed by scripts/setup (scripts/apt-packages.txt)"
+    with ScriptedServer() as server:
+        write_config(abhed_home, server.base_url)
+        t = Tmux(f"abhed-test-{os.getpid()}")
+        env = f"ABHED_HOME={shlex.quote(str(abhed_home))} PYTHONPATH={shlex.quote(str(ROOT))}"
+        cmd = (f"cd {shlex.quote(str(workspace))} && {env} {shlex.quote(sys.executable)} -m "
+               "appliance.cli; echo TUI-EXIT=$?; sleep 600")
+        t("new-session", "-d", "-s", t.name, "-x", "100", "-y", "30", cmd)
+        t("set-option", "-g", "set-clipboard", "on")
+        t("set-option", "-g", "escape-time", "50")
+        try:
+            yield t, server
+        finally:
+            t("kill-server")
+
+
+def test_bare_abhed_in_tmux_prompt_approval_interrupt_resize_quit(
+        tmux: tuple[Tmux, ScriptedServer], workspace: Path) -> None:
+    t, server = tmux
+    secret = base64.b64encode(b"PWNED-BY-FILE").decode()
+    (workspace / "notes.txt").write_text(f"hello \x1b]52;c;{secret}\x07 world\n")
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "notes.txt")}}]},
+               {"text": "The file says **hello world**."},
+               {"tool_calls": [{"name": "bash", "arguments": {"command": "rm -rf build",
+                                                              "description": "clean"}}]},
+               {"text": "cleaned"},
+               {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 30",
+                                                              "description": "wait"}}]},
+               {"text": "never reached"})
+    t.wait("lists the keys")
+    t.keys("what is in notes.txt?", "Enter")
+    screen = t.wait("The file says hello world.")
+    assert "␛]52;c;" in screen  # shown as text ...
+    assert "PWNED" not in t("show-buffer")  # ... and never acted on
+
+    (workspace / "build").mkdir()
+    t.keys("clean up", "Enter")
+    t.wait("[y] allow once")
+    wait_for(lambda: "ignored for half a second" not in t.screen(), 10, what="the guard to pass")
+    t.keys("y")
+    t.wait("cleaned")
+    assert not (workspace / "build").exists()
+
+    t.keys("wait a bit", "Enter")
+    t.wait("running bash")
+    t.keys("Escape")
+    t.wait("interrupted", timeout_s=30)
+    assert "TUI-EXIT" not in t.screen()  # Esc never quits
+
+    t("resize-window", "-t", t.name, "-x", "80", "-y", "24")
+    screen = t.wait("idle")
+    lines = screen.splitlines()
+    assert any("idle" in ln for ln in lines[-3:]), screen  # the status line is still at the bottom
+    assert screen.count("› wait a bit") <= 1  # nothing duplicated by the resize
+
+    t.keys("C-d")
+    t.wait("TUI-EXIT=0", timeout_s=30)
+    assert "PWNED" not in t("show-buffer")  # the file's OSC 52 never reached the clipboard
