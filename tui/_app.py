@@ -186,8 +186,11 @@ class AbhedApp(App[int]):
         self.options["session_id"] = msg.info.session_id
         self.state = "idle"
         history = self.link.history() if self.link is not None else []
+        # A resumed session is re-rendered from its log; only the newest window is mounted.
+        self.transcript.deferred = True
         for stored in history:
             self._event(stored.event, replay=True)
+        self.transcript.replayed()
         if not history or len(history) <= 1:
             self.note(f"Session {msg.info.session_id} in {msg.info.workspace}. "
                       "Type a task and press Enter; /help lists the keys.")

@@ -29,8 +29,12 @@ def markdown(text: str) -> RenderableType:
 
 
 def code(text: str, lang: str) -> RenderableType:
-    return Syntax(visible(text), lang or "text", theme=THEME, word_wrap=True,
-                  background_color="default")
+    """Highlighted once, into a ``Text``: a ``Syntax`` would re-run the lexer on every layout
+    and every paint (the profile of a 2,000-line fence is all pygments), a ``Text`` only wraps."""
+    out = Syntax(visible(text), lang or "text", theme=THEME,
+                 background_color="default").highlight(visible(text))
+    out.rstrip()
+    return out
 
 
 def plain(text: str, style: str = "") -> Text:

@@ -61,6 +61,7 @@ class Transcript(VerticalScroll):
         self.entries: list[Entry] = []
         self.first = 0  # index of the first mounted entry
         self.last = -1  # index of the last mounted entry
+        self.deferred = False  # while replaying a session's log: keep entries, mount none
         self._top = Static("", classes="stub")
         self._bottom = Static("", classes="stub")
 
@@ -78,6 +79,8 @@ class Transcript(VerticalScroll):
         """Append a message; mounted at once when the window is at the end."""
         was_at_end = self.at_end
         self.entries.append(entry)
+        if self.deferred:
+            return entry
         if was_at_end:
             if self.last < self.first:
                 self.first = len(self.entries) - 1
@@ -144,9 +147,14 @@ class Transcript(VerticalScroll):
         self._stubs()
         return True
 
+    def replayed(self) -> None:
+        """End of a replay: mount only the newest window of what was added."""
+        self.deferred = False
+        self.show_latest()
+
     def show_latest(self) -> None:
         """Move the window back to the end of the conversation."""
-        if self.at_end:
+        if self.at_end and self.last >= self.first:
             self.scroll_end(animate=False)
             return
         for e in self.entries[self.first:self.last + 1]:

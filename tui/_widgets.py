@@ -98,7 +98,13 @@ class AssistantBlock(Vertical):
         if done:
             self.mount_all([Static(_render_block(b)) for b in done], before=self._tail)
         tail = self.splitter.tail
-        self._tail.update(_render_block(tail) if tail is not None else "")
+        if tail is None:
+            self._tail.update("")
+        elif tail.kind == "code":
+            # The open piece of a fence is shown plain; it is highlighted once, when it freezes.
+            self._tail.update(plain(tail.text))
+        else:
+            self._tail.update(_render_block(tail))
 
     def finish(self, final_text: str | None = None) -> None:
         """The reply is complete; ``final_text`` (the recorded turn) wins if the stream differed."""

@@ -310,3 +310,53 @@ async def test_tool_card_expands_by_key(server: ScriptedServer, workspace: Path)
         card.focus()
         await pilot.press("enter")
         assert not card.data["expanded"]
+
+
+async def test_transcript_keeps_a_bounded_window_of_widgets(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.tui.helpers import INFO, fake_app, feed_turn
+    from tui import _transcript
+
+    monkeypatch.setattr(_transcript, "WINDOW", 24)  # the real 120, scaled down to keep this quick
+    monkeypatch.setattr(_transcript, "BATCH", 8)
+    WINDOW = 24
+    app = fake_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.sink.started(INFO)
+        for i in range(30):
+            feed_turn(app, f"prompt {i}", tool="read", args={"path": f"/w/f{i}"}, output="x\n",
+                      answer=f"answer {i}")
+            if i % 2 == 0:
+                await until(pilot, lambda: len(app.transcript.entries) >= 3 * i, 60)
+        await until(pilot, lambda: len(app.transcript.entries) >= 90, 60)
+        await pilot.pause()
+        t = app.transcript
+        assert len(t.mounted()) <= WINDOW
+        assert t.entries[0].widget is None and t.entries[-1].widget is not None
+        assert "earlier messages" in str(t._top.render())
+        await pilot.press("ctrl+home")
+        await pilot.pause()
+        assert t.entries[0].widget is not None and len(t.mounted()) <= WINDOW
+        assert t.entries[-1].widget is None  # the far end made room
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert t.entries[-1].widget is not None and t.at_end
+        # a rebuilt card is the card it was: its result survived the round trip
+        card = next(e for e in t.mounted() if e.kind == "tool")
+        assert card.data["status"] == "ok" and card.data["output"] == "x\n"
+
+
+async def test_hostile_text_never_reaches_the_terminal_raw() -> None:
+    from tests.tui.helpers import INFO, fake_app, feed_turn
+
+    app = fake_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.sink.started(INFO)
+        feed_turn(app, "cat it \x1b[2J", tool="bash", args={"command": "cat f\x1b]0;t\x07"},
+                  output="a\x1b]52;c;UFdORUQ=\x07b" + "\xff\ud800" + "y" * 1_000_000, answer="\x1b]52;c;eA==\x07 ok \x9b")
+        await pilot.pause()
+        await pilot.pause()
+        svg = app.export_screenshot()
+        assert "\x1b" not in svg and "\x07" not in svg and "\x9b" not in svg
+        assert "␛]52;c;UFdORUQ=␇" in svg.replace("&#160;", " ") or "]52;c;UFdORUQ=" in svg
+        card = next(e for e in app.transcript.entries if e.kind == "tool")
+        assert card.widget is not None and card.widget.size.height < 12  # a 1 MB line is one row
