@@ -191,7 +191,7 @@ class AbhedApp(App[int]):
         for stored in history:
             self._event(stored.event, replay=True)
         self.transcript.replayed()
-        if not history or len(history) <= 1:
+        if not any(s.event.type == "user_message" for s in history):
             self.note(f"Session {msg.info.session_id} in {msg.info.workspace}. "
                       "Type a task and press Enter; /help lists the keys.")
         self._status()
