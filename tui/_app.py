@@ -125,6 +125,7 @@ class AbhedApp(App[int]):
         self._suggestions: list[str] = []
         self._suggest_index = 0
         self._clock_timer: Timer | None = None
+        self._lead = ""
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -231,6 +232,7 @@ class AbhedApp(App[int]):
             self.transcript.add(Entry("user", {"text": e.text, "kind": e.kind}))
         elif kind == "model_turn":
             self._drain()
+            self._lead = ""
             if self.live is not None:
                 widget = self.live.widget
                 if isinstance(widget, AssistantBlock):
@@ -391,6 +393,11 @@ class AbhedApp(App[int]):
         if not text:
             return
         if self.live is None:
+            # A reply that so far is only whitespace (a call's preamble) gets no block yet.
+            self._lead += text
+            if not self._lead.strip():
+                return
+            text, self._lead = self._lead, ""
             self.live = self.transcript.add(Entry("assistant", {"text": "", "finished": False}))
             self.state = "answering"
             self._status()
