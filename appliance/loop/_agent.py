@@ -122,7 +122,7 @@ class Agent:
         # one source of truth): rebuilt from what is recorded, then fed each
         # event as it is appended, so a resumed session sends the same bytes.
         self.history = History.rebuild(session.store.events(session.id), system_prompt.text,
-                                       self.signatures)
+                                       self.signatures, dispatcher.ctx.workspace.root)
         self._resumed = self.history.runs > 0
         session.listen(lambda stored: self.history.feed(stored.event, stored.session_seq)
                        if stored.event.session_id == session.id else None)

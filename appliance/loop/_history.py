@@ -99,7 +99,8 @@ def memory_text(todo: list[dict[str, Any]] | None, plan: dict[str, Any] | None) 
 class History:
     """Folds events into the message list; :meth:`outgoing` is what a request sends."""
 
-    def __init__(self, system_prompt: str, signatures: dict[str, str] | None = None) -> None:
+    def __init__(self, system_prompt: str, signatures: dict[str, str] | None = None,
+                 workspace: str | None = None) -> None:
         self.signatures = signatures or {}
         self._msgs: list[_Msg] = [_Msg({"role": "system", "content": system_prompt}, 0)]
         self._pending: dict[str, str] = {}  # call id -> tool name, in the last model turn
@@ -110,7 +111,7 @@ class History:
         self.plan: dict[str, Any] | None = None
         self.jobs: dict[str, str] = {}  # background job id -> the command that started it
         self.cwd: str | None = None
-        self.workspace: str | None = None
+        self.workspace = workspace
         self.compactions: list[Compacted] = []
         #: The run that started and has not ended (a crash leaves one behind).
         self.open_run: str | None = None
@@ -118,8 +119,8 @@ class History:
     # -- folding ------------------------------------------------------------
     @classmethod
     def rebuild(cls, events: Iterable[StoredEvent], system_prompt: str,
-                signatures: dict[str, str] | None = None) -> History:
-        history = cls(system_prompt, signatures)
+                signatures: dict[str, str] | None = None, workspace: str | None = None) -> History:
+        history = cls(system_prompt, signatures, workspace)
         for stored in events:
             history.feed(stored.event, stored.session_seq)
         return history

@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from appliance import load_config  # noqa: E402
-from appliance.events import (  # noqa: E402
+from appliance import load_config
+from appliance.events import (
     EventStore,
     ModelTurn,
     RunEnded,
@@ -39,8 +39,8 @@ from appliance.events import (  # noqa: E402
     TurnToolCall,
     UserMessage,
 )
-from appliance.loop import start_agent  # noqa: E402
-from tests.models._vllm import SERVED, shared_vllm  # noqa: E402
+from appliance.loop import start_agent
+from tests.models._vllm import SERVED, shared_vllm
 
 
 def _metrics(base_url: str) -> dict[str, float]:

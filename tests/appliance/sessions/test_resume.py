@@ -172,3 +172,35 @@ def test_agents_md_is_read_when_there_is_no_abhed_md(workspace: Path) -> None:
         agent.run("go")
     system = server.requests[0]["messages"][0]["content"]
     assert "Use tabs." in system and "Run make test" not in system
+
+
+def test_resume_tells_the_model_which_jobs_died_and_where_the_shell_is(workspace: Path) -> None:
+    from appliance.events import TurnToolCall as Call
+    from appliance.loop._history import History
+    from tools import ToolResult
+
+    sub = str(workspace / "sub")
+    sid = "s-x"
+    events: list[Any] = [
+        RunStarted(session_id=sid, run_id="r1", provider="p", model="m", mode="auto", system_prompt_sha256="x"),
+        ModelTurn(session_id=sid, run_id="r1", turn=1, text="", duration_ms=1.0,
+                  tool_calls=[Call(id="r1.1.0", name="bash", arguments="{}"),
+                              Call(id="r1.1.1", name="bash", arguments="{}")]),
+        ActionEvent(session_id=sid, call_id="r1.1.0", tool="bash", args={"command": "cd sub"}),
+        ObservationEvent(session_id=sid, call_id="r1.1.0", tool="bash", duration_ms=1.0,
+                         result=ToolResult(ok=True, content="", details={"cwd_after": sub})),
+        ActionEvent(session_id=sid, call_id="r1.1.1", tool="bash", args={"command": "make serve"}),
+        ObservationEvent(session_id=sid, call_id="r1.1.1", tool="bash", duration_ms=1.0,
+                         result=ToolResult(ok=True, content="", details={"background": True,
+                                                                         "job_id": "job-1"})),
+        RunEnded(session_id=sid, run_id="r1", reason="done", message="", turns=1),
+        RunStarted(session_id=sid, run_id="r2", provider="p", model="m", mode="auto",
+                   system_prompt_sha256="x", resumed=True),
+    ]
+    h = History("system", workspace=str(workspace))
+    for n, e in enumerate(events, 1):
+        h.feed(e, n)
+    note = h.messages[-1]["content"]
+    assert "job-1 (make serve)" in note and "ended with the old one" in note
+    assert f"working directory is {sub}" in note
+    assert h.cwd == sub and h.jobs == {}

@@ -1,0 +1,66 @@
+"""rpc undo, compact and mode: what they do, and malformed or ill-timed requests refused."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from models import ScriptedServer
+from tests.appliance.helpers import RpcClient as Client
+from tests.appliance.helpers import write_config
+
+
+@pytest.fixture
+def server(abhed_home: Path) -> Iterator[ScriptedServer]:
+    with ScriptedServer() as s:
+        write_config(abhed_home, s.base_url)
+        yield s
+
+
+def _error(c: Client) -> str:
+    return str(c.until(lambda m: m["type"] in ("error", "response"))["error"]["code"])
+
+
+def _when_idle(c: Client, req: dict[str, object]) -> dict[str, object]:
+    """Send ``req`` until it is not refused as busy (run_ended can arrive before the worker exits)."""
+    deadline = time.monotonic() + 30
+    while True:
+        c.send(**req)
+        reply = c.until(lambda m: m["type"] in ("response", "error"))
+        if reply.get("error", {}).get("code") != "busy" or time.monotonic() > deadline:
+            return reply
+        time.sleep(0.05)
+
+
+def test_undo_compact_and_mode_over_rpc(server: ScriptedServer, workspace: Path) -> None:
+    f = workspace / "a.txt"
+    f.write_text("alpha\n" * 200)
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(f)}}]},
+               {"tool_calls": [{"name": "edit", "arguments": {"path": str(f), "old_string": "alpha\n" * 200,
+                                                              "new_string": "beta\n"}}]},
+               {"text": "done"}, {"text": "planned"})
+    c = Client("--workspace", str(workspace))
+    c.send(id=1, method="start", mode="plan")
+    c.until(lambda m: m["type"] == "response")
+    for bad in [{"method": "mode", "mode": "yolo"}, {"method": "mode"}, {"method": "undo", "to_turn": "1"},
+                {"method": "undo", "to_turn": True}, {"method": "undo"}]:
+        c.send(**bad)
+        assert _error(c) in ("invalid_params", "nothing_to_undo")
+    c.send(id=2, method="mode", mode="auto")  # the person leaves plan mode
+    assert c.until(lambda m: m["type"] == "response")["mode"] == "auto"
+    c.send(id=3, method="prompt", prompt="change a.txt")
+    c.until(lambda m: m["type"] == "response")
+    assert c.event("run_ended")["reason"] == "done"
+    assert f.read_text() == "beta\n"
+    compacted = _when_idle(c, {"id": 4, "method": "compact"})
+    event = compacted["compacted"]
+    assert isinstance(event, dict) and event["trigger"] == "manual" and event["masked_call_ids"]
+    c.send(id=5, method="undo", to_turn=10**12)
+    assert _error(c) == "nothing_to_undo"
+    c.send(id=6, method="undo")
+    undone = c.until(lambda m: m["type"] == "response")["undo"]
+    assert [x["action"] for x in undone["files"]] == ["restored"] and f.read_text() == "alpha\n" * 200
+    assert c.close() == 0
