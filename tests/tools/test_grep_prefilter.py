@@ -84,3 +84,52 @@ def test_readahead_abandoned_midway_closes_what_it_opened(tmp_path: Path) -> Non
         next(it)
     ahead.stop()
     assert _open_fds() == before
+
+
+def _tree(tmp_path: Path) -> list[str]:
+    for i in range(40):
+        (tmp_path / f"f{i:02}.txt").write_text(("needle\n" if i % 3 == 0 else "hay\n") * (i + 1))
+    big = tmp_path / "big.txt"  # over one 4 MiB chunk: the rest is read after the cached chunk
+    big.write_bytes(b"x" * (5 << 20) + b"\nneedle at the end\nneedle\n")
+    return sorted(str(p) for p in tmp_path.iterdir())
+
+
+def _count(files: list[str], readahead: bool) -> dict[str, int]:
+    query = compile_query("needle", multiline=False, case_insensitive=False)
+    return PythonEngine(1, readahead=readahead).scan(files, query, count=True).counts
+
+
+def test_cached_first_read_gives_the_same_counts_including_a_file_over_one_chunk(
+        tmp_path: Path) -> None:
+    files = _tree(tmp_path)
+    want = _count(files, readahead=False)
+    assert want[str(tmp_path / "big.txt")] == 2
+    assert _count(files, readahead=True) == want
+
+
+@pytest.mark.parametrize("failure", ["would_block", "short", "unsupported"])
+def test_a_first_read_that_is_not_all_cached_falls_back_to_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
+    from tools._grep import _scan
+
+    files = _tree(tmp_path)
+    want = _count(files, readahead=False)
+    real = os.preadv
+    calls = {"n": 0}
+
+    def flaky(fd: int, buffers: list[bytearray], offset: int, flags: int = 0) -> int:
+        calls["n"] += 1
+        if calls["n"] < 5:
+            return real(fd, buffers, offset, flags)
+        if failure == "would_block":
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        if failure == "unsupported":
+            raise OSError(95, "Operation not supported")
+        got = real(fd, buffers, offset, flags)
+        return min(got, 2)  # a short read: only part of the file was in the cache
+
+    monkeypatch.setattr(_scan.os, "preadv", flaky)
+    monkeypatch.setattr(_scan, "_NOWAIT_STATE", [True])
+    assert _count(files, readahead=True) == want
+    if failure == "unsupported":
+        assert not _scan.nowait_supported()

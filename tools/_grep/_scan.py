@@ -22,6 +22,7 @@ of the heap.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from re2 import _re2
 from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine
 from tools._grep._query import Query
 
-__all__ = ["FileOutcome", "open_file", "search_fd", "search_file"]
+__all__ = ["FileOutcome", "nowait_supported", "open_file", "search_cached", "search_fd", "search_file"]
 
 CHUNK = 4 << 20
 _MAX_LINE_BUFFER = 256 << 20
@@ -91,8 +92,60 @@ def search_fd(fd: int, query: Query, mode: str, buf: bytearray, max_lines: int =
     return out
 
 
-def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out: FileOutcome) -> None:
-    n = os.readv(fd, [buf])
+def search_cached(path: str, query: Query, mode: str, buf: bytearray) -> FileOutcome | None:
+    """:func:`search_file` if the file's first chunk is all in the page cache, else None.
+
+    The first read asks for cached data only (``preadv`` with ``RWF_NOWAIT``,
+    Linux 4.14+); when it would block (or is short of the file's size, which it
+    may be when part of the file is cached) nothing is searched and the caller
+    searches the file the ordinary way.  This lets a warm-cache search run
+    without the read-ahead thread, which only pays on a cold cache.
+    """
+    if not nowait_supported():
+        return None
+    try:
+        fd = _open(path)
+    except OSError:
+        out = FileOutcome()
+        out.error = True
+        return out
+    try:
+        try:
+            n = os.preadv(fd, [buf], 0, _RWF_NOWAIT)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                _NOWAIT_STATE[0] = False  # this kernel or file system cannot: stop asking
+            return None
+        if n < len(buf):
+            if n < os.fstat(fd).st_size:
+                return None  # short: part of the file is not cached (or it grew)
+        else:
+            os.lseek(fd, n, os.SEEK_SET)  # the rest is read from here on
+        out = FileOutcome()
+        try:
+            _search_fd(fd, query, mode, buf, 0, out, first=n)
+        except OSError:
+            out.error = True
+            out.count = 0
+            out.lines = []
+        return out
+    finally:
+        os.close(fd)
+
+
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 0)
+_NOWAIT_STATE = [bool(_RWF_NOWAIT) and hasattr(os, "preadv")]
+
+
+def nowait_supported() -> bool:
+    return _NOWAIT_STATE[0]
+
+
+def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out: FileOutcome,
+               first: int | None = None) -> None:
+    n = os.readv(fd, [buf]) if first is None else first
     if n == 0:
         return
     final = n < len(buf)
