@@ -112,3 +112,33 @@ def test_manual_compaction_between_runs(workspace: Path) -> None:
         empty = EventStore(workspace.parent / "f.db")
     with agent_on(empty, workspace, []) as (fresh, _s, _e):
         assert fresh.compact("manual") is None  # nothing to compact
+
+
+def test_a_summary_over_its_bound_is_cut(workspace: Path) -> None:
+    steps: list[Any] = [{"text": "x " * 2000, "tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]}
+                        for _ in range(6)]
+
+    def responder(body: dict[str, Any]) -> ScriptStep:
+        if not body.get("tools"):
+            return ScriptStep(text="S" * 50_000, chunk_chars=8192)
+        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [], limits=Limits(context_tokens=12000, compact_at=0.4)) as (
+            agent, server, seen):
+        server.responder = responder
+        agent.run("go")
+    summaries = [e.event for e in seen if isinstance(e.event, Compacted) and e.event.strategy == "summary"]
+    assert summaries and all(len(s.summary) <= 8100 for s in summaries)
+    assert summaries[0].summary.endswith("[summary cut at its bound]")
+
+
+def test_plan_mode_allows_plan_and_todo_and_refuses_writes() -> None:
+    from appliance.policy import PolicyEngine, PolicySettings
+    from tools import native_tools
+
+    engine = PolicyEngine(PolicySettings(mode="plan"))
+    tools = native_tools()
+    assert engine.decide(tools["plan"], {"title": "t", "steps": []}, "/ws").verdict == "allow"
+    assert engine.decide(tools["todo"], {"items": []}, "/ws").verdict == "allow"
+    assert engine.decide(tools["write"], {"path": "/ws/a", "content": ""}, "/ws").verdict == "deny"
