@@ -182,8 +182,8 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
         "format": "abhed-serve/1", "served_name": entry.served_name, "command": argv,
         "env": dict(m.serve_env), "health_path": "/health", "startup_timeout_s": 900,
         "known_answer": KNOWN_ANSWER,
-        "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4", force, "glob",
-                        "--workspace", "{workspace}", PROBE_PROMPT],
+        "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4", force,
+                        m.probe_tool, "--workspace", "{workspace}", m.probe_prompt or PROBE_PROMPT],
         "agent_config": {"custom_providers": [{
             "name": "gate", "api": "openai", "base_url": "{base_url}", "model": "{served_name}",
             "sampling": ["temperature"], "params": {"temperature": 0}}],

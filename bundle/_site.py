@@ -79,6 +79,12 @@ class SiteModel(_Strict):
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
     serve_env: dict[str, str] = Field(default_factory=dict,
                                       description="environment for vLLM (e.g. the CPU KV cache)")
+    probe_prompt: str | None = Field(
+        default=None, min_length=1, max_length=2000,
+        description="the health gate's agent probe prompt ({workspace} is filled in); default: "
+                    "find the PROBE- file. A tiny model needs the path spelled out.")
+    probe_tool: str = Field(default="glob", pattern=r"^(glob|read|grep|ls)$",
+                            description="the tool the probe's first turn must call")
 
 
 class Image(_Strict):
