@@ -1,5 +1,6 @@
 """Events and the tamper-evident store they are persisted in."""
 
+from appliance.events._export import ExportCheck, consistency_problems, export_log, verify_export
 from appliance.events._models import (
     EVENT_ADAPTER,
     LOG_SESSION,
@@ -9,35 +10,34 @@ from appliance.events._models import (
     ArtifactRef,
     Compacted,
     DecisionBasis,
-    FileRestore,
-    PlanStepState,
-    PlanUpdated,
-    TaskEnded,
-    TaskStarted,
-    TodoEntry,
-    TodoUpdated,
-    UndoApplied,
     Event,
     ExtensionDied,
     ExtensionLog,
+    FileRestore,
     LogRepaired,
     ModelTurn,
     ObservationEvent,
+    PlanStepState,
+    PlanUpdated,
     PolicyDecision,
     PolicyRuleAdded,
-    RunEndReason,
     RunEnded,
+    RunEndReason,
     RunStarted,
     SegmentDeleted,
     SegmentStarted,
     SessionEnded,
     SessionStarted,
+    TaskEnded,
+    TaskStarted,
+    TodoEntry,
+    TodoUpdated,
     TurnToolCall,
     TurnUsage,
+    UndoApplied,
     UserMessage,
     now_iso,
 )
-from appliance.events._export import ExportCheck, consistency_problems, export_log, verify_export
 from appliance.events._redact import REDACTED, Redactor
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments

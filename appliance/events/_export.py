@@ -18,9 +18,9 @@ from typing import IO, Any
 
 from appliance._errors import ChainBroken
 from appliance.events._chain import ChainWalker
+from appliance.events._models import now_iso
 from appliance.events._schema import Row
 from appliance.events._store import EventStore
-from appliance.events._models import now_iso
 
 __all__ = ["EXPORT_FORMAT", "ExportCheck", "consistency_problems", "export_log", "verify_export"]
 

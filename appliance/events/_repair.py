@@ -28,11 +28,17 @@ from pathlib import Path
 
 from appliance._errors import ChainBroken, EventLogError
 from appliance.events._chain import ChainWalker
-from appliance.events._files import file_sha256, lock_path, open_ro, sealed_path, sealed_segments, \
-    segments_dir
+from appliance.events._files import (
+    file_sha256,
+    lock_path,
+    open_ro,
+    sealed_path,
+    sealed_segments,
+    segments_dir,
+)
 from appliance.events._models import LOG_SESSION, LogRepaired
 from appliance.events._schema import FORMAT, GENESIS, ROW_COLUMNS, SCHEMA, Row
-from appliance.events._store import start_segment
+from appliance.events._segment import start_segment
 from appliance.events._verify import verify_log
 
 __all__ = ["RepairResult", "repair_log"]

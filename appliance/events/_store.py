@@ -30,8 +30,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import resource
-import shutil
 import sqlite3
 import threading
 import time
@@ -45,20 +43,33 @@ import sqlite_utils
 
 from appliance._errors import EventLogDamaged, EventLogError, EventLogFull, SessionNotFound
 from appliance.events._files import lock_path, open_ro, sealed_path, sealed_segments, segments_dir
+from appliance.events._guards import (
+    CORRUPT_CODES,
+    check_owner,
+    free_bytes,
+    tail_problems,
+    write_error,
+)
 from appliance.events._models import EVENT_ADAPTER, LOG_SESSION, Event, SegmentStarted, migrate
-from appliance.events._schema import FORMAT, GENESIS, ROW_COLUMNS, SCHEMA, Row, chain_hash, \
-    structure_problems
 from appliance.events._redact import Redactor
+from appliance.events._schema import (
+    FORMAT,
+    GENESIS,
+    ROW_COLUMNS,
+    SCHEMA,
+    Row,
+    chain_hash,
+    structure_problems,
+)
+from appliance.events._segment import created_age_s, start_segment
 from appliance.events._settings import EventLogSettings
 
-__all__ = ["EventStore", "StoredEvent", "GENESIS", "start_segment", "write_error"]
+__all__ = ["EventStore", "StoredEvent", "GENESIS"]
 
 _MiB = 1 << 20
 # Written into the lock file when a log is first created here: a later open that finds the
 # log gone but this mark present refuses, instead of starting a fresh log over the history.
 _KEPT = b"abhed event log kept here\n"
-# SQLite primary result codes (https://sqlite.org/rescode.html).
-_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_NOTADB = 10, 11, 13, 26
 
 
 @dataclass(frozen=True)
@@ -67,58 +78,6 @@ class StoredEvent:
     session_seq: int
     hash: str
     event: Event
-
-
-def _free_bytes(path: Path) -> int:
-    try:
-        return shutil.disk_usage(path if path.is_dir() else path.parent).free
-    except OSError:
-        return -1
-
-
-def write_error(path: Path, what: str, exc: sqlite3.Error) -> EventLogError:
-    """SQLite's error, said as what it means for the operator."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    free = _free_bytes(path)
-    limit = _file_size_limit(path)
-    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and (0 <= free < 4 * _MiB or limit)):
-        room = (f"the file-size limit (ulimit -f) of {limit} bytes is reached" if limit
-                else f"{max(free, 0) // _MiB} MiB free on its file system")
-        return EventLogFull(
-            f"disk full: could not record {what} in {path} ({room}). Nothing was executed and "
-            "the log is intact; free space there, or set ABHED_HOME to a disk with room, then "
-            "try again.")
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return EventLogDamaged(str(path), f"SQLite says {exc}")
-    return EventLogError(f"could not record {what} in {path}: {exc}")
-
-
-def _check_owner(state: Path) -> None:
-    """On a shared host a log is its owner's alone: refuse one in another's or an open directory.
-
-    The kernel already keeps others out of a 0700 directory; this turns a
-    wrong ABHED_HOME into a sentence, and refuses a directory where others
-    could swap the files (group- or world-writable without the sticky bit).
-    """
-    info = state.stat()
-    me = os.geteuid()
-    if me != 0 and info.st_uid != me:
-        raise EventLogError(
-            f"the event log directory {state} belongs to uid {info.st_uid}, not to you (uid {me}): "
-            "each engineer keeps their own log. Set ABHED_HOME to a directory of your own.")
-    if info.st_mode & 0o022 and not info.st_mode & 0o1000:
-        raise EventLogError(
-            f"the event log directory {state} is writable by other users (mode "
-            f"{info.st_mode & 0o7777:o}), who could replace the log: chmod 700 {state}")
-
-
-def _file_size_limit(path: Path) -> int:
-    """The ``ulimit -f`` a write just ran into (EFBIG: for this process, a full disk), or 0."""
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if soft == resource.RLIM_INFINITY:
-        return 0
-    sizes = [p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists()]
-    return soft if any(size + 256 * 1024 >= soft for size in sizes) else 0
 
 
 class EventStore:
@@ -141,7 +100,7 @@ class EventStore:
         path = self.path
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _check_owner(path.parent)
+            check_owner(path.parent)
             self._lock_fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise EventLogError(
@@ -183,7 +142,7 @@ class EventStore:
         except sqlite3.Error as exc:
             os.close(self._lock_fd)
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-            if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+            if code in CORRUPT_CODES:
                 raise EventLogDamaged(str(path), f"SQLite says {exc}") from None
             raise EventLogError(
                 f"cannot open the event log {path}: {exc}. Check that ABHED_HOME points at a "
@@ -218,7 +177,7 @@ class EventStore:
         try:
             problems = structure_problems(conn, full=False)
             if not problems:
-                problems = _tail_problems(conn)
+                problems = tail_problems(conn)
         except sqlite3.DatabaseError as exc:
             problems = [f"SQLite says {exc}"]
         finally:
@@ -263,7 +222,7 @@ class EventStore:
             return True
         days = self.settings.rotate_days
         return bool(days) and time.time() - self.path.stat().st_mtime >= days * 86400 \
-            and _created_age_s(self.path) >= days * 86400
+            and created_age_s(self.path) >= days * 86400
 
     def rotate(self, reason: str = "operator", first: Callable[[int, str], Event] | None = None) -> Path:
         """Seal the active segment now (needs the log to be open nowhere else); returns the sealed file."""
@@ -343,7 +302,7 @@ class EventStore:
 
             check_inbox(Path(self.settings.witness_dir))
         reserve = self.settings.reserve_mb * _MiB
-        free = _free_bytes(self.path.parent)
+        free = free_bytes(self.path.parent)
         if reserve and 0 <= free < reserve:
             raise EventLogFull(
                 f"disk nearly full: {free // _MiB} MiB free on the file system holding "
@@ -500,57 +459,3 @@ class EventStore:
         return report.events, report.head_hash
 
 
-def start_segment(active: Path, number: int, base_seq: int, base_hash: str,
-                   counters: dict[str, int], sessions: list[tuple[str, str, str]],
-                   first: Callable[[int, str], Event]) -> None:
-    """Write a new active segment whose chain starts at (base_seq, base_hash)."""
-    tmp = active.with_name(active.name + ".new")
-    tmp.unlink(missing_ok=True)
-    conn = sqlite3.connect(tmp, isolation_level=None)
-    conn.executescript(SCHEMA)
-    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-        ("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
-        ("base_hash", base_hash), ("created_at", datetime.now(timezone.utc).isoformat()),
-    ])
-    conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
-    conn.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
-    event = first(base_seq, base_hash)
-    body = event.model_dump_json()
-    sseq = counters.get(event.session_id, 0) + 1
-    digest = chain_hash(base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
-                        base_hash)
-    conn.execute(f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 (base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
-                  base_hash, digest))
-    conn.close()
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, active)
-
-
-def _created_age_s(path: Path) -> float:
-    try:
-        conn = open_ro(path)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'created_at'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return 0.0
-    if row is None:
-        return 0.0
-    return time.time() - datetime.fromisoformat(row[0]).timestamp()
-
-
-def _tail_problems(conn: sqlite3.Connection) -> list[str]:
-    """The last two rows: the newest event must hash right and link to the one before."""
-    rows = [Row(*r) for r in conn.execute(
-        f"SELECT {ROW_COLUMNS} FROM events ORDER BY seq DESC LIMIT 2")]
-    if not rows:
-        return []
-    last = rows[0]
-    if chain_hash(last.seq, last.session_id, last.session_seq, last.type, last.ts, last.body,
-                  last.prev_hash) != last.hash:
-        return [f"event {last.seq}, the newest, does not match its hash"]
-    if len(rows) == 2 and (rows[1].seq != last.seq - 1 or rows[1].hash != last.prev_hash):
-        return [f"event {last.seq}, the newest, does not link to event {rows[1].seq}"]
-    return []
