@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from appliance import AbhedError, Config
-from appliance.events import EventStore, StoredEvent
-from appliance.loop import Agent, Approval, ApprovalRequest, CallbackApprover, RunOutcome, start_agent
-from models import Delta, ModelsError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the appliance is imported on the start thread, after the first frame
+    from appliance import Config
+    from appliance.events import EventStore, StoredEvent
+    from appliance.loop import Agent, Approval, ApprovalRequest, RunOutcome
+    from models import Delta
 
 __all__ = ["AgentLink", "LinkInfo", "PendingApproval", "Sink"]
 
@@ -51,9 +54,10 @@ class PendingApproval:
         """Answer once; later answers are ignored (the first one already reached the agent)."""
         if self._done.is_set():
             return
-        if always and decision == "allow" and self.always_rules:
-            from appliance.policy import ScopedApproval
+        from appliance.loop import Approval
+        from appliance.policy import ScopedApproval
 
+        if always and decision == "allow" and self.always_rules:
             self._answer = ScopedApproval("allow", "tui", reason, always=True)
         else:
             self._answer = Approval("allow" if decision == "allow" else "deny", "tui", reason)
@@ -97,16 +101,19 @@ class LinkInfo:
 class AgentLink:
     """Starts (or resumes) one session's agent and runs its prompts on a worker thread."""
 
-    def __init__(self, config: Config, store: EventStore, workspace: Path, sink: Sink, *,
-                 provider: str | None = None, model: str | None = None, mode: str | None = None,
-                 session_id: str | None = None) -> None:
-        self.config = config
-        self.store = store
+    def __init__(self, config: Config | None, store: EventStore | None, workspace: Path, sink: Sink,
+                 *, provider: str | None = None, model: str | None = None, mode: str | None = None,
+                 session_id: str | None = None, config_path: Path | None = None) -> None:
+        """``config`` and ``store`` None: loaded on the start thread (``config_path`` or
+        ABHED_HOME's), so the first frame does not wait for the appliance's imports."""
+        self._config = config
+        self._store = store
+        self.config_path = config_path
         self.workspace = workspace
         self.sink = sink
         self.provider_name = provider
         self.model = model
-        self.mode = mode or config.policy.mode
+        self.mode = mode
         self.session_id = session_id
         self.agent: Agent | None = None
         self.info: LinkInfo | None = None
@@ -114,13 +121,44 @@ class AgentLink:
         self._pending: list[PendingApproval] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._own_store = False
 
     # -- starting ---------------------------------------------------------------
     def start(self) -> None:
         """Start the agent on a thread (it may probe the model server); the sink hears the result."""
         threading.Thread(target=self._start, name="abhed-tui-start", daemon=True).start()
 
+    @property
+    def config(self) -> Config:
+        assert self._config is not None, "the link has not loaded its config yet"
+        return self._config
+
+    @property
+    def store(self) -> EventStore:
+        assert self._store is not None, "the link has not opened the event log yet"
+        return self._store
+
+    def _load(self) -> None:
+        from appliance import events_db_path, load_config
+        from appliance.events import EventStore
+
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        if self._store is None:
+            self._store = EventStore(events_db_path())
+            self._own_store = True
+
     def _start(self) -> None:
+        from appliance import AbhedError
+        from appliance.loop import CallbackApprover, start_agent
+        from models import ModelsError
+
+        try:
+            self._load()
+        except AbhedError as exc:
+            self.sink.failed(str(exc))
+            return
+        self.mode = self.mode or self.config.policy.mode
         if self.mode not in MODES:
             self.sink.failed(f"mode {self.mode!r} is not one of plan, ask, auto")
             return
@@ -279,4 +317,7 @@ class AgentLink:
         if self.agent is not None:
             self.agent.close()
             self.agent = None
+        if self._own_store and self._store is not None:
+            self._store.close()
+            self._store = None
 

@@ -25,8 +25,11 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static
 
-from appliance import Config
-from appliance.events import EventStore
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
+    from appliance import Config
+    from appliance.events import EventStore
 from tui._adapter import AgentLink, LinkInfo, PendingApproval, Sink
 from tui._approval import GUARD_S, ApprovalCard
 from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text
@@ -89,9 +92,10 @@ class AbhedApp(App[int]):
         Binding("ctrl+r", "retry", show=False),
     ]
 
-    def __init__(self, config: Config | None, store: EventStore, workspace: Path, *,
+    def __init__(self, config: Config | None, store: EventStore | None, workspace: Path, *,
                  session_id: str | None = None, provider: str | None = None,
                  model: str | None = None, mode: str | None = None, problem: str = "",
+                 config_path: Path | None = None,
                  link_factory: LinkFactory | None = None, guard_s: float = GUARD_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
@@ -99,7 +103,7 @@ class AbhedApp(App[int]):
         self.store = store
         self.workspace = workspace
         self.options: dict[str, Any] = {"provider": provider, "model": model, "mode": mode,
-                                        "session_id": session_id}
+                                        "session_id": session_id, "config_path": config_path}
         self.problem = problem
         self.link_factory: LinkFactory = link_factory or AgentLink
         self.guard_s = guard_s
@@ -163,17 +167,24 @@ class AbhedApp(App[int]):
 
     # -- the link -----------------------------------------------------------------------
     def _start(self) -> None:
-        if self.config is None:
-            self._failed(self.problem or "no configuration")
+        if self.problem:
+            self._failed(self.problem)
             return
         self.state = "starting"
         self._status()
         self.link = self.link_factory(self.config, self.store, self.workspace, self.sink,
                                       **self.options)
         self.link.start()
+        if self.link._config is not None:
+            self.config = self.link._config
 
     def _restart(self, **changes: Any) -> None:
         if self.link is not None:
+            if self.store is None and self.link._store is not None:
+                self.store = self.link._store  # keep the log open across /new and /resume
+                self.link._own_store = False
+            if self.config is None:
+                self.config = self.link._config
             self.link.close()
         self.options.update(changes)
         self.transcript.clear_entries()
@@ -213,13 +224,10 @@ class AbhedApp(App[int]):
 
     def action_retry(self) -> None:
         if self.link is None or self.link.agent is None:
-            if self.config is None:
-                from appliance import AbhedError, load_config
-
-                try:
-                    self.config = load_config()
-                except AbhedError as exc:
-                    self.problem = str(exc)
+            self.config = None  # read config.json again: the fix is probably there
+            self.problem = ""
+            if self.link is not None:
+                self.link._config = None
             self._restart()
 
     # -- events from the agent ---------------------------------------------------------
@@ -713,7 +721,7 @@ class AbhedApp(App[int]):
             self.link.close(wait_s=5)
 
 
-def run_tui(config: Config | None, store: EventStore, workspace: Path, **options: Any) -> int:
+def run_tui(config: Config | None, store: EventStore | None, workspace: Path, **options: Any) -> int:
     """Run the app full-screen until the person quits; returns the exit code."""
     app = AbhedApp(config, store, workspace, **options)
     result = app.run()

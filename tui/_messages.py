@@ -10,11 +10,15 @@ from __future__ import annotations
 from textual.message import Message
 from textual.message_pump import MessagePump
 
-from appliance.events import StoredEvent
-from appliance.loop import RunOutcome
-from models import Delta
+from typing import TYPE_CHECKING
+
 from tui._adapter import LinkInfo, PendingApproval
 from tui._stream import DeltaBuffer
+
+if TYPE_CHECKING:
+    from appliance.events import StoredEvent
+    from appliance.loop import RunOutcome
+    from models import Delta
 
 __all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkStarted", "RunFinished"]
 

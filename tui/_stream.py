@@ -18,7 +18,10 @@ import re
 import threading
 from dataclasses import dataclass
 
-from models import Delta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from models import Delta
 
 __all__ = ["CODE_CHUNK_LINES", "Block", "BlockSplitter", "DeltaBuffer"]
 

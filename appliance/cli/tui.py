@@ -5,6 +5,10 @@ through the same ``start_agent`` call, so a mode the operator forbids is
 refused the same way.  Problems found at start (no provider, a server that is
 down, undeclared sampling, a broken config file) open the app on a screen that
 says what to fix, never a traceback.
+
+The config and the event log are opened on the app's start thread, after its
+first frame: this module imports neither (nor ``appliance.cli._common``, which
+would load the config models), so the first frame waits only for Textual.
 """
 
 from __future__ import annotations
@@ -13,8 +17,6 @@ import sys
 from pathlib import Path
 
 import click
-
-from appliance.cli._common import config_option
 
 
 @click.command()
@@ -26,26 +28,12 @@ from appliance.cli._common import config_option
 @click.option("--model", default=None, help="Served model name (default: the provider's).")
 @click.option("--mode", type=click.Choice(["plan", "ask", "auto"]), default=None,
               help="Policy mode (default: the operator's policy.mode).")
-@config_option
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Config file to use instead of ABHED_HOME/config.json.")
 def tui(workspace: Path, session_id: str | None, provider_name: str | None, model: str | None,
         mode: str | None, config_path: Path | None) -> None:
     """Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."""
-    from appliance import AbhedError, load_config
-    from appliance.cli._common import open_store
-
-    problem = ""
-    config = None
-    try:
-        config = load_config(config_path)
-    except AbhedError as exc:
-        problem = str(exc)
-    # The same door as run/rpc/tool: a damaged log or a disk below the reserve is one message.
-    store = open_store(config, for_work=True)
     from tui import run_tui
 
-    try:
-        code = run_tui(config, store, workspace.resolve(), session_id=session_id,
-                       provider=provider_name, model=model, mode=mode, problem=problem)
-    finally:
-        store.close()
-    sys.exit(code)
+    sys.exit(run_tui(None, None, workspace.resolve(), session_id=session_id,
+                     provider=provider_name, model=model, mode=mode, config_path=config_path))

@@ -68,6 +68,9 @@ class FakeLink:
 
     def __init__(self, config: Any, store: Any, workspace: Path, sink: Any, **kw: Any) -> None:
         self.sink = sink
+        self._config: Any = None
+        self._store: Any = None
+        self._own_store = False
         self.agent: object | None = object()
         self.info = INFO
         self.session_id = INFO.session_id
