@@ -15,6 +15,7 @@ thread-safe, so no widget is touched off the UI thread.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -289,6 +290,60 @@ class AgentLink:
         for p in pending:
             p.answer("deny", reason=f"interrupted ({reason})")
         return True
+
+    def set_mode(self, mode: str) -> str:
+        """Switch mode between runs, as rpc ``mode`` does; returns "" or why not."""
+        if self.agent is None:
+            return "the agent is not running"
+        if self.busy:
+            return "a run is in progress; press Esc to interrupt it first"
+        if mode not in MODES:
+            return f"mode {mode!r} is not one of plan, ask, auto"
+        self.agent.set_mode(mode)
+        self.mode = mode
+        if self.info is not None:
+            from dataclasses import replace
+
+            self.info = replace(self.info, mode=mode)
+        return ""
+
+    def compact(self, done: Callable[[str], None]) -> str:
+        """Compact by hand between runs (rpc ``compact``), on a thread; ``done`` gets the outcome."""
+        agent = self.agent
+        if agent is None:
+            return "the agent is not running"
+        if self.busy:
+            return "a run is in progress; compaction by hand happens between runs"
+
+        def work() -> None:
+            try:
+                event = agent.compact("manual")
+            except Exception as exc:  # noqa: BLE001 - said in the transcript
+                done(f"compaction failed: {type(exc).__name__}: {exc}")
+                return
+            done("" if event is not None else "nothing to compact: no tool outputs are old enough "
+                 "to mask and there is nothing to summarise yet")
+
+        self._worker = threading.Thread(target=work, name="abhed-tui-compact", daemon=True)
+        self._worker.start()
+        return ""
+
+    def undo(self) -> str:
+        """Undo the last run's file changes (rpc ``undo``); returns what happened."""
+        from appliance.sessions import UndoError, undo
+
+        if self.agent is None:
+            return "the agent is not running"
+        if self.busy:
+            return "a run is in progress; press Esc to interrupt it first"
+        try:
+            event = undo(self.agent.session, requested_by="tui")
+        except UndoError as exc:
+            return f"nothing undone: {exc}"
+        restored = len(getattr(event, "files", []))
+        kept = getattr(event, "bash_calls_not_undone", 0)
+        return f"undid the last run: {restored} file(s) restored" + (
+            f"; {kept} bash command(s) it ran are not undone" if kept else "")
 
     def _ask(self, req: ApprovalRequest) -> Approval:
         rules = tuple(r.describe() if hasattr(r, "describe") else str(r)

@@ -566,6 +566,20 @@ class AbhedApp(App[int]):
             self._export(arg)
         elif name == "/sandbox":
             self._sandbox()
+        elif name == "/compact":
+            if self.link is None:
+                return
+
+            def done(problem: str) -> None:
+                if problem:
+                    self.call_from_thread(self.note, problem)
+
+            problem = self.link.compact(done)
+            if problem:
+                self.note(problem, error=True)
+        elif name == "/undo":
+            if self.link is not None:
+                self.note(self.link.undo())
         elif name == "/todo":
             if not self.panel_items:
                 self.note("no todo list or plan yet: the agent records them with its todo and "
@@ -584,11 +598,15 @@ class AbhedApp(App[int]):
         if arg not in ("plan", "ask", "auto"):
             self.note(f"/mode takes plan, ask or auto, not {arg!r}", error=True)
             return
-        if self.running:
-            self.note("a run is in progress; press Esc to interrupt it first", error=True)
+        problem = self.link.set_mode(arg) if self.link is not None else "the agent is not running"
+        if problem:
+            self.note(problem, error=True)
             return
-        self.note(f"switching to {arg} mode")
-        self._restart(mode=arg)
+        self.options["mode"] = arg
+        if self.link is not None and self.link.info is not None:
+            self.info = self.link.info
+        self.note(f"mode: {arg}")
+        self._status()
 
     def _resume(self, arg: str) -> None:
         if self.running:

@@ -13,7 +13,8 @@ COMMANDS: dict[str, str] = {
     "/mode": "show or set the mode: /mode plan|ask|auto (the operator's policy still binds)",
     "/resume": "pick an earlier session to continue",
     "/new": "start a new session in this workspace",
-    "/compact": "compact the conversation (not available yet)",
+    "/compact": "compact the conversation now (between runs)",
+    "/undo": "undo the last run's file changes",
     "/todo": "show the todo list and the plan",
     "/export": "write the conversation as Markdown: /export [FILE]",
     "/sandbox": "where bash runs: the sandbox backend of this session",
@@ -37,9 +38,7 @@ KEYS: list[tuple[str, str]] = [
     ("y / a / n / r", "approval: allow once / allow always / deny / deny with a reason"),
 ]
 
-UNAVAILABLE = {
-    "/compact": "compaction is not available yet in this version of Abhed",
-}
+UNAVAILABLE: dict[str, str] = {}
 
 
 def complete_command(text: str) -> list[str]:
