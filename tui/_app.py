@@ -279,7 +279,9 @@ class AbhedApp(App[int]):
                 self.note(f"{e.tool}: {mark} by {e.decided_by}" + (f" ({e.reason})" if e.reason
                                                                     else ""))
         elif kind == "policy_rule_added":
-            self.note(f"stored for this session: {e.rule}")
+            rule = e.rule if isinstance(e.rule, dict) else {}
+            shown = " ".join(f"{k}={v}" for k, v in rule.items() if v not in (None, "", {}))
+            self.note(f"stored for this session: {shown or e.rule}")
         elif kind == "run_started":
             if not replay:
                 self.state = "thinking"

@@ -45,6 +45,12 @@ def key_argument(tool: str, args: Any) -> str:
     """The one argument that says what a call does: bash's command, a file tool's path."""
     if not isinstance(args, dict):
         return visible(str(args))[:200]
+    if tool == "todo" and isinstance(args.get("items"), list):
+        return f"{len(args['items'])} items"
+    if tool == "plan" and isinstance(args.get("title"), str):
+        return visible(args["title"])[:200]
+    if tool == "task" and isinstance(args.get("description"), str):
+        return visible(args["description"])[:200]
     for name in ("command", "path", "pattern", "query", "url", "name"):
         value = args.get(name)
         if isinstance(value, str):
