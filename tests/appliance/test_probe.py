@@ -268,7 +268,10 @@ def test_cli_exits_1_for_a_bad_model_with_findings_on_stdout(abhed_home: Path) -
 
 
 @pytest.mark.parametrize("content", ["", "{not json", json.dumps({"format": "x"}), "[" * 100_000,
-                                     "x" * 2_000_000])
+                                     "x" * 2_000_000],
+                         # short ids: pytest puts the id in PYTEST_CURRENT_TEST, and a
+                         # 2 MB id makes every subprocess fail with E2BIG
+                         ids=["empty", "not-json", "wrong-format", "deep-nesting", "2MB"])
 def test_cli_refuses_a_baseline_that_is_not_a_report(abhed_home: Path, tmp_path: Path, content: str) -> None:
     bad = tmp_path / "baseline.json"
     bad.write_text(content)
