@@ -33,6 +33,7 @@ from textual.screen import Screen  # noqa: E402
 
 from models import Delta  # noqa: E402
 from tests.tui.helpers import INFO, fake_app, feed_turn  # noqa: E402
+from tui._app import tune_gc  # noqa: E402
 from tui._render import markdown  # noqa: E402
 from tui._widgets import AssistantBlock  # noqa: E402
 
@@ -51,6 +52,7 @@ async def main(lines: int, tps: float, naive: bool, wall: bool = False) -> None:
     # CPU time of the UI thread by default: on a shared, loaded machine wall time mostly
     # measures the other processes; --wall gives the wall-clock figure as well.
     clock = time.perf_counter if wall else time.thread_time
+    tune_gc()  # as run_tui does
     app = fake_app()
     ticks: list[float] = []
     updates: list[float] = []
