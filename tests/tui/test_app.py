@@ -258,6 +258,16 @@ async def test_resume_rerenders_the_session_from_its_log(server: ScriptedServer,
         await until(pilot, lambda: again.info is not None)
         assert ["user", "assistant"] == [e.kind for e in again.transcript.entries][:2]
         assert again.transcript.entries[0].data["text"] == "remember me"
+    picker = real_app(workspace)  # a new session, then /resume picks the old one from a list
+    async with picker.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: picker.info is not None)
+        assert picker.info is not None and picker.info.session_id != sid
+        picker.composer.text = "/resume"
+        await pilot.press("enter")
+        await until(pilot, lambda: type(picker.screen).__name__ == "SessionPicker")
+        await pilot.press("down", "enter")  # newest first: the second row is the old session
+        await until(pilot, lambda: picker.info is not None and picker.info.session_id == sid)
+        assert any(e.data.get("text") == "remember me" for e in picker.transcript.entries)
 
 
 async def test_paste_of_10000_lines_arrives_whole_and_oversize_is_refused_aloud(

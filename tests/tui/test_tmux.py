@@ -3,7 +3,8 @@
 Covers what a headless Pilot cannot: a real tty (bare `abhed` opens the TUI),
 the terminal's own handling of what the app writes (an OSC 52 sequence in a
 file must not reach tmux's clipboard), Esc through a real escape delay,
-resize, and quitting back to the shell with exit code 0.
+resize, and quitting back to the shell with exit code 0; all of it with
+Textual limited to the 16 standard colours.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def tmux(abhed_home: Path, workspace: Path) -> Iterator[tuple[Tmux, ScriptedServ
     with ScriptedServer() as server:
         write_config(abhed_home, server.base_url)
         t = Tmux(f"abhed-test-{os.getpid()}")
-        env = f"ABHED_HOME={shlex.quote(str(abhed_home))} PYTHONPATH={shlex.quote(str(ROOT))}"
+        # A 16-colour terminal, as many SSH sessions into a plant are.
+        env = (f"ABHED_HOME={shlex.quote(str(abhed_home))} PYTHONPATH={shlex.quote(str(ROOT))} "
+               "TEXTUAL_COLOR_SYSTEM=standard TERM=screen")
         cmd = (f"cd {shlex.quote(str(workspace))} && {env} {shlex.quote(sys.executable)} -m "
                "appliance.cli; echo TUI-EXIT=$?; sleep 600")
         t("new-session", "-d", "-s", t.name, "-x", "100", "-y", "30", cmd)
