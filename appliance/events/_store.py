@@ -126,9 +126,7 @@ class EventStore:
                 f"--file` an export; to start an empty log on purpose, delete {lock_path(path)}")
         try:
             if not path.exists():
-                # Created private before SQLite writes a byte; its -wal and -shm inherit
-                # the mode, so another user on a shared host cannot even read the log.
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+                self._create(path)
                 os.pwrite(self._lock_fd, _KEPT, 0)
             conn = sqlite3.connect(path, isolation_level=None, timeout=30.0,
                                    check_same_thread=False)
@@ -184,6 +182,37 @@ class EventStore:
             conn.close()
         if problems:
             raise EventLogDamaged(str(self.path), "; ".join(problems))
+
+    def _create(self, path: Path) -> None:
+        """Bring a fresh log into being whole: schema and meta first, then one atomic link.
+
+        Two doors starting at once on a new ABHED_HOME used to race: the second
+        found the first's file before its tables existed and refused it as
+        damaged.  Built under a private temporary name and linked into place
+        (``link`` fails if the name exists), the log is either absent or
+        complete; the loser of the race simply opens the winner's log.  The
+        file is created 0600 before SQLite writes a byte, and its -wal and -shm
+        inherit the mode, so another user on a shared host cannot even read it.
+        """
+        tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{threading.get_ident()}")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            tmp.with_name(tmp.name + suffix).unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(SCHEMA)
+                self._init_meta(conn)
+            finally:
+                conn.close()  # the last close checkpoints the WAL into the file
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process made it first: open theirs
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                tmp.with_name(tmp.name + suffix).unlink(missing_ok=True)
 
     @staticmethod
     def _init_meta(conn: sqlite3.Connection) -> None:
