@@ -1,4 +1,8 @@
-"""The agent runtime: config, sessions, the event log, and tool dispatch.
+"""The agent runtime: config, sessions, the event log, tool dispatch, and assembly.
+
+Every door (``abhed run``/``tool``/``rpc``, the TUI, subagents) builds its
+session with :func:`start_agent` (a whole agent) or :func:`open_tooling`
+(tools, policy and dispatcher only); see docs/architecture.md.
 
 Errors: :class:`AbhedError` is the root (see ``appliance._errors``).
 
@@ -14,6 +18,13 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
+    from appliance._assembly import Notice as Notice
+    from appliance._assembly import StartedAgent as StartedAgent
+    from appliance._assembly import Tooling as Tooling
+    from appliance._assembly import choose_provider as choose_provider
+    from appliance._assembly import load_config_catalog as load_config_catalog
+    from appliance._assembly import open_tooling as open_tooling
+    from appliance._assembly import start_agent as start_agent
     from appliance._config import Config as Config
     from appliance._config import load_config as load_config
     from appliance._dispatch import Dispatcher as Dispatcher
@@ -28,17 +39,24 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
+    "abhed_home": "appliance._home",
     "AbhedError": "appliance._errors",
     "ChainBroken": "appliance._errors",
+    "choose_provider": "appliance._assembly",
     "Config": "appliance._config",
     "ConfigError": "appliance._errors",
     "Dispatcher": "appliance._dispatch",
     "EventLogError": "appliance._errors",
-    "Session": "appliance._session",
-    "SessionNotFound": "appliance._errors",
-    "abhed_home": "appliance._home",
     "events_db_path": "appliance._home",
     "load_config": "appliance._config",
+    "load_config_catalog": "appliance._assembly",
+    "Notice": "appliance._assembly",
+    "open_tooling": "appliance._assembly",
+    "Session": "appliance._session",
+    "SessionNotFound": "appliance._errors",
+    "start_agent": "appliance._assembly",
+    "StartedAgent": "appliance._assembly",
+    "Tooling": "appliance._assembly",
 }
 
 __all__ = [
@@ -48,13 +66,19 @@ __all__ = [
     "ConfigError",
     "Dispatcher",
     "EventLogError",
+    "Notice",
     "Session",
     "SessionNotFound",
+    "StartedAgent",
+    "Tooling",
     "abhed_home",
+    "choose_provider",
     "events_db_path",
     "load_config",
+    "load_config_catalog",
+    "open_tooling",
+    "start_agent",
 ]
-
 
 if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
 from appliance.events import EventLogSettings
-from appliance.extensions._settings import ExtensionSpec
-from appliance.mcp._settings import McpServerSpec
-from appliance.policy._settings import PolicySettings
-from appliance.sandbox._settings import SandboxSettings
-from appliance.loop._limits import Limits, TaskSettings
+from appliance.extensions import ExtensionSpec
+from appliance.loop import Limits, TaskSettings
+from appliance.mcp import McpServerSpec
+from appliance.policy import PolicySettings
+from appliance.sandbox import SandboxSettings
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
@@ -36,6 +36,12 @@ class Config(BaseModel):
     extensions: list[ExtensionSpec] = Field(default_factory=list)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     events: EventLogSettings = Field(default_factory=EventLogSettings)
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str:
+        """The file this config came from, as refusals name it (built-in defaults: none)."""
+        return self._source or f"{abhed_home() / 'config.json'} (not present: built-in defaults)"
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
@@ -88,9 +94,11 @@ def load_config(path: Path | None = None) -> Config:
             f"{target} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     try:
-        return Config.model_validate(raw)
+        config = Config.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
         )
         raise ConfigError(f"{target} is not a valid Abhed config: {problems}") from None
+    config._source = str(target)
+    return config

@@ -1,8 +1,15 @@
-"""One tool call through the whole path: record, validate, run, record, return.
+"""One tool call through the whole path: record, judge, run, record, return.
 
-This is the same path for the agent loop, ``abhed tool`` and ``abhed rpc``;
-nothing reaches a tool any other way.  Policy plugs in between the action
-event and execution.
+This is the same path for the agent loop, ``abhed tool``, ``abhed rpc`` and
+subagents; nothing reaches a tool any other way, and nothing else writes an
+``action`` or ``observation`` event.  The policy gate is required: a caller
+that wants no restrictions passes :meth:`appliance.policy.Gate.permissive`,
+which still runs the real path.
+
+Order of events for one call (docs/architecture.md explains why the action
+comes first, before validation, unlike the drawing in DESIGN.md)::
+
+    action -> policy_decision -> [approval] -> (run) -> observation
 """
 
 from __future__ import annotations
@@ -14,8 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from appliance._session import Session
-from tools import Tool, ToolContext, ToolResult, run_tool
-from tools._result import _json_safe, failure
+from tools import Tool, ToolContext, ToolResult, failure, json_safe, run_tool
 
 if TYPE_CHECKING:
     from appliance.policy import Gate
@@ -24,6 +30,7 @@ __all__ = ["Dispatcher"]
 
 
 _MAX_REPR_CHARS = 10_000
+_MAX_RAW_ARGS_CHARS = 4096
 
 
 def _jsonable(value: Any) -> Any:
@@ -42,22 +49,23 @@ def _jsonable(value: Any) -> Any:
             text = repr(value)
         except (RecursionError, ValueError):
             return "[arguments that could not be represented]"
-        return _json_safe(text[:_MAX_REPR_CHARS])
-    return _json_safe(value)
+        return json_safe(text[:_MAX_REPR_CHARS])
+    return json_safe(value)
 
 
 class Dispatcher:
-    """Runs tool calls for one session; every call becomes two persisted events."""
+    """Runs tool calls for one session; every call becomes its persisted events."""
 
     def __init__(self, session: Session, tools: dict[str, Tool], ctx: ToolContext,
-                 policy: Gate | None = None) -> None:
+                 gate: Gate) -> None:
         self.session = session
         self.tools = tools
         self.ctx = ctx
-        self.policy = policy  # None: no policy (tests, trusted one-off calls)
+        self.gate = gate
 
     def call(self, name: str, args: Any, *, call_id: str | None = None,
              source: str = "model") -> ToolResult:
+        """Run ``name`` with already-parsed ``args`` (a JSON value of any shape)."""
         call_id = call_id or "c-" + secrets.token_hex(6)
         self.session.record_call(call_id, name, _jsonable(args), source)
         started = time.perf_counter()
@@ -68,15 +76,36 @@ class Dispatcher:
                 "unknown_tool",
                 f"There is no tool named {name!r}. Available tools: {known}. Call one of those.",
             )
-        elif self.policy is None:
-            result = run_tool(tool, args, replace(self.ctx, call_id=call_id))
         else:
-            admitted = self.policy.admit(self.session, call_id, tool, args, self.ctx)
+            admitted = self.gate.admit(self.session, call_id, tool, args, self.ctx)
             if isinstance(admitted, ToolResult):
                 result = admitted
             else:
                 result = run_tool(tool, admitted, replace(self.ctx, call_id=call_id))
-                result = self.policy.finish(call_id, tool, admitted, result)
+                result = self.gate.finish(call_id, tool, admitted, result)
         elapsed = (time.perf_counter() - started) * 1000
         self.session.record_result(call_id, name, result, round(elapsed, 3))
         return result
+
+    def call_text(self, name: str, arguments: str, *, call_id: str | None = None,
+                  source: str = "model", expected: str = "") -> ToolResult:
+        """Run ``name`` with arguments as the model wrote them (JSON text, maybe broken).
+
+        Text that is not JSON is recorded (bounded) and answered with
+        ``malformed_arguments``; ``expected`` (the tool's signature) goes in
+        that answer so the model can fix its call.
+        """
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError) as exc:
+            call_id = call_id or "c-" + secrets.token_hex(6)
+            self.session.record_call(call_id, name, json_safe(arguments[:_MAX_RAW_ARGS_CHARS]), source)
+            result = failure(
+                "malformed_arguments",
+                f"The arguments of your {name or 'tool'} call are not valid JSON "
+                f"({exc.__class__.__name__} at character {getattr(exc, 'pos', '?')}). "
+                + (f"Expected a JSON object: {expected}. " if expected else "")
+                + "Nothing was run; send the call again with a valid JSON object.")
+            self.session.record_result(call_id, name, result, 0.0)
+            return result
+        return self.call(name, args, call_id=call_id, source=source)

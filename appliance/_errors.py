@@ -1,12 +1,24 @@
 """The appliance's one error root.
 
     AbhedError
-    ├── ConfigError        config.json missing pieces, malformed, or refused
-    ├── EventLogError      the event store cannot be opened or written
-    │   ├── EventLogDamaged  the file or its chain is damaged: every door refuses it
-    │   │   └── ChainBroken  verification found an altered, missing or reordered event
-    │   └── EventLogFull     the disk holding the log is (nearly) full
-    └── SessionNotFound    no session with that id
+    ├── ConfigError            config.json missing pieces, malformed, or refused
+    │                          (also: a tool name offered by two sources)
+    ├── EventLogError          the event store cannot be opened or written
+    │   ├── EventLogDamaged    the file or its chain is damaged: every door refuses it
+    │   │   └── ChainBroken    verification found an altered, missing or reordered event
+    │   └── EventLogFull       the disk holding the log is (nearly) full
+    ├── SessionNotFound        no session with that id
+    ├── PolicyError            (appliance.policy) policy refused to set up a run as asked
+    │   └── ModeRefused        a mode looser than the operator's policy.mode
+    ├── ExtensionError         (appliance.extensions) an extension cannot be used
+    │   └── DuplicateTool      two extensions (or one and a built-in) offer one tool name
+    ├── McpError               (appliance.mcp) an MCP server refused or unusable
+    └── SandboxError           (appliance.sandbox) the shell sandbox failed
+        ├── SandboxUnavailable no backend can run here
+        └── SandboxCrashed     the sandbox died under a command
+
+Each subpackage defines its own branch in its ``_errors`` module and exports
+it; catching :class:`AbhedError` at a door catches them all.
 
 Tool failures are not here: they are results (``tools.ToolResult``), never
 exceptions, because the model must read them.

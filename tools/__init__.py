@@ -2,7 +2,11 @@
 
 Public surface: the result shape (:class:`ToolResult`, :class:`ErrorInfo`),
 the tool base and context (:class:`Tool`, :class:`ToolContext`,
-:class:`ToolSettings`, :class:`Workspace`, :class:`FileLedger`), the runner
+:class:`ToolSettings`, :class:`Workspace`, :class:`FileLedger`), argument
+validation (:class:`Args`, :func:`validate_args`), result helpers
+(:func:`failure`, :func:`json_safe`), the base for tools defined by a JSON
+schema (:class:`SchemaTool`, with :func:`cap_text` and
+:func:`check_json_schema`; extensions and MCP share it), the runner
 (:func:`run_tool`) and the registry of native tools (:func:`native_tools`).
 
 Errors: tools never raise into the caller for anything the model can cause;
@@ -14,11 +18,13 @@ call and is turned into that result by :func:`run_tool`.
 from __future__ import annotations
 
 from tools._paths import Workspace
-from tools._result import ErrorInfo, ToolFailure, ToolResult
+from tools._result import ErrorInfo, ToolFailure, ToolResult, failure, json_safe
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._settings import ToolSettings
+from tools._schema_tool import SchemaTool, cap_text, check_json_schema
 from tools._tool import (
     ARTIFACT_PREFIX,
+    Args,
     ArtifactKeeper,
     FileLedger,
     MemoryLedger,
@@ -26,10 +32,12 @@ from tools._tool import (
     ToolContext,
     note_file_state,
     run_tool,
+    validate_args,
 )
 
 __all__ = [
     "ARTIFACT_PREFIX",
+    "Args",
     "ArtifactKeeper",
     "ErrorInfo",
     "FileLedger",
@@ -39,13 +47,19 @@ __all__ = [
     "ToolContext",
     "ToolFailure",
     "ToolResult",
+    "SchemaTool",
     "ShellRun",
     "ShellSandbox",
     "ToolSettings",
     "Workspace",
+    "cap_text",
+    "check_json_schema",
+    "failure",
+    "json_safe",
     "native_tools",
     "note_file_state",
     "run_tool",
+    "validate_args",
 ]
 
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["ErrorInfo", "ToolResult", "ToolFailure", "failure", "success"]
+__all__ = ["ErrorInfo", "ToolResult", "ToolFailure", "failure", "json_safe", "success"]
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings replaced by U+FFFD.
 
     Surrogates reach results from model input echoed back (JSON allows
@@ -30,9 +30,9 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value) if not value.isascii() else value
     if isinstance(value, dict):
-        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -48,7 +48,7 @@ class ErrorInfo(BaseModel):
     @field_validator("message")
     @classmethod
     def _no_lone_surrogates(cls, value: str) -> str:
-        return str(_json_safe(value))
+        return str(json_safe(value))
 
 
 class ToolResult(BaseModel):
@@ -65,7 +65,7 @@ class ToolResult(BaseModel):
     @field_validator("content", "details")
     @classmethod
     def _no_lone_surrogates(cls, value: Any) -> Any:
-        return _json_safe(value)
+        return json_safe(value)
 
 
 class ToolFailure(Exception):

@@ -112,6 +112,9 @@ class Tool:
     args_model: ClassVar[type[Args]]
     capabilities: ClassVar[frozenset[str]] = frozenset()
     mutates: ClassVar[bool] = False
+    source: ClassVar[str] = "native"
+    """Who offers the tool: ``native``, ``extension:NAME``, ``mcp:SERVER``.  Named when two
+    sources offer one tool name, and in the ``<untrusted>`` tag around the tool's output."""
 
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

@@ -4,9 +4,16 @@ Progress goes to stderr for a person; the final answer to stdout.  With
 ``--json`` every recorded event goes to stdout instead, one JSON object per
 line (``{"type": "event", "seq": N, "event": {...}}``), for programs.
 
-Exit codes: 0 the model finished; 2 refused before starting (config, unknown
-provider or model, undeclared sampling); 3 a limit ended the run (turns,
-tokens, deadline, repeated failure, a full context); 4 the model server failed; 130 interrupted (Ctrl-C).
+The mode is the operator's ``policy.mode`` unless ``--mode`` asks for a
+stricter one (or any one, when no ``policy.mode`` is configured); see
+docs/policy.md.  What set-up withheld or degraded (an MCP server refused, an
+extension dead, the sandbox fallback) is printed as ``warning:`` lines on
+stderr and recorded as ``startup_notice`` events.
+
+Exit codes: 0 the model finished; 2 refused before starting (config, a mode
+looser than the operator allows, unknown provider or model, undeclared
+sampling); 3 a limit ended the run (turns, tokens, deadline, repeated failure,
+a full context); 4 the model server failed; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -89,9 +96,10 @@ def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--provider", "provider_name", default=None, help="Provider name from custom_providers.")
 @click.option("--model", default=None, help="Served model name (default: the provider's).")
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout.")
-@click.option("--mode", type=click.Choice(["auto", "ask", "plan"]), default="auto", show_default=True,
-              help="Policy mode. auto: allowed calls run; ask: mutations need approval, which nobody "
-                   "can give headless (so: denied); plan: read-only tools only.")
+@click.option("--mode", type=click.Choice(["auto", "ask", "plan"]), default=None,
+              help="Policy mode (default: policy.mode from config, which is also the ceiling). "
+                   "auto: allowed calls run; ask: mutations need approval, which nobody can give "
+                   "headless (so: denied); plan: read-only tools only.")
 @click.option("--max-turns", type=click.IntRange(1, 10_000), default=None)
 @click.option("--deadline-s", type=click.FloatRange(min=0.001), default=None)
 @click.option("--sampling", "sampling_pairs", multiple=True, metavar="NAME=VALUE",
@@ -101,10 +109,11 @@ def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--session", "session_id", default=None, help="Continue this session.")
 @config_option
 def run(prompt: str, workspace: Path, provider_name: str | None, model: str | None, as_json: bool,
-        mode: str, max_turns: int | None, deadline_s: float | None, sampling_pairs: tuple[str, ...],
+        mode: str | None, max_turns: int | None, deadline_s: float | None, sampling_pairs: tuple[str, ...],
         force_tool: str | None, session_id: str | None, config_path: Path | None) -> None:
     """Work on PROMPT in a workspace until the model answers or a limit stops it."""
-    from appliance.loop import HeadlessApprover, start_agent
+    from appliance import start_agent
+    from appliance.policy import HeadlessApprover
     from models import ModelNotFound, ModelsError, ProviderConfigError
 
     config = get_config(config_path)
@@ -122,8 +131,9 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
                                    f"{', '.join(sorted(native_tools()))}")
     store = open_store(config, for_work=True)
     try:
-        agent, provider = start_agent(
-            config, store, workspace, provider_name=provider_name, model=model, mode=mode,
+        started = start_agent(
+            config, store, workspace, door="abhed run --mode", provider_name=provider_name,
+            model=model, mode=mode,
             approver=HeadlessApprover(), sampling=_parse_sampling(sampling_pairs),
             session_id=session_id,
             first_tool_choice={"type": "function", "function": {"name": force_tool}} if force_tool else None)
@@ -134,6 +144,10 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         store.close()
         click.echo(f"error: {exc}", err=True)
         sys.exit(4)
+    agent, provider = started.agent, started.provider
+    for notice in started.notices:
+        click.echo(notice.line(), err=True)
+
     def print_event(stored: StoredEvent) -> None:
         sys.stdout.write(event_line(stored) + "\n")
         sys.stdout.flush()
@@ -142,7 +156,8 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         agent.session.listen(print_event, children=True)
     else:
         agent.session.listen(_progress)
-    click.echo(f"session: {agent.session.id} model: {provider.model}", err=True)
+    click.echo(f"session: {agent.session.id} model: {provider.model} mode: {started.mode.mode} "
+               f"({started.mode.chosen_by})", err=True)
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
         agent.interrupt("Ctrl-C")

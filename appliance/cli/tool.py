@@ -9,12 +9,15 @@ from pathlib import Path
 
 import click
 
-from appliance._runtime import open_tooling
-from appliance.loop._approver import Approval, ApprovalRequest
+from appliance._assembly import open_tooling
 from appliance._errors import AbhedError
 from appliance._session import Session
 from appliance.cli._common import config_option, get_config, open_store
+from appliance.policy import Approval, ApprovalRequest, ModeRefused, resolve_mode
 from tools import Workspace, native_tools
+
+
+_DOOR = "abhed tool --mode"
 
 
 class _CommandLineApprover:
@@ -39,7 +42,8 @@ class _CommandLineApprover:
 @click.option("--session", "session_id", default=None,
               help="Continue this session (keeps read-before-edit across calls).")
 @click.option("--mode", type=click.Choice(["plan", "ask", "auto"]), default=None,
-              help="Policy mode for this call (default: policy.mode from config).")
+              help="Policy mode for this call (default: policy.mode from config, which is also "
+                   "the ceiling: only a stricter mode is accepted).")
 @click.option("--yes", "-y", is_flag=True,
               help="Approve the call if policy asks (deny rules still win).")
 @config_option
@@ -67,6 +71,10 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
     except RecursionError:
         raise click.UsageError("ARGS_JSON is nested too deeply to parse; tool arguments are "
                                "a flat JSON object") from None
+    try:  # refuse a looser mode before a session is even created
+        resolve_mode(mode, config.policy, door=_DOOR, config_file=config.source)
+    except ModeRefused as exc:
+        raise click.UsageError(str(exc)) from None
     ws = Workspace(str(workspace), config.tools.secret_paths)
     store = open_store(config, for_work=True)
     try:
@@ -79,11 +87,13 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
         raise click.UsageError(str(exc)) from None
     click.echo(f"session: {session.id}", err=True)
     try:
-        tooling = open_tooling(config, session, ws, mode=mode,  # type: ignore[arg-type]
+        tooling = open_tooling(config, session, ws, door=_DOOR, mode=mode,
                                approver=_CommandLineApprover(yes), sandbox=name == "bash")
     except AbhedError as exc:
         store.close()
         raise click.ClickException(str(exc)) from None
+    for notice in tooling.notices:
+        click.echo(notice.line(), err=True)
     try:
         if name not in tooling.tools:
             raise click.UsageError(

@@ -46,6 +46,7 @@ __all__ = [
     "ObservationEvent",
     "SessionEnded",
     "SessionStarted",
+    "StartupNotice",
     "migrate",
     "now_iso",
     "LOG_SESSION",
@@ -116,8 +117,20 @@ class ObservationEvent(_Base):
 
 
 class SessionEnded(_Base):
+    """This process stopped using the session (it may be continued later with ``--session``)."""
+
     type: Literal["session_ended"] = "session_ended"
     reason: str
+
+
+class StartupNotice(_Base):
+    """Something set-up refused or degraded: the auditor sees it, the engineer learns why a
+    tool is missing.  Every door also says it (stderr, or rpc ``start``'s ``notices``)."""
+
+    type: Literal["startup_notice"] = "startup_notice"
+    kind: Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
+    subject: str = Field(description="The MCP server, extension or sandbox backend concerned.")
+    message: str = Field(description="What happened and what to do, as shown at the door.")
 
 
 # -- the agent loop's events (one run = one prompt worked to an end) ----------
@@ -142,7 +155,10 @@ class RunStarted(_Base):
     run_id: str
     provider: str
     model: str
-    mode: str = Field(description="Approval mode: auto, ask.")
+    mode: str = Field(description="The effective policy mode: plan, ask or auto.")
+    mode_chosen_by: str = Field(
+        default="operator", description="Who chose it: caller (a flag or rpc field within the "
+        "operator's ceiling), operator (policy.mode in config), default (nothing configured).")
     limits: dict[str, Any] = Field(default_factory=dict)
     sampling: dict[str, Any] = Field(default_factory=dict)
     tools: list[str] = Field(default_factory=list, description="Tool names offered, in prompt order.")
@@ -430,7 +446,7 @@ class SegmentDeleted(_Base):
 
 
 Event = Annotated[
-    SessionStarted | ActionEvent | ObservationEvent | SessionEnded
+    SessionStarted | ActionEvent | ObservationEvent | SessionEnded | StartupNotice
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
     | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
     | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded

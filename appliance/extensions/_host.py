@@ -23,8 +23,7 @@ from appliance.extensions._protocol import Nonsense, Reply, read_reply
 from appliance.extensions._settings import ExtensionSpec
 from appliance.extensions._tools import ProvidedTool, make_provided_tool
 from appliance.policy import HookVerdict
-from tools import ToolResult
-from tools._result import failure
+from tools import ToolResult, failure
 
 __all__ = ["ExtensionHost"]
 

@@ -1,9 +1,10 @@
-"""The agent loop: prompt assembly, the loop itself, limits, approvals.
+"""The agent loop: prompt assembly, the loop itself, limits.
 
 Public surface: :class:`Agent` (and :class:`RunOutcome`), :class:`Limits`,
-the approval seam (:class:`Approver`, :class:`ApprovalRequest`,
-:class:`Approval`, and the stock approvers), :class:`ObservedSession`, the
-system prompt builder, untrusted-content wrapping, and :func:`start_agent`.
+:class:`ObservedSession`, the system prompt builder and untrusted-content
+wrapping.  The loop has no policy of its own: modes, rules and approvers live
+in :mod:`appliance.policy` (``Mode``, ``Approver``, ``HeadlessApprover``...);
+a ready agent comes from :func:`appliance.start_agent`.
 
 Control flow is not an error: limits and interrupts end a run through
 :class:`StopRun`, caught in one place; configuration problems raise
@@ -18,38 +19,36 @@ from __future__ import annotations
 import importlib
 import typing
 
-if typing.TYPE_CHECKING:
-    from appliance.loop._agent import Agent, RunOutcome
-    from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
-    from appliance.loop._approver import Approval, ApprovalRequest, Approver, AutoApprover, CallbackApprover, HeadlessApprover, MODES
-    from appliance.loop._limits import Limits, StopRun
-    from appliance.loop._observed import ObservedSession
-    from appliance.loop._prompt import ABHED_MD, AGENTS_MD, BASE_PROMPT, SystemPrompt, build_system_prompt, tool_specs
-    from appliance.loop._setup import choose_provider, start_agent
-    from appliance.loop._untrusted import escape_markers, wrap_result
+if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
+    from appliance.loop._agent import Agent as Agent
+    from appliance.loop._agent import RunOutcome as RunOutcome
+    from appliance.loop._budget import BUDGET_LIMIT_REACHED as BUDGET_LIMIT_REACHED
+    from appliance.loop._budget import Budget as Budget
+    from appliance.loop._limits import Limits as Limits
+    from appliance.loop._limits import StopRun as StopRun
+    from appliance.loop._observed import ObservedSession as ObservedSession
+    from appliance.loop._prompt import ABHED_MD as ABHED_MD
+    from appliance.loop._prompt import AGENTS_MD as AGENTS_MD
+    from appliance.loop._prompt import BASE_PROMPT as BASE_PROMPT
+    from appliance.loop._prompt import SystemPrompt as SystemPrompt
+    from appliance.loop._prompt import build_system_prompt as build_system_prompt
+    from appliance.loop._prompt import tool_specs as tool_specs
+    from appliance.loop._untrusted import escape_markers as escape_markers
+    from appliance.loop._untrusted import wrap_result as wrap_result
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
     "ABHED_MD": "appliance.loop._prompt",
-    "AGENTS_MD": "appliance.loop._prompt",
-    "BUDGET_LIMIT_REACHED": "appliance.loop._budget",
-    "Budget": "appliance.loop._budget",
     "Agent": "appliance.loop._agent",
-    "Approval": "appliance.loop._approver",
-    "ApprovalRequest": "appliance.loop._approver",
-    "Approver": "appliance.loop._approver",
-    "AutoApprover": "appliance.loop._approver",
+    "AGENTS_MD": "appliance.loop._prompt",
     "BASE_PROMPT": "appliance.loop._prompt",
+    "Budget": "appliance.loop._budget",
+    "BUDGET_LIMIT_REACHED": "appliance.loop._budget",
     "build_system_prompt": "appliance.loop._prompt",
-    "CallbackApprover": "appliance.loop._approver",
-    "choose_provider": "appliance.loop._setup",
     "escape_markers": "appliance.loop._untrusted",
-    "HeadlessApprover": "appliance.loop._approver",
     "Limits": "appliance.loop._limits",
-    "MODES": "appliance.loop._approver",
     "ObservedSession": "appliance.loop._observed",
     "RunOutcome": "appliance.loop._agent",
-    "start_agent": "appliance.loop._setup",
     "StopRun": "appliance.loop._limits",
     "SystemPrompt": "appliance.loop._prompt",
     "tool_specs": "appliance.loop._prompt",
@@ -61,24 +60,15 @@ __all__ = [
     "AGENTS_MD",
     "BASE_PROMPT",
     "BUDGET_LIMIT_REACHED",
-    "MODES",
     "Agent",
-    "Approval",
-    "ApprovalRequest",
-    "Approver",
-    "AutoApprover",
     "Budget",
-    "CallbackApprover",
-    "HeadlessApprover",
     "Limits",
     "ObservedSession",
     "RunOutcome",
     "StopRun",
     "SystemPrompt",
     "build_system_prompt",
-    "choose_provider",
     "escape_markers",
-    "start_agent",
     "tool_specs",
     "wrap_result",
 ]

@@ -4,23 +4,23 @@ One run works one prompt to an end.  Everything that can end it early (a
 limit, an interrupt, a provider failure) is a :class:`StopRun` caught in
 :meth:`Agent.run`; every tool call, good or malformed, becomes a tool result
 the model reads, never an exception.  Tools run through
-:class:`appliance.Dispatcher` only.
+:class:`appliance.Dispatcher` only, and the loop has no policy of its own:
+the dispatcher's gate applies the mode, the rules and the approvals, and
+writes every action, decision and observation event.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance._dispatch import Dispatcher
 from appliance.events import (
-    ApprovalEvent,
     Compacted,
     ModelTurn,
     RunEnded,
@@ -30,7 +30,6 @@ from appliance.events import (
     TurnUsage,
     UserMessage,
 )
-from appliance.loop._approver import MODES, ApprovalRequest, Approver, AutoApprover
 from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
 from appliance.loop._compact import Compactor
 from appliance.loop._history import History
@@ -49,7 +48,9 @@ from models import (
     ToolCall,
 )
 from tools import Tool, ToolResult
-from tools._result import failure
+
+if TYPE_CHECKING:
+    from appliance.policy import ModeChoice
 
 __all__ = ["Agent", "RunOutcome"]
 
@@ -96,13 +97,10 @@ class Agent:
 
     def __init__(self, *, session: ObservedSession, dispatcher: Dispatcher, provider: Provider,
                  system_prompt: SystemPrompt, tools: dict[str, Tool], limits: Limits | None = None,
-                 approver: Approver | None = None, mode: str = "auto",
                  first_tool_choice: str | dict[str, Any] | None = None,
                  on_delta: Callable[[Delta], None] | None = None,
                  before_send: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
                  ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         self.session = session
         self.dispatcher = dispatcher
         self.provider = provider
@@ -111,8 +109,6 @@ class Agent:
         self.specs = tool_specs(tools)
         self.signatures = {s["function"]["name"]: _signature(s) for s in self.specs}
         self.limits = limits or Limits()
-        self.approver = approver or AutoApprover()
-        self.mode = mode
         self.first_tool_choice = first_tool_choice
         self.on_delta = on_delta
         # Extensions' before_send: may drop messages from what goes upstream;
@@ -122,7 +118,8 @@ class Agent:
         # one source of truth): rebuilt from what is recorded, then fed each
         # event as it is appended, so a resumed session sends the same bytes.
         self.history = History.rebuild(session.store.events(session.id), system_prompt.text,
-                                       self.signatures, dispatcher.ctx.workspace.root)
+                                       self.signatures, dispatcher.ctx.workspace.root,
+                                       {name: tool.source for name, tool in tools.items()})
         self._resumed = self.history.runs > 0
         session.listen(lambda stored: self.history.feed(stored.event, stored.session_seq)
                        if stored.event.session_id == session.id else None)
@@ -142,15 +139,14 @@ class Agent:
         self._run_tool_choice: str | dict[str, Any] | None = None
         self.closers: list[Callable[[], None]] = []
 
-    def set_mode(self, mode: str) -> None:
-        """Switch the approval mode between runs (the person's decision, e.g. leaving plan mode)."""
-        if mode not in MODES:
-            raise ValueError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        self.mode = mode
-        gate = self.dispatcher.policy
-        engine = getattr(gate, "engine", None)
-        if engine is not None:
-            engine.settings = engine.settings.model_copy(update={"mode": mode})
+    def set_mode(self, mode: str, *, door: str) -> ModeChoice:
+        """Switch the mode between runs (a person's decision, e.g. leaving plan mode).
+
+        Bounded like every door: the gate applies :func:`appliance.policy.resolve_mode`
+        against the operator's ``policy.mode``; a looser mode raises ``ModeRefused``.
+        The next ``run_started`` records the new mode and who chose it.
+        """
+        return self.dispatcher.gate.set_mode(mode, door=door)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -200,9 +196,8 @@ class Agent:
         run_id = "r-" + secrets.token_hex(4)
         self.run_id = run_id
         self._run_tool_choice = first_tool_choice or self.first_tool_choice
-        gate = self.dispatcher.policy
-        if gate is not None and hasattr(gate, "run_id"):
-            gate.run_id = run_id  # policy's approval events name the run they belong to
+        gate = self.dispatcher.gate
+        gate.run_id = run_id  # policy's approval events name the run they belong to
         self._cancel = CancelToken()
         self.budget = budget or Budget(self.limits.max_tokens, self.limits.max_turns,
                                        self.limits.deadline_s)
@@ -221,7 +216,8 @@ class Agent:
         try:
             self.session.append(RunStarted(
                 session_id=sid, run_id=run_id, provider=self.provider.name, model=self.provider.model,
-                mode=self.mode, limits=self.limits.model_dump(mode="json"),
+                mode=gate.engine.mode, mode_chosen_by=gate.chosen_by,
+                limits=self.limits.model_dump(mode="json"),
                 sampling=dict(getattr(self.provider, "sampling", {}) or {}),
                 tools=[s["function"]["name"] for s in self.specs],
                 system_prompt_sha256=self.system_prompt.sha256,
@@ -376,46 +372,9 @@ class Agent:
         self.session.append(event)
         return event
 
-    def _refuse(self, call_id: str, call: ToolCall, args: Any, result: ToolResult) -> ToolResult:
-        """Record a call that was never dispatched (unparseable, or denied) and its result."""
-        self.session.record_call(call_id, call.name, args, "model")
-        self.session.record_result(call_id, call.name, result, 0.0)
-        return result
-
     def _call(self, run_id: str, call_id: str, call: ToolCall) -> ToolResult:
-        tool = self.tools.get(call.name)
-        expected = self.signatures.get(call.name, "")
-        try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError as exc:
-            return self._refuse(call_id, call, call.arguments[:4096], failure(
-                "malformed_arguments",
-                f"The arguments of your {call.name or 'tool'} call are not valid JSON "
-                f"({exc.__class__.__name__} at character {getattr(exc, 'pos', '?')}). "
-                + (f"Expected a JSON object: {expected}. " if expected else "")
-                + "Nothing was run; send the call again with a valid JSON object."))
-        if tool is not None and not isinstance(args, dict):
-            return self._refuse(call_id, call, args, failure(
-                "invalid_arguments",
-                f"The arguments of {call.name} must be a JSON object, not a JSON "
-                f"{type(args).__name__}: {expected}. Nothing was run."))
-        if tool is not None and self.dispatcher.policy is None and self.mode == "plan" and tool.mutates:
-            return self._refuse(call_id, call, args, failure(
-                "denied", f"{call.name} changes files and this run is in plan mode (read-only). "
-                "Nothing was run; describe the change instead."))
-        # With a policy gate on the dispatcher, the gate decides and asks the
-        # approver; this fallback only serves a dispatcher without one.
-        if tool is not None and self.dispatcher.policy is None and self.mode == "ask" and tool.mutates:
-            answer = self.approver.approve(ApprovalRequest(call_id, call.name, args,
-                                                           f"{call.name} changes files"))
-            self.session.append(ApprovalEvent(
-                session_id=self.session.id, run_id=run_id, call_id=call_id, tool=call.name,
-                decision=answer.decision, decided_by=answer.decided_by, reason=answer.reason))
-            if answer.decision != "allow":
-                return self._refuse(call_id, call, args, failure(
-                    "denied", f"{call.name} was not approved ({answer.reason or 'denied'}). "
-                    "Nothing was run; do not retry it unchanged: ask the user or take another approach."))
-        return self.dispatcher.call(call.name, args, call_id=call_id, source="model")
+        return self.dispatcher.call_text(call.name, call.arguments, call_id=call_id, source="model",
+                                         expected=self.signatures.get(call.name, ""))
 
     def _end(self, run_id: str, reason: RunEndReason, message: str, turns: int, prompt_tokens: int,
              completion_tokens: int, answer: str | None) -> RunOutcome:

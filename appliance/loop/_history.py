@@ -100,8 +100,9 @@ class History:
     """Folds events into the message list; :meth:`outgoing` is what a request sends."""
 
     def __init__(self, system_prompt: str, signatures: dict[str, str] | None = None,
-                 workspace: str | None = None) -> None:
+                 workspace: str | None = None, sources: dict[str, str] | None = None) -> None:
         self.signatures = signatures or {}
+        self.sources = sources or {}  # tool name -> Tool.source, named in the untrusted tag
         self._msgs: list[_Msg] = [_Msg({"role": "system", "content": system_prompt}, 0)]
         self._pending: dict[str, str] = {}  # call id -> tool name, in the last model turn
         self._actions: dict[str, ActionEvent] = {}  # call id -> its action, while pending
@@ -119,8 +120,9 @@ class History:
     # -- folding ------------------------------------------------------------
     @classmethod
     def rebuild(cls, events: Iterable[StoredEvent], system_prompt: str,
-                signatures: dict[str, str] | None = None, workspace: str | None = None) -> History:
-        history = cls(system_prompt, signatures, workspace)
+                signatures: dict[str, str] | None = None, workspace: str | None = None,
+                sources: dict[str, str] | None = None) -> History:
+        history = cls(system_prompt, signatures, workspace, sources)
         for stored in events:
             history.feed(stored.event, stored.session_seq)
         return history
@@ -225,8 +227,8 @@ class History:
                          f"with the same error ({code}). This approach is not converging: re-read "
                          "the error, change approach, or answer explaining what blocks you.]")
         self._add({"role": "tool", "tool_call_id": event.call_id,
-                   "content": wrap_result(name, result) + hint}, seq, event.call_id, name,
-                  result.content)
+                   "content": wrap_result(name, result, self.sources.get(name, "native")) + hint},
+                  seq, event.call_id, name, result.content)
 
     def _close_pending(self, seq: int) -> None:
         for call_id, name in list(self._pending.items()):

@@ -25,9 +25,21 @@ def escape_markers(text: str) -> str:
     return MARKER_RE.sub("&lt;", text)
 
 
-def wrap_result(tool: str, result: ToolResult) -> str:
-    """The tool message content the model reads for one result."""
-    attrs = f'tool="{escape_markers(tool).replace(chr(34), "&quot;")[:64]}" ok="{str(result.ok).lower()}"'
+def _attr(value: str, limit: int) -> str:
+    return escape_markers(value).replace(chr(34), "&quot;")[:limit]
+
+
+def wrap_result(tool: str, result: ToolResult, source: str = "native") -> str:
+    """The tool message content the model reads for one result.
+
+    This is the one place tool output is tagged: tools (MCP ones included)
+    return plain content, and ``source`` (``Tool.source``) names who produced
+    it when that is not Abhed itself.
+    """
+    attrs = f'tool="{_attr(tool, 64)}"'
+    if source != "native":
+        attrs += f' source="{_attr(source, 128)}"'
+    attrs += f' ok="{str(result.ok).lower()}"'
     if result.error is not None:
         attrs += f' error="{result.error.code}"'
     if result.truncated:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import importlib
 import typing
 
-if typing.TYPE_CHECKING:
-    from appliance.mcp._errors import McpError
-    from appliance.mcp._gateway import McpGateway, canonical_tools, describe_changes, tools_sha256
-    from appliance.mcp._settings import McpServerSpec
-    from appliance.mcp._tools import McpTool, untrusted
+if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
+    from appliance.mcp._errors import McpError as McpError
+    from appliance.mcp._gateway import McpGateway as McpGateway
+    from appliance.mcp._gateway import canonical_tools as canonical_tools
+    from appliance.mcp._gateway import describe_changes as describe_changes
+    from appliance.mcp._gateway import tools_sha256 as tools_sha256
+    from appliance.mcp._settings import McpServerSpec as McpServerSpec
+    from appliance.mcp._tools import McpTool as McpTool
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {
@@ -26,7 +29,6 @@ _EXPORTS: dict[str, str] = {
     "McpServerSpec": "appliance.mcp._settings",
     "McpTool": "appliance.mcp._tools",
     "tools_sha256": "appliance.mcp._gateway",
-    "untrusted": "appliance.mcp._tools",
 }
 
 __all__ = [
@@ -37,7 +39,6 @@ __all__ = [
     "canonical_tools",
     "describe_changes",
     "tools_sha256",
-    "untrusted",
 ]
 
 if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all

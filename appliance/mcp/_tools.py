@@ -2,8 +2,9 @@
 
 Each reviewed MCP tool becomes ``mcp__SERVER__TOOL`` and goes through the same
 dispatch path as a built-in: policy, approval, events.  Its output comes from
-outside the trust boundary, so the content is wrapped in ``<untrusted>``
-tags naming its source.  It needs the ``mcp`` capability, and it counts as
+outside the trust boundary; the loop wraps it (like every tool's output) in
+one ``<untrusted>`` tag naming its source (``source = "mcp:SERVER"``), so it is
+tagged once, in one place.  It needs the ``mcp`` capability, and it counts as
 mutating unless its reviewed annotations say ``readOnlyHint: true``.
 """
 
@@ -11,25 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from appliance.extensions._tools import SchemaTool, cap_text
-from appliance.loop._untrusted import escape_markers
-from tools import ToolContext, ToolResult
-from tools._result import failure
+from tools import SchemaTool, ToolContext, ToolResult, cap_text, failure
 
 if TYPE_CHECKING:
     from appliance.mcp._gateway import McpGateway
 
-__all__ = ["McpTool", "make_mcp_tool", "untrusted"]
-
-def untrusted(source: str, text: str) -> str:
-    """``text`` tagged as data from ``source``; markers inside it are defused.
-
-    Uses the loop's escape (any case, any spacing, opening or closing), so a
-    server cannot close the tag early with ``</ UNTRUSTED>`` either.
-    """
-    return (f'<untrusted source="{escape_markers(source).replace(chr(34), "&quot;")}">\n'
-            f"{escape_markers(text)}\n</untrusted>")
-
+__all__ = ["McpTool", "make_mcp_tool"]
 
 class McpTool(SchemaTool):
     """Base of the classes made per MCP tool."""
@@ -57,8 +45,7 @@ class McpTool(SchemaTool):
         for item in res.content:
             text = getattr(item, "text", None)
             parts.append(text if isinstance(text, str) else f"[{item.type} content omitted]")
-        text, truncated = cap_text("\n".join(parts))
-        content = untrusted(source, text)
+        content, truncated = cap_text("\n".join(parts))
         if res.is_error:
             return failure("mcp_tool_error", f"{self.name} reported an error:\n{content}")
         return ToolResult(ok=True, content=content, truncated=truncated,
@@ -76,6 +63,7 @@ def make_mcp_tool(gateway: McpGateway, server: str, entry: dict[str, Any], remot
         "schema": schema if isinstance(schema, dict) else {"type": "object"},
         "mutates": annotations.get("readOnlyHint") is not True,
         "server": server,
+        "source": f"mcp:{server}",
         "remote_name": remote,
         "gateway": gateway,
         "timeout_s": spec.timeout_ms / 1000,

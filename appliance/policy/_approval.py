@@ -1,29 +1,50 @@
-"""Asking a person: the loop's ``Approver`` seam, with what policy adds to a request.
+"""Asking a person: the ``Approver`` seam, and what policy puts in a request.
 
-The seam itself (:class:`appliance.loop.Approver`, ``ApprovalRequest``,
-``Approval``) belongs to the agent loop; policy reuses it so that the TUI,
-``abhed rpc`` and tests implement one interface.  Policy adds two things a
-person must see: the bash commands that need the answer, and the scoped rules
-an "always allow" answer would store (shown before they are stored).  A run
-with no approver cannot ask, and then *ask means deny*, with a message saying
-so.  An answer from the ``auto`` approver counts as nobody: by the time policy
-asks, a rule, a destructive pattern or an extension wanted a person.
+Policy decides *whether* a call must be asked about; an approver only
+answers.  The TUI prompts a person, ``abhed rpc`` sends an approval request
+to its caller, ``abhed tool --yes`` answers for the person who typed it.  A
+request carries what a person must see: the bash commands that need the
+answer, and the scoped rules an "always allow" answer would store (shown
+before they are stored).
+
+"Nobody can answer" is a type, :class:`HeadlessApprover`, not a string the
+gate matches: a run with it (or with no approver) never reaches a person, and
+there *ask means deny*, with a message saying so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
-from appliance.loop._approver import Approval, ApprovalRequest
 from appliance.policy._settings import Rule
 
-__all__ = ["ScopedApproval", "ScopedApprovalRequest", "ScriptedApprover"]
+__all__ = [
+    "Approval",
+    "ApprovalRequest",
+    "Approver",
+    "CallbackApprover",
+    "HeadlessApprover",
+    "ScopedApproval",
+    "ScopedApprovalRequest",
+    "ScriptedApprover",
+]
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One call that needs an answer, with its normalized arguments."""
+
+    call_id: str
+    tool: str
+    args: Any
+    reason: str
 
 
 @dataclass(frozen=True)
 class ScopedApprovalRequest(ApprovalRequest):
-    """The loop's request plus what policy knows.
+    """A request plus what policy knows.
 
     ``always_rules`` are the rules an "always allow" answer would store; empty
     means that answer is not offered (destructive commands ask every time).
@@ -35,10 +56,46 @@ class ScopedApprovalRequest(ApprovalRequest):
 
 
 @dataclass(frozen=True)
+class Approval:
+    """An answer and who gave it (recorded in the ``approval`` event)."""
+
+    decision: Literal["allow", "deny"]
+    decided_by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class ScopedApproval(Approval):
     """An answer; ``always`` (with ``decision="allow"``) stores the request's ``always_rules``."""
 
     always: bool = False
+
+
+class Approver(Protocol):
+    def approve(self, request: ApprovalRequest) -> Approval: ...
+
+
+class HeadlessApprover:
+    """Nobody can answer (``abhed run``, a subagent without a person): ask means deny.
+
+    The gate recognises this type and never calls :meth:`approve`; it is here
+    so the object still satisfies :class:`Approver` wherever one is expected.
+    """
+
+    def approve(self, request: ApprovalRequest) -> Approval:
+        return Approval("deny", "headless",
+                        f"{request.tool} needs approval ({request.reason}) and nobody can answer "
+                        "in this run; it was not run.")
+
+
+class CallbackApprover:
+    """Asks a function (the rpc server's request/answer round trip, a TUI dialog, a test)."""
+
+    def __init__(self, fn: Callable[[ApprovalRequest], Approval]) -> None:
+        self.fn = fn
+
+    def approve(self, request: ApprovalRequest) -> Approval:
+        return self.fn(request)
 
 
 @dataclass

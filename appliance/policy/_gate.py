@@ -3,9 +3,14 @@
 Order (DESIGN.md "the path of one tool call"): schema validation ->
 normalization (paths resolved beneath the workspace, so rules and extensions
 see what would really be touched) -> extensions (veto, ask, rewrite; never
-allow) -> operator rules and mode -> approval.  Rewritten arguments are
-validated, normalized and judged again.  Every step that refuses returns a
-``ToolResult`` the model can act on; nothing here raises into the loop.
+allow) -> operator rules and mode -> the tool's own precheck (only when the
+verdict is "ask": a call certain to fail is never put to a person) ->
+approval.  Rewritten arguments are validated, normalized and judged again.
+Every step that refuses returns a ``ToolResult`` the model can act on;
+nothing here raises into the loop.
+
+The gate is the only place a mode is applied: the loop, ``abhed tool`` and
+rpc hand it the call and take what it returns.
 """
 
 from __future__ import annotations
@@ -16,12 +21,19 @@ from typing import Any, Protocol
 
 from appliance._session import Session
 from appliance.events import ApprovalEvent, PolicyDecision, PolicyRuleAdded
-from appliance.loop._approver import Approver
-from appliance.policy._approval import ScopedApprovalRequest
+from appliance.policy._approval import Approver, HeadlessApprover, ScopedApprovalRequest
 from appliance.policy._engine import Decision, PolicyEngine, path_fields
-from tools import ARTIFACT_PREFIX, Tool, ToolContext, ToolFailure, ToolResult
-from tools._result import failure
-from tools._tool import validate_args
+from appliance.policy._mode import ChosenBy, ModeChoice
+from appliance.policy._settings import PolicySettings
+from tools import (
+    ARTIFACT_PREFIX,
+    Tool,
+    ToolContext,
+    ToolFailure,
+    ToolResult,
+    failure,
+    validate_args,
+)
 
 __all__ = ["CallHook", "Gate", "HookVerdict", "normalize_args"]
 
@@ -84,17 +96,40 @@ class Gate:
     Args:
         engine: operator rules, mode and capabilities.
         hook: the extension host, if extensions are configured.
-        approver: who answers "ask"; ``None`` means nobody, so ask means deny.
-        run_id: recorded in approval events.
+        approver: who answers "ask"; ``None`` or a :class:`HeadlessApprover`
+            means nobody can, so ask means deny.
+        run_id: recorded in approval events (the loop sets it per run).
+        chosen_by: who chose the engine's mode (recorded in ``run_started``).
     """
 
     def __init__(self, engine: PolicyEngine, *, hook: CallHook | None = None,
-                 approver: Approver | None = None, run_id: str = "") -> None:
+                 approver: Approver | None = None, run_id: str = "",
+                 chosen_by: ChosenBy = "operator") -> None:
         self.engine = engine
         self.hook = hook
         self.approver = approver
         self.run_id = run_id
         self.basis_digest = ""  # the decision_basis in force, set where the tooling starts
+        self.chosen_by: ChosenBy = chosen_by
+
+    @classmethod
+    def permissive(cls, *, approver: Approver | None = None) -> Gate:
+        """Auto mode with no rules: what a trusted one-off caller or a test needs.
+
+        Still the real path (validation, normalization, destructive patterns
+        ask), so tests that use it exercise what production runs.
+        """
+        return cls(PolicyEngine(PolicySettings(mode="auto")), approver=approver, chosen_by="caller")
+
+    @property
+    def mode(self) -> ModeChoice:
+        """The effective mode and who chose it."""
+        return ModeChoice(self.engine.mode, self.chosen_by)
+
+    @property
+    def can_ask(self) -> bool:
+        """Whether an "ask" can reach someone (false: ask means deny)."""
+        return self.approver is not None and not isinstance(self.approver, HeadlessApprover)
 
     def admit(self, session: Session, call_id: str, tool: Tool, raw_args: Any,
               ctx: ToolContext) -> ToolResult | dict[str, Any]:
@@ -126,6 +161,9 @@ class Gate:
             return failure("policy_denied", f"Refused by policy ({decision.decided_by}): "
                            f"{decision.reason}", details={"decided_by": decision.decided_by})
         if decision.verdict == "ask":
+            hopeless = tool.precheck(args, ctx)
+            if hopeless is not None:
+                return hopeless  # certain to fail: the model hears why, nobody is asked
             refused = self._ask(session, call_id, tool, args, decision)
             if refused is not None:
                 return refused
@@ -157,15 +195,9 @@ class Gate:
 
     def _ask(self, session: Session, call_id: str, tool: Tool, args: dict[str, Any],
              decision: Decision) -> ToolResult | None:
-        answer = None
-        if self.approver is not None:
-            request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=args,
-                                            reason=decision.reason, decided_by=decision.decided_by,
-                                            commands=decision.commands, always_rules=decision.always)
-            answer = self.approver.approve(request)
-        if answer is None or answer.decided_by in ("auto", "headless"):
+        if self.approver is None or not self.can_ask:
             reason = ("nobody can answer: this run has no approver that can ask a person "
-                      "(headless or auto), and a call that needs approval is denied when nobody "
+                      "(headless), and a call that needs approval is denied when nobody "
                       "can answer")
             session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
                                          tool=tool.name, decision="deny", decided_by="headless",
@@ -175,6 +207,10 @@ class Gate:
                            f"but {reason}. Nothing was run. Do it another way that needs no "
                            "approval, or stop and tell the user what you need approved.",
                            details={"decided_by": decision.decided_by})
+        request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=args,
+                                        reason=decision.reason, decided_by=decision.decided_by,
+                                        commands=decision.commands, always_rules=decision.always)
+        answer = self.approver.approve(request)
         allowed = answer.decision == "allow"
         session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
                                      tool=tool.name, decision="allow" if allowed else "deny",

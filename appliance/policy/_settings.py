@@ -8,9 +8,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tools.pathpattern import PathPattern, PatternError
 
-__all__ = ["Mode", "PolicySettings", "Rule"]
+__all__ = ["MODES", "Mode", "PolicySettings", "Rule"]
 
 Mode = Literal["plan", "ask", "auto"]
+"""The one mode type: policy, the loop, the CLI and rpc all use it.
+
+plan: read-only tools only.  ask: every mutation no allow rule covers asks.
+auto: what no rule, destructive pattern or extension stops runs."""
+
+MODES: tuple[Mode, ...] = ("auto", "ask", "plan")
+"""Every mode, loosest first (``resolve_mode`` orders them by this)."""
 
 
 class Rule(BaseModel):
@@ -76,6 +83,10 @@ class PolicySettings(BaseModel):
     mode: Mode = Field(default="ask", description="plan: read-only tools only; ask: mutations "
                        "ask unless an allow rule covers them; auto: everything runs unless a "
                        "rule, a destructive pattern or an extension says otherwise.")
+    allow_looser_mode: bool = Field(
+        default=False, description="Let a caller (abhed run --mode, rpc start's mode, abhed tool "
+        "--mode, the TUI, a subagent) choose a mode looser than the configured one. Off: the "
+        "configured mode is a ceiling; only stricter modes are accepted.")
     deny: list[Rule] = Field(default_factory=list)
     ask: list[Rule] = Field(default_factory=list)
     allow: list[Rule] = Field(default_factory=list)

@@ -2,7 +2,7 @@
 
 Requests (one JSON object per line, ``id`` optional and echoed)::
 
-    {"method": "start", "mode": "auto"|"ask", "workspace"?, "provider"?, "model"?, "session"?,
+    {"method": "start", "mode"?: "auto"|"ask"|"plan", "workspace"?, "provider"?, "model"?, "session"?,
      "deltas"?: true|false}
     {"method": "prompt", "prompt": "..."}        starts a run in the background
     {"method": "steer", "text": "..."}           a message for the running run
@@ -17,6 +17,10 @@ event the agent records, ``{"type": "delta", "kind", "text", "index", "name"}``
 for each piece of the model's reply as it streams (transient, never
 persisted; ``"deltas": false`` in start turns them off), and
 ``{"type": "approval_request", "request_id", ...}`` when a call needs an answer.  docs/rpc.md is the full reference.
+
+``start`` without ``mode`` takes the operator's ``policy.mode``; a looser mode
+than that is refused (``mode_refused``).  Without ``workspace`` (and without
+``--workspace``) the session works in the process's current directory.
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from appliance._assembly import StartedAgent, start_agent
 from appliance._config import Config
 from appliance._errors import AbhedError
 from appliance.events import EventStore, StoredEvent
-from appliance.loop import MODES, Agent, Approval, ApprovalRequest, CallbackApprover, start_agent
+from appliance.loop import Agent
+from appliance.policy import MODES, Approval, ApprovalRequest, CallbackApprover, ModeRefused
 from models import Delta, ModelsError, OpenAIProvider
 
 __all__ = ["MAX_LINE_BYTES", "RpcServer"]
@@ -59,6 +65,7 @@ class RpcServer:
         self.log = log
         self._write_lock = threading.Lock()
         self.agent: Agent | None = None
+        self.started: StartedAgent | None = None
         self.provider: OpenAIProvider | None = None
         self._worker: threading.Thread | None = None
         self._pending: dict[str, tuple[threading.Event, list[Approval]]] = {}
@@ -187,32 +194,40 @@ class RpcServer:
     def _start(self, req: dict[str, Any]) -> dict[str, Any]:
         if self.agent is not None:
             raise _Fail("already_started", f"this connection already has session {self.agent.session.id}")
-        mode = req.get("mode", "auto")
-        if mode not in MODES:
-            raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}")
+        mode = req.get("mode")
+        if mode is not None and mode not in MODES:
+            raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}, or left "
+                        "out for the operator's policy.mode")
         deltas = req.get("deltas", True)
         if not isinstance(deltas, bool):
             raise _Fail("invalid_params", "\"deltas\" must be true or false")
         ws_raw = self._str(req, "workspace", required=False, max_len=4096)
-        workspace = Path(ws_raw) if ws_raw else self.defaults["workspace"]
+        workspace = Path(ws_raw) if ws_raw else self.defaults["workspace"] or Path.cwd()
         if not isinstance(workspace, Path) or not workspace.is_dir():
-            raise _Fail("invalid_params", "give \"workspace\" (an existing directory) in start, or "
-                        "--workspace on the command line")
+            raise _Fail("invalid_params", f"workspace {str(workspace)[:200]!r} is not an existing "
+                        "directory; give \"workspace\" in start, or --workspace on the command line")
         try:
-            agent, provider = start_agent(
-                self.config, self.store, workspace,
+            started = start_agent(
+                self.config, self.store, workspace, door="rpc start \"mode\"",
                 provider_name=self._str(req, "provider", required=False, max_len=64) or self.defaults["provider"],  # type: ignore[arg-type]
                 model=self._str(req, "model", required=False, max_len=256) or self.defaults["model"],  # type: ignore[arg-type]
                 mode=mode, approver=CallbackApprover(self._ask),
                 session_id=self._str(req, "session", required=False, max_len=128))
+        except ModeRefused as exc:
+            raise _Fail("mode_refused", str(exc)) from None
         except (AbhedError, ModelsError) as exc:
             raise _Fail("start_failed", str(exc)) from None
+        self.started = started
+        agent, provider = started.agent, started.provider
         self.agent, self.provider = agent, provider
         agent.session.listen(self._event, children=True)
         if deltas:
             agent.on_delta = self._delta
         return {"session_id": agent.session.id, "provider": provider.name, "model": provider.model,
-                "mode": mode, "tools": sorted(agent.tools)}
+                "mode": started.mode.mode, "mode_chosen_by": started.mode.chosen_by,
+                "workspace": agent.session.workspace, "tools": sorted(agent.tools),
+                "notices": [{"kind": n.kind, "subject": n.subject, "message": n.message}
+                            for n in started.notices]}
 
     def _need_agent(self) -> Agent:
         if self.agent is None:

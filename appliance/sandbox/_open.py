@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from appliance._home import abhed_home
@@ -20,13 +21,15 @@ def image_dir(settings: SandboxSettings) -> Path:
 
 
 def open_sandbox(workspace: str | os.PathLike[str],
-                 settings: SandboxSettings | None = None) -> ShellSandbox:
+                 settings: SandboxSettings | None = None, *,
+                 on_fallback: Callable[[str], None] | None = None) -> ShellSandbox:
     """The sandbox for one session (a microVM starts booting now, in the background,
     unless ``boot_at_open`` is off; then it boots on its first command).
 
-    ``auto`` picks the microVM when an image is installed, else bubblewrap;
-    it never falls back to ``host``.  Close it when the session ends: that
-    kills its background jobs and stops the VM.
+    ``auto`` picks the microVM when an image is installed, else bubblewrap,
+    and tells ``on_fallback`` why (the doors say it, the event log records
+    it); it never falls back to ``host``.  Close it when the session ends:
+    that kills its background jobs and stops the VM.
     """
     settings = settings or SandboxSettings()
     ws = os.fspath(workspace)
@@ -40,12 +43,17 @@ def open_sandbox(workspace: str | os.PathLike[str],
         return _started(MicroVM(ws, VMImage.load(image_dir(settings)), settings))
     except SandboxUnavailable as vm_problem:
         try:
-            return BwrapSandbox(ws, settings)
+            box = BwrapSandbox(ws, settings)
         except SandboxUnavailable as bwrap_problem:
             raise SandboxUnavailable(
                 f"no sandbox can run here: microvm: {vm_problem}; bwrap: {bwrap_problem}. "
                 "Fix one of them (see `abhed sandbox check`), or set sandbox.backend to \"host\" "
                 "to run commands unsandboxed on purpose") from None
+        if on_fallback is not None:
+            on_fallback(f"the shell runs under bubblewrap, not a microVM: {vm_problem}. Install "
+                        "the microVM image (see docs/sandbox.md) or set sandbox.backend to "
+                        "\"bwrap\" to choose this on purpose")
+        return box
 
 
 def _started(vm: MicroVM) -> MicroVM:

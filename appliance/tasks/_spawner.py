@@ -29,12 +29,12 @@ from appliance.loop import (
 from appliance.sessions import ArtifactStore
 from appliance.tasks._ledger import AgentLedger, TreeLedger
 from appliance.tasks._profiles import PROFILE_PROMPTS, child_tools
-from tools import ToolContext, ToolResult
-from tools._result import failure
+from tools import ToolContext, ToolResult, failure
 from tools.task import TaskArgs
 
 if TYPE_CHECKING:
     from appliance._dispatch import Dispatcher
+    from appliance.policy import Gate
 
 __all__ = ["SUMMARY_MAX_CHARS", "Subagents"]
 
@@ -134,7 +134,7 @@ class Subagents:
             sandbox=pctx.sandbox if "bash" in tools else None,
             sandbox_problem=pctx.sandbox_problem,
             artifacts=ArtifactStore.beside(session.store.path, session.id))
-        dispatcher: Dispatcher = Dispatcher(session, tools, ctx, policy=_child_gate(parent, tools))
+        dispatcher: Dispatcher = Dispatcher(session, tools, ctx, _child_gate(parent, tools))
         base = build_system_prompt(pctx.workspace.root, tools)
         prompt = SystemPrompt(base.text + "\n" + PROFILE_PROMPTS[args.agent_type] + "\n",
                               base.instructions_file)
@@ -143,20 +143,23 @@ class Subagents:
                         max_completion_tokens=parent.limits.max_completion_tokens,
                         max_repeated_failures=parent.limits.max_repeated_failures)
         return Agent(session=session, dispatcher=dispatcher, provider=parent.provider,
-                     system_prompt=prompt, tools=tools, limits=limits, approver=parent.approver,
-                     mode=parent.mode, first_tool_choice=self.first_tool_choice)
+                     system_prompt=prompt, tools=tools, limits=limits,
+                     first_tool_choice=self.first_tool_choice)
 
 
-def _child_gate(parent: Agent, tools: dict[str, Any]) -> Any:
-    """The parent's gate, narrowed: same rules, hook, approver and mode; only the child's capabilities."""
-    gate = parent.dispatcher.policy
-    if gate is None:
-        return None
+def _child_gate(parent: Agent, tools: dict[str, Any]) -> Gate:
+    """The parent's gate, narrowed: same rules, hook, approver and mode; only the child's capabilities.
+
+    ``PolicyEngine.attenuated`` is the one way a narrower policy is made, so a
+    child can never hold what its parent does not.
+    """
     from appliance.policy import Gate
 
+    gate = parent.dispatcher.gate
     caps = set().union(*(t.capabilities for t in tools.values())) if tools else set()
     engine = gate.engine.attenuated(caps)
-    child = Gate(engine, hook=gate.hook, approver=gate.approver, run_id=gate.run_id)
+    child = Gate(engine, hook=gate.hook, approver=gate.approver, run_id=gate.run_id,
+                 chosen_by=gate.chosen_by, operator=gate.operator, config_file=gate.config_file)
     child.basis_digest = gate.basis_digest  # the parent's basis; the child's narrowing is in its tools
     return child
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance import Dispatcher, Session
+from appliance.policy import Gate
 from appliance.events import EventStore
 from tools import MemoryLedger, ToolContext, Workspace, native_tools, run_tool
 from tools._files import atomic_write
@@ -114,7 +115,7 @@ def main() -> None:
         store = EventStore(tmp / f"events-{sync}.db", synchronous=sync)
         session = Session.create(store, ws.root, version="bench")
         dctx = ToolContext(workspace=ws, ledger=session)
-        d = Dispatcher(session, tools, dctx)
+        d = Dispatcher(session, tools, dctx, Gate.permissive())
         d.call("read", {"path": path})
         fr = timed(lambda: d.call("read", {"path": path}), n)
         fe = timed(lambda: (lambda r: None if r.ok else (_ for _ in ()).throw(AssertionError(r.content)))(

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from appliance import Dispatcher
+from appliance.policy import Gate
 from appliance.events import EventStore, ModelTurn, ObservationEvent
 from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
 from models import ProviderConfig, ScriptedServer, open_provider
@@ -54,7 +55,8 @@ def main(turns: int = 200) -> None:
                            if isinstance(e.event, ModelTurn) else None)
             session.listen(lambda e: tool_ms.append(e.event.duration_ms)
                            if isinstance(e.event, ObservationEvent) else None)
-            agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ToolContext(w, ledger=session)),
+            dispatcher = Dispatcher(session, tools, ToolContext(w, ledger=session), Gate.permissive())
+            agent = Agent(session=session, dispatcher=dispatcher,
                           provider=provider, system_prompt=build_system_prompt(w.root, tools), tools=tools,
                           limits=Limits(max_turns=turns + 1, max_tokens=10**12))
             t0 = time.perf_counter()

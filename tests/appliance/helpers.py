@@ -16,15 +16,17 @@ from typing import Any
 
 from appliance import Dispatcher
 from appliance.events import EventStore, StoredEvent
-from appliance.loop import Agent, Approver, Limits, ObservedSession, build_system_prompt
+from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
+from appliance.policy import Approver, Gate, Mode, PolicyEngine, PolicySettings
 from models import ProviderConfig, ScriptedServer, ScriptStep, open_provider
 from tools import ToolContext, Workspace, native_tools
 
 
 @contextmanager
 def scripted_agent(workspace: Path, steps: list[dict[str, Any] | ScriptStep], *,
-                   limits: Limits | None = None, approver: Approver | None = None, mode: str = "auto",
+                   limits: Limits | None = None, approver: Approver | None = None, mode: Mode = "auto",
                    params: dict[str, Any] | None = None) -> Iterator[tuple[Agent, ScriptedServer, list[StoredEvent]]]:
+    """A real agent on the real dispatch path: the gate runs ``mode`` with no rules."""
     store = EventStore(workspace.parent / "events.db")
     with ScriptedServer(steps) as server:
         pconf = ProviderConfig(name="scripted", api="openai", base_url=server.base_url,
@@ -38,9 +40,10 @@ def scripted_agent(workspace: Path, steps: list[dict[str, Any] | ScriptStep], *,
         seen: list[StoredEvent] = []
         session.listen(seen.append)
         ctx = ToolContext(workspace=ws, ledger=session)
-        agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx), provider=provider,
-                      system_prompt=build_system_prompt(ws.root, tools), tools=tools,
-                      limits=limits, approver=approver, mode=mode)
+        gate = Gate(PolicyEngine(PolicySettings(mode=mode)), approver=approver, chosen_by="caller")
+        agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx, gate),
+                      provider=provider, system_prompt=build_system_prompt(ws.root, tools),
+                      tools=tools, limits=limits)
         try:
             yield agent, server, seen
         finally:

@@ -85,12 +85,12 @@ def test_sessions_list_and_show(workspace: Path) -> None:
     table = run("sessions", "list").stdout
     assert sid in table and str(workspace) in table
     rows = json.loads(run("sessions", "list", "--json").stdout)
-    assert rows[0]["id"] == sid and rows[0]["events"] == 5
+    assert rows[0]["id"] == sid and rows[0]["events"] == 6  # + session_ended
     shown = run("sessions", "show", sid).stdout
     assert "call" in shown and "glob" in shown and "result" in shown
     lines = [json.loads(x) for x in run("sessions", "show", sid, "--json").stdout.splitlines()]
     assert [x["type"] for x in lines] == ["session_started", "decision_basis", "action",
-                                          "policy_decision", "observation"]
+                                          "policy_decision", "observation", "session_ended"]
     assert all(len(x["hash"]) == 64 for x in lines)
     missing = run("sessions", "show", "s-missing")
     assert missing.exit_code == 1 and "no session" in missing.stderr
@@ -99,7 +99,7 @@ def test_sessions_list_and_show(workspace: Path) -> None:
 def test_events_verify_exit_codes(workspace: Path) -> None:
     run("tool", "glob", '{"pattern":"*"}', "-w", str(workspace))
     good = run("events", "verify")
-    assert good.exit_code == 0 and "5 events" in good.stdout
+    assert good.exit_code == 0 and "6 events" in good.stdout
     conn = sqlite3.connect(events_db_path(), isolation_level=None)
     conn.execute("DROP TRIGGER events_no_update")
     conn.execute("UPDATE events SET body = replace(body, 'glob', 'bash') WHERE seq = 2")
@@ -112,7 +112,7 @@ def test_events_head_prints_count_and_hash(workspace: Path) -> None:
     assert run("events", "head").stdout.split() == ["0", "0" * 64]
     run("tool", "glob", '{"pattern":"*"}', "-w", str(workspace))
     count, digest = run("events", "head").stdout.split()
-    assert count == "5" and len(digest) == 64
+    assert count == "6" and len(digest) == 64
 
 
 def test_malformed_config_is_a_usage_error(workspace: Path, abhed_home: Path) -> None:
@@ -196,4 +196,4 @@ def test_tool_policy_decisions_are_in_the_log(workspace: Path) -> None:
     sid = session_of(run("tool", "write", args, "-w", str(workspace), "--yes"))
     kinds = [json.loads(x)["type"] for x in run("sessions", "show", sid, "--json").stdout.splitlines()]
     assert kinds == ["session_started", "decision_basis", "action", "policy_decision", "approval",
-                     "observation"]
+                     "observation", "session_ended"]

@@ -43,7 +43,7 @@ def test_run_json_prints_one_event_per_line(server: ScriptedServer, workspace: P
     assert all(line["type"] == "event" for line in lines)
     kinds = [line["event"]["type"] for line in lines]
     assert kinds[0] == "session_started" or kinds[0] == "run_started"
-    assert kinds[-1] == "run_ended" and "action" in kinds and "observation" in kinds
+    assert kinds[-2:] == ["run_ended", "session_ended"] and "action" in kinds and "observation" in kinds
     assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
 
 
@@ -108,8 +108,9 @@ def test_run_ctrl_c_interrupts_and_records_it(server: ScriptedServer, workspace:
     p.send_signal(signal.SIGINT)
     rest, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
-    last = json.loads(rest.splitlines()[-1])["event"]
+    last = json.loads(rest.splitlines()[-2])["event"]
     assert last["type"] == "run_ended" and last["reason"] == "interrupted"
+    assert json.loads(rest.splitlines()[-1])["event"]["type"] == "session_ended"
 
 
 def test_run_hostile_inputs_are_usage_errors(server: ScriptedServer, workspace: Path) -> None:

@@ -141,4 +141,5 @@ def test_ctrl_c_stops_a_running_bash_command_not_just_the_model(abhed_home: Path
     evs = [json.loads(x)["event"] for x in rest.splitlines()]
     obs = next(e for e in evs if e["type"] == "observation")
     assert obs["result"]["details"]["signal"] in (signal.SIGTERM, signal.SIGKILL)
-    assert evs[-1]["type"] == "run_ended" and evs[-1]["reason"] == "interrupted"
+    assert evs[-2]["type"] == "run_ended" and evs[-2]["reason"] == "interrupted"
+    assert evs[-1]["type"] == "session_ended"

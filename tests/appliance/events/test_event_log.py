@@ -18,6 +18,7 @@ from appliance.events import (
     SessionStarted,
 )
 from appliance.events._schema import SCHEMA
+from appliance.policy import Gate
 from tools import ToolContext, ToolResult, Workspace, native_tools
 
 
@@ -25,7 +26,7 @@ def make_session(workspace: Path) -> tuple[EventStore, Session, Dispatcher]:
     store = EventStore(events_db_path())
     session = Session.create(store, str(workspace), version="test")
     ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=session)
-    return store, session, Dispatcher(session, native_tools(), ctx)
+    return store, session, Dispatcher(session, native_tools(), ctx, Gate.permissive())
 
 
 def raw(store: EventStore) -> sqlite3.Connection:
@@ -44,7 +45,8 @@ def test_every_call_is_an_action_then_an_observation_persisted(workspace: Path) 
     # A second connection sees both events: they were committed before call() returned.
     other = EventStore(store.path)
     kinds = [(e.event.type, getattr(e.event, "call_id", None)) for e in other.events(session.id)]
-    assert kinds == [("session_started", None), ("action", "c-1"), ("observation", "c-1")]
+    assert kinds == [("session_started", None), ("action", "c-1"), ("policy_decision", "c-1"),
+                     ("observation", "c-1")]
     obs = list(other.events(session.id, types=("observation",)))[0].event
     assert isinstance(obs, ObservationEvent)
     assert obs.result == result
@@ -77,7 +79,7 @@ def test_verify_passes_on_an_intact_log(workspace: Path) -> None:
     for i in range(5):
         dispatch.call("glob", {"pattern": f"*{i}"})
     count, head = store.verify()
-    assert count == 11
+    assert count == 16  # session_started + 5 x (action, policy_decision, observation)
     assert head == store.head()[1]
 
 
@@ -196,7 +198,7 @@ def test_file_ledger_survives_a_restart(workspace: Path) -> None:
     again = Session.open(store2, session.id, str(workspace))
     assert again.seen_hash(str(target)) is not None
     ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=again)
-    result = Dispatcher(again, native_tools(), ctx).call(
+    result = Dispatcher(again, native_tools(), ctx, Gate.permissive()).call(
         "edit", {"path": str(target), "old_string": "one", "new_string": "two"})
     assert result.ok, result.content
     assert target.read_text() == "two\n"
@@ -264,4 +266,4 @@ def test_big_arguments_are_stored_whole(workspace: Path) -> None:
     assert dispatch.call("write", {"path": str(workspace / "big.txt"), "content": content}).ok
     action = [e.event for e in store.events(session.id, types=("action",))][0]
     assert isinstance(action, ActionEvent) and action.args["content"] == content
-    assert store.verify()[0] == 3
+    assert store.verify()[0] == 4

@@ -43,7 +43,7 @@ class Rig:
         self.engine = PolicyEngine(PolicySettings.model_validate(policy or {"mode": "auto"}))
         self.gate = Gate(self.engine, hook=self.host, approver=approver)
         ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=self.session)
-        self.dispatcher = Dispatcher(self.session, self.tools, ctx, policy=self.gate)
+        self.dispatcher = Dispatcher(self.session, self.tools, ctx, self.gate)
 
     def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         return self.dispatcher.call(tool, args)

@@ -7,7 +7,8 @@ import threading
 from pathlib import Path
 
 from appliance.events import ActionEvent, ModelTurn, ObservationEvent, RunEnded, RunStarted
-from appliance.loop import Approval, ApprovalRequest, CallbackApprover, HeadlessApprover, Limits
+from appliance.loop import Limits
+from appliance.policy import Approval, ApprovalRequest, CallbackApprover, HeadlessApprover
 from tests.appliance.helpers import scripted_agent, types
 from tests.helpers import wait_for
 
@@ -22,9 +23,9 @@ def test_read_then_answer_records_the_whole_run_in_order(workspace: Path) -> Non
     with scripted_agent(workspace, [_read(f), {"text": "It says 42."}]) as (agent, server, seen):
         out = agent.run("What does notes.txt say?")
     assert out.ok and out.answer == "It says 42." and out.turns == 2
-    assert types(seen) == ["run_started", "user_message", "model_turn", "action", "observation",
-                           "model_turn", "run_ended"]
-    obs = seen[4].event
+    assert types(seen) == ["run_started", "user_message", "model_turn", "action", "policy_decision",
+                           "observation", "model_turn", "run_ended"]
+    obs = seen[5].event
     assert isinstance(obs, ObservationEvent) and obs.result.ok and "the answer is 42" in obs.result.content
     # The second request carried the tool result, wrapped as untrusted data.
     tool_msg = server.requests[1]["messages"][-1]
@@ -169,8 +170,8 @@ def test_ask_mode_denied_write_is_not_run_and_is_recorded(workspace: Path) -> No
     with scripted_agent(workspace, steps, mode="ask", approver=HeadlessApprover()) as (agent, server, seen):
         agent.run("go")
     assert not target.exists()
-    assert types(seen)[3:6] == ["approval", "action", "observation"]
-    assert "nobody can approve" in server.requests[1]["messages"][-1]["content"]
+    assert types(seen)[3:7] == ["action", "policy_decision", "approval", "observation"]
+    assert "nobody can answer" in server.requests[1]["messages"][-1]["content"]
 
 
 def test_ask_mode_allowed_write_runs(workspace: Path) -> None:

@@ -12,8 +12,15 @@ from click.testing import CliRunner
 from appliance import Dispatcher, Session, events_db_path
 from appliance.cli import main
 from appliance.events import ApprovalEvent, EventStore, PolicyDecision, PolicyRuleAdded
-from appliance.loop import Approval, HeadlessApprover
-from appliance.policy import Gate, PolicyEngine, PolicySettings, ScopedApproval, ScriptedApprover
+from appliance.policy import (
+    Approval,
+    Gate,
+    HeadlessApprover,
+    PolicyEngine,
+    PolicySettings,
+    ScopedApproval,
+    ScriptedApprover,
+)
 from tools import ToolContext, ToolResult, Workspace, native_tools
 
 
@@ -25,7 +32,7 @@ class Rig:
         self.engine = PolicyEngine(PolicySettings.model_validate(policy), capabilities=capabilities)
         ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=self.session)
         self.d = Dispatcher(self.session, native_tools(), ctx,
-                            policy=Gate(self.engine, approver=approver, run_id="r-1"))
+                            Gate(self.engine, approver=approver, run_id="r-1"))
 
     def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         return self.d.call(tool, args)
@@ -72,10 +79,8 @@ def test_approval_once_then_always_stores_a_scoped_rule(workspace: Path) -> None
     assert denied.error is not None and denied.error.code == "approval_denied"
 
 
-def test_destructive_commands_reach_a_person_even_with_an_auto_approver(workspace: Path) -> None:
-    from appliance.loop import AutoApprover
-
-    r = Rig(workspace, {"mode": "auto"}, approver=AutoApprover())
+def test_destructive_commands_ask_even_in_auto_mode(workspace: Path) -> None:
+    r = Rig(workspace, {"mode": "auto"}, approver=HeadlessApprover())
     result = r.call("bash", {"command": "git push --force", "description": "x"})
     assert result.error is not None and result.error.code == "approval_unavailable"
     assert r.events(PolicyDecision)[0].decided_by == "destructive"
