@@ -10,6 +10,7 @@ from typing import Any
 from appliance import Dispatcher
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
+from appliance.policy import Gate
 from appliance.sessions import ArtifactStore
 from models import ProviderConfig, ScriptedServer, ScriptStep, open_provider
 from tools import ToolContext, Workspace, native_tools
@@ -36,7 +37,8 @@ def agent_on(store: EventStore, workspace: Path, steps: list[dict[str, Any] | Sc
         session.listen(seen.append)
         ctx = ToolContext(workspace=ws, ledger=session,
                           artifacts=ArtifactStore.beside(store.path, session.id))
-        agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx), provider=provider,
+        agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx, Gate.permissive()),
+                      provider=provider,
                       system_prompt=build_system_prompt(ws.root, tools), tools=tools, limits=limits)
         try:
             yield agent, server, seen
