@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the appliance is imported on the start thread, after the first frame
     from appliance import Config
     from appliance.events import EventStore, StoredEvent
-    from appliance.loop import Agent, Approval, ApprovalRequest, RunOutcome
+    from appliance.loop import Agent, RunOutcome
+    from appliance.policy import Approval, ApprovalRequest
     from models import Delta
 
 __all__ = ["AgentLink", "LinkInfo", "PendingApproval", "Sink"]
@@ -55,7 +56,7 @@ class PendingApproval:
         """Answer once; later answers are ignored (the first one already reached the agent)."""
         if self._done.is_set():
             return
-        from appliance.loop import Approval
+        from appliance.policy import Approval
         from appliance.policy import ScopedApproval
 
         if always and decision == "allow" and self.always_rules:
@@ -97,6 +98,8 @@ class LinkInfo:
     sandbox: str  # microvm, bwrap, host, or "none (why)"
     context_window: int | None
     tools: tuple[str, ...]
+    mode_chosen_by: str = "operator"  # caller (--mode), operator (policy.mode) or default
+    notices: tuple[str, ...] = ()  # what set-up refused or degraded (MCP server, extension, sandbox)
 
 
 class AgentLink:
@@ -151,7 +154,8 @@ class AgentLink:
 
     def _start(self) -> None:
         from appliance import AbhedError
-        from appliance.loop import CallbackApprover, start_agent
+        from appliance import start_agent
+        from appliance.policy import CallbackApprover
         from models import ModelsError
 
         try:
@@ -159,21 +163,23 @@ class AgentLink:
         except AbhedError as exc:
             self.sink.failed(str(exc))
             return
-        self.mode = self.mode or self.config.policy.mode
-        if self.mode not in MODES:
+        # None: the operator's policy.mode; a looser one is refused (appliance.policy.resolve_mode)
+        if self.mode is not None and self.mode not in MODES:
             self.sink.failed(f"mode {self.mode!r} is not one of plan, ask, auto")
             return
         try:
-            agent, provider = start_agent(
-                self.config, self.store, self.workspace, provider_name=self.provider_name,
-                model=self.model, mode=self.mode, approver=CallbackApprover(self._ask),
-                session_id=self.session_id)
+            started = start_agent(
+                self.config, self.store, self.workspace, door="abhed tui --mode",
+                provider_name=self.provider_name, model=self.model, mode=self.mode,
+                approver=CallbackApprover(self._ask), session_id=self.session_id)
         except (AbhedError, ModelsError) as exc:
             self.sink.failed(str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - shown on the error screen, never a traceback
             self.sink.failed(f"{type(exc).__name__}: {exc}")
             return
+        agent, provider = started.agent, started.provider
+        self.mode = started.mode.mode
         if self._closed.is_set():
             agent.close()
             return
@@ -187,14 +193,15 @@ class AgentLink:
         self.info = LinkInfo(
             session_id=agent.session.id, workspace=agent.session.workspace, provider=provider.name,
             model=provider.model, mode=self.mode, sandbox=backend,
-            context_window=self._context_window(), tools=tuple(sorted(agent.tools)))
+            context_window=self._context_window(), tools=tuple(sorted(agent.tools)),
+            mode_chosen_by=started.mode.chosen_by, notices=tuple(n.message for n in started.notices))
         self.sink.started(self.info)
         agent.session.listen(self.sink.event)
 
     def _context_window(self) -> int | None:
         """The model's window from the catalog entry, when the provider names one."""
         try:
-            from appliance.loop import choose_provider
+            from appliance import choose_provider
 
             pconf = choose_provider(self.config, self.provider_name)
             if pconf.catalog_entry is None:
@@ -299,12 +306,16 @@ class AgentLink:
             return "a run is in progress; press Esc to interrupt it first"
         if mode not in MODES:
             return f"mode {mode!r} is not one of plan, ask, auto"
-        self.agent.set_mode(mode)
-        self.mode = mode
+        from appliance.policy import ModeRefused
+
+        try:
+            self.mode = self.agent.set_mode(mode, door="the TUI's /mode").mode
+        except ModeRefused as exc:
+            return str(exc)
         if self.info is not None:
             from dataclasses import replace
 
-            self.info = replace(self.info, mode=mode)
+            self.info = replace(self.info, mode=self.mode)
         return ""
 
     def compact(self, done: Callable[[str], None]) -> str:
