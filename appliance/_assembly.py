@@ -106,7 +106,7 @@ def _offer(tools: dict[str, Tool], new: dict[str, Tool], where: str) -> None:
 
 def open_tooling(config: Config, session: Session, workspace: Workspace, *,
                  door: str, mode: Mode | str | None = None, approver: Approver | None = None,
-                 sandbox: bool = True) -> Tooling:
+                 run_id: str = "", sandbox: bool = True) -> Tooling:
     """Build tools, sandbox, extensions, MCP servers and policy for ``session``.
 
     Args:
@@ -116,6 +116,7 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
             Bounded by :func:`appliance.policy.resolve_mode`.
         approver: who answers "ask"; ``None`` or a ``HeadlessApprover`` means
             nobody, so ask means deny.
+        run_id: recorded in approval events (the loop sets it per run itself).
         sandbox: open the shell sandbox (a microVM boots lazily on the first
             command, so this is cheap); ``False`` leaves bash refusing.
 
@@ -136,7 +137,8 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
                           # only where a rule can exist: configured, or learned from an extension
                           redact=session.store.redactor.text
                           if session.store.settings.redact or config.extensions else None))
-    gate = Gate(PolicyEngine(settings), approver=approver, chosen_by=choice.chosen_by)
+    gate = Gate(PolicyEngine(settings), approver=approver, run_id=run_id,
+                chosen_by=choice.chosen_by)
     tooling = Tooling(Dispatcher(session, tools, ctx, gate), tools, ctx, choice)
 
     def notice(kind: NoticeKind, subject: str, message: str) -> None:

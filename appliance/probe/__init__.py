@@ -23,11 +23,16 @@ from __future__ import annotations
 import importlib
 import typing
 
-if typing.TYPE_CHECKING:
-    from appliance.probe._cases import Case, load_cases
-    from appliance.probe._errors import ProbeError
-    from appliance.probe._report import ProbeReport, load_report, render_table, report_json
-    from appliance.probe._runner import ProbeOptions, run_probe
+if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
+    from appliance.probe._cases import Case as Case
+    from appliance.probe._cases import load_cases as load_cases
+    from appliance.probe._errors import ProbeError as ProbeError
+    from appliance.probe._report import ProbeReport as ProbeReport
+    from appliance.probe._report import load_report as load_report
+    from appliance.probe._report import render_table as render_table
+    from appliance.probe._report import report_json as report_json
+    from appliance.probe._runner import ProbeOptions as ProbeOptions
+    from appliance.probe._runner import run_probe as run_probe
 
 # public name -> the private module that defines it
 _EXPORTS: dict[str, str] = {

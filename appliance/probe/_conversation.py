@@ -32,7 +32,7 @@ from appliance.events import (
 )
 from appliance.loop import wrap_result
 from models import ChatRequest, ModelReply, Provider, ToolCall
-from tools import ErrorInfo, ToolResult
+from tools import ToolResult
 
 __all__ = ["CallRecord", "Conversation", "LockedSession", "failed_code"]
 
@@ -158,25 +158,12 @@ class Conversation:
         """Run one call through the session's dispatcher and add its result to the conversation."""
         assert self.dispatcher is not None
         call_id = f"{self.run_id}.{self.turns}.{call.id}"
-        try:
+        try:  # for the probe's own record; the dispatcher parses (and records) the call itself
             args: Any = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError as exc:
-            record = CallRecord(call.name, call.arguments, None, source)
-            result = _failure("malformed_arguments",
-                              f"The arguments of your {call.name or 'tool'} call are not valid JSON "
-                              f"({type(exc).__name__}). Nothing was run; send the call again with a "
-                              "valid JSON object.")
-            self.session.record_call(call_id, call.name, call.arguments[:4096], source)
-            self.session.record_result(call_id, call.name, result, 0.0)
-        else:
-            record = CallRecord(call.name, call.arguments, args, source)
-            if not isinstance(args, dict):
-                result = _failure("invalid_arguments", f"The arguments of {call.name} must be a "
-                                  f"JSON object, not a JSON {type(args).__name__}. Nothing was run.")
-                self.session.record_call(call_id, call.name, args, source)
-                self.session.record_result(call_id, call.name, result, 0.0)
-            else:
-                result = self.dispatcher.call(call.name, args, call_id=call_id, source=source)
+        except (ValueError, RecursionError):
+            args = None
+        record = CallRecord(call.name, call.arguments, args, source)
+        result = self.dispatcher.call_text(call.name, call.arguments, call_id=call_id, source=source)
         record.result = result
         self.calls.append(record)
         self.tool_message(call, result)
@@ -201,5 +188,3 @@ class Conversation:
             completion_tokens=self.completion_tokens, answer=answer))
 
 
-def _failure(code: str, message: str) -> ToolResult:
-    return ToolResult(ok=False, content=message, error=ErrorInfo(code=code, message=message))

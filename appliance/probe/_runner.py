@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
-from appliance._runtime import Tooling, open_tooling
+from appliance._assembly import Tooling, choose_provider, open_tooling
 from appliance.events import EventStore
-from appliance.loop import build_system_prompt, choose_provider, tool_specs
+from appliance.loop import build_system_prompt, tool_specs
 from appliance.probe._cases import Case, load_cases
 from appliance.probe._conversation import Conversation, LockedSession
 from appliance.probe._errors import ProbeError
@@ -221,8 +221,8 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
     try:
         if case.family in ("steps", "recovery", "tasks"):
             tooling = open_tooling(_case_config(config, case), session,
-                                   Workspace(str(ws), config.tools.secret_paths), mode="auto",
-                                   run_id=rid)
+                                   Workspace(str(ws), config.tools.secret_paths),
+                                   door="abhed probe", mode="auto", run_id=rid)
             conv.dispatcher = tooling.dispatcher
         if case.family == "wire":
             run_wire(run)
