@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from appliance import Dispatcher, Session
+from appliance.policy import Gate
 from appliance.events import EventStore, ObservationEvent
 from appliance.sandbox import BwrapSandbox, HostSandbox
 from appliance.sessions import ArtifactStore
@@ -25,7 +26,7 @@ def _dispatcher(store: EventStore, workspace: Path, sandbox: object = None) -> D
     ctx = ToolContext(workspace=Workspace(str(workspace), ToolSettings().secret_paths), ledger=session,
                       artifacts=ArtifactStore.beside(store.path, session.id),
                       sandbox=sandbox)  # type: ignore[arg-type]
-    return Dispatcher(session, native_tools(), ctx)
+    return Dispatcher(session, native_tools(), ctx, Gate.permissive())
 
 
 def _observations(store: EventStore, sid: str) -> list[ObservationEvent]:
