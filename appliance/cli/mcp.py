@@ -26,7 +26,7 @@ def review(name: str, config_path: Path | None) -> None:
     follow.  The list shown is kept under ABHED_HOME/mcp/reviewed so a later
     change can be named exactly.
     """
-    from appliance.mcp._gateway import McpGateway, reviewed_path, tools_sha256
+    from appliance.mcp import McpGateway, reviewed_path, tools_sha256
 
     config = get_config(config_path)
     spec = next((s for s in config.mcp_servers if s.name == name), None)

@@ -18,7 +18,7 @@ import os
 from appliance._session import Session
 from appliance.events import RunEnded
 from appliance.loop._history import History
-from tools._result import failure
+from tools import failure
 
 __all__ = ["recover_interrupted_run"]
 

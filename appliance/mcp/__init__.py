@@ -16,6 +16,7 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
     from appliance.mcp._gateway import McpGateway as McpGateway
     from appliance.mcp._gateway import canonical_tools as canonical_tools
     from appliance.mcp._gateway import describe_changes as describe_changes
+    from appliance.mcp._gateway import reviewed_path as reviewed_path
     from appliance.mcp._gateway import tools_sha256 as tools_sha256
     from appliance.mcp._settings import McpServerSpec as McpServerSpec
     from appliance.mcp._tools import McpTool as McpTool
@@ -28,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "McpGateway": "appliance.mcp._gateway",
     "McpServerSpec": "appliance.mcp._settings",
     "McpTool": "appliance.mcp._tools",
+    "reviewed_path": "appliance.mcp._gateway",
     "tools_sha256": "appliance.mcp._gateway",
 }
 
@@ -38,6 +40,7 @@ __all__ = [
     "McpTool",
     "canonical_tools",
     "describe_changes",
+    "reviewed_path",
     "tools_sha256",
 ]
 
