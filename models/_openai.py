@@ -153,7 +153,9 @@ class OpenAIClient:
                 except ValueError:
                     raise ProviderProtocolError(f"stream chunk is not JSON: {data[:200]!r}") from None
                 asm.feed(chunk)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            # StreamError (StreamClosed: an interrupt closed the response under us) is not
+            # an HTTPError; uncaught it escaped the loop as a crash instead of "interrupted".
             if cancel is not None and cancel.cancelled:
                 raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
             raise ProviderProtocolError(

@@ -142,3 +142,32 @@ def test_explain_names_the_rule_and_runs_nothing(workspace: Path, abhed_home: Pa
     assert not Path(target).exists()
     out = CliRunner().invoke(main, ["policy", "explain", "nosuchtool", "{}"])
     assert out.exit_code == 2 and "unknown tool" in out.output
+
+
+def test_regression_an_edit_of_a_file_never_read_was_put_to_the_approver(workspace: Path) -> None:
+    (workspace / "a.txt").write_text("one\n")
+    approver = ScriptedApprover(then=Approval("allow", "tui"))
+    r = Rig(workspace, {"mode": "ask"}, approver=approver)
+    hopeless = [
+        ("edit", {"path": str(workspace / "a.txt"), "old_string": "one", "new_string": "two"}),
+        ("edit", {"path": str(workspace / "missing.txt"), "old_string": "x", "new_string": "y"}),
+        ("write", {"path": str(workspace / "a.txt"), "content": "overwrite unseen"}),
+    ]
+    for tool, args in hopeless:
+        result = r.call(tool, args)
+        assert not result.ok and result.error is not None
+        assert result.error.code not in ("approval_denied", "approval_unavailable"), result.content
+    assert approver.requests == [] and r.events(ApprovalEvent) == []
+    assert (workspace / "a.txt").read_text() == "one\n"
+    # a call that could succeed still reaches the person
+    assert r.call("read", {"path": str(workspace / "a.txt")}).ok
+    ok = r.call("edit", {"path": str(workspace / "a.txt"), "old_string": "one", "new_string": "two"})
+    assert ok.ok and len(approver.requests) == 1 and (workspace / "a.txt").read_text() == "two\n"
+
+
+def test_a_relative_path_is_refused_before_any_approval(workspace: Path) -> None:
+    approver = ScriptedApprover(then=Approval("allow", "tui"))
+    r = Rig(workspace, {"mode": "ask"}, approver=approver)
+    result = r.call("write", {"path": "rel.txt", "content": "x"})
+    assert result.error is not None and result.error.code == "relative_path"
+    assert approver.requests == []
