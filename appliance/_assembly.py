@@ -138,7 +138,7 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *,
                           redact=session.store.redactor.text
                           if session.store.settings.redact or config.extensions else None))
     gate = Gate(PolicyEngine(settings), approver=approver, run_id=run_id,
-                chosen_by=choice.chosen_by)
+                chosen_by=choice.chosen_by, operator=config.policy, config_file=config.source)
     tooling = Tooling(Dispatcher(session, tools, ctx, gate), tools, ctx, choice)
 
     def notice(kind: NoticeKind, subject: str, message: str) -> None:

@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
     from appliance.loop._budget import Budget as Budget
     from appliance.loop._limits import Limits as Limits
     from appliance.loop._limits import StopRun as StopRun
+    from appliance.loop._limits import TaskSettings as TaskSettings
     from appliance.loop._observed import ObservedSession as ObservedSession
     from appliance.loop._prompt import ABHED_MD as ABHED_MD
     from appliance.loop._prompt import AGENTS_MD as AGENTS_MD
@@ -51,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "RunOutcome": "appliance.loop._agent",
     "StopRun": "appliance.loop._limits",
     "SystemPrompt": "appliance.loop._prompt",
+    "TaskSettings": "appliance.loop._limits",
     "tool_specs": "appliance.loop._prompt",
     "wrap_result": "appliance.loop._untrusted",
 }
@@ -67,6 +69,7 @@ __all__ = [
     "RunOutcome",
     "StopRun",
     "SystemPrompt",
+    "TaskSettings",
     "build_system_prompt",
     "escape_markers",
     "tool_specs",

@@ -23,8 +23,8 @@ from appliance._session import Session
 from appliance.events import ApprovalEvent, PolicyDecision, PolicyRuleAdded
 from appliance.policy._approval import Approver, HeadlessApprover, ScopedApprovalRequest
 from appliance.policy._engine import Decision, PolicyEngine, path_fields
-from appliance.policy._mode import ChosenBy, ModeChoice
-from appliance.policy._settings import PolicySettings
+from appliance.policy._mode import ChosenBy, ModeChoice, resolve_mode
+from appliance.policy._settings import Mode, PolicySettings
 from tools import (
     ARTIFACT_PREFIX,
     Tool,
@@ -100,17 +100,23 @@ class Gate:
             means nobody can, so ask means deny.
         run_id: recorded in approval events (the loop sets it per run).
         chosen_by: who chose the engine's mode (recorded in ``run_started``).
+        operator: the operator's ``policy`` section as configured, the ceiling
+            :meth:`set_mode` holds a later change to (default: the engine's).
+        config_file: where that section lives, named in a refusal.
     """
 
     def __init__(self, engine: PolicyEngine, *, hook: CallHook | None = None,
                  approver: Approver | None = None, run_id: str = "",
-                 chosen_by: ChosenBy = "operator") -> None:
+                 chosen_by: ChosenBy = "operator", operator: PolicySettings | None = None,
+                 config_file: str | None = None) -> None:
         self.engine = engine
         self.hook = hook
         self.approver = approver
         self.run_id = run_id
         self.basis_digest = ""  # the decision_basis in force, set where the tooling starts
         self.chosen_by: ChosenBy = chosen_by
+        self.operator = operator if operator is not None else engine.settings
+        self.config_file = config_file
 
     @classmethod
     def permissive(cls, *, approver: Approver | None = None) -> Gate:
@@ -125,6 +131,16 @@ class Gate:
     def mode(self) -> ModeChoice:
         """The effective mode and who chose it."""
         return ModeChoice(self.engine.mode, self.chosen_by)
+
+    def set_mode(self, requested: Mode | str, *, door: str) -> ModeChoice:
+        """Change the mode between runs (rpc ``mode``, the TUI), bounded like every door.
+
+        Raises ``ModeRefused`` for a mode looser than the operator's ``policy.mode``.
+        """
+        choice = resolve_mode(requested, self.operator, door=door, config_file=self.config_file)
+        self.engine.settings = self.engine.settings.model_copy(update={"mode": choice.mode})
+        self.chosen_by = choice.chosen_by
+        return choice
 
     @property
     def can_ask(self) -> bool:

@@ -293,8 +293,11 @@ class RpcServer:
             raise _Fail("invalid_params", f"\"mode\" must be one of {', '.join(MODES)}")
         if self._busy():
             raise _Fail("busy", "a run is in progress; change the mode between runs")
-        agent.set_mode(mode)
-        return {"mode": mode}
+        try:
+            choice = agent.set_mode(mode, door="rpc mode")
+        except ModeRefused as exc:
+            raise _Fail("mode_refused", str(exc)) from None
+        return {"mode": choice.mode, "mode_chosen_by": choice.chosen_by}
 
     def _undo(self, req: dict[str, Any]) -> dict[str, Any]:
         from appliance.sessions import UndoError, undo

@@ -24,7 +24,7 @@ from appliance.events import (
     TaskStarted,
     TodoUpdated,
 )
-from appliance.loop import start_agent
+from appliance import start_agent
 from appliance.tasks import Subagents
 from tests.models._vllm import SERVED, shared_vllm
 
@@ -48,7 +48,8 @@ def _config(home: Path) -> Path:
 def test_real_model_calls_todo_and_it_is_recorded(abhed_home: Path, workspace: Path) -> None:
     config = load_config(_config(abhed_home))
     store = EventStore(abhed_home / "state" / "events.db")
-    agent, _ = start_agent(config, store, workspace, first_tool_choice=_named("todo"))
+    agent = start_agent(config, store, workspace, door="test", mode="auto",
+                        first_tool_choice=_named("todo")).agent
     try:
         agent.run("plan the work as a todo list")
         sid = agent.session.id
@@ -71,7 +72,8 @@ def test_real_model_spawns_a_task_whose_child_makes_a_real_tool_call(
     (workspace / "notes.txt").write_text("hello\n")
     config = load_config(_config(abhed_home))
     store = EventStore(abhed_home / "state" / "events.db")
-    agent, _ = start_agent(config, store, workspace, first_tool_choice=_named("task"))
+    agent = start_agent(config, store, workspace, door="test", mode="auto",
+                        first_tool_choice=_named("task")).agent
     agent.dispatcher.ctx.subagents = Subagents(agent, default_max_turns=2,
                                                first_tool_choice=_named("glob"))
     try:
