@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import load_config
+from appliance import load_config, start_agent
 from appliance.events import (
     ActionEvent,
     EventStore,
@@ -24,7 +24,6 @@ from appliance.events import (
     TaskStarted,
     TodoUpdated,
 )
-from appliance import start_agent
 from appliance.tasks import Subagents
 from tests.models._vllm import SERVED, shared_vllm
 
