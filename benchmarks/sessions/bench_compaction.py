@@ -39,7 +39,7 @@ from appliance.events import (
     TurnToolCall,
     UserMessage,
 )
-from appliance.loop import start_agent
+from appliance import start_agent
 from tests.models._vllm import SERVED, shared_vllm
 
 
@@ -90,7 +90,7 @@ def main(turns: int = 4) -> None:
                                    "sandbox": {"backend": "host"}}))
         config = load_config(cfg)
         store = EventStore(home / "state" / "events.db")
-        agent, _ = start_agent(config, store, ws)
+        agent = start_agent(config, store, ws, door="benchmark", mode="auto").agent
         # The tiny model's context is 8192 tokens and its tokenizer is verbose: offer only
         # read, so the tool list leaves room for a conversation.
         agent.specs = [t for t in agent.specs if t["function"]["name"] == "read"]
