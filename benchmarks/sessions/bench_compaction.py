@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from appliance import load_config
+from appliance import load_config, start_agent
 from appliance.events import (
     EventStore,
     ModelTurn,
@@ -39,7 +39,6 @@ from appliance.events import (
     TurnToolCall,
     UserMessage,
 )
-from appliance import start_agent
 from tests.models._vllm import SERVED, shared_vllm
 
 
