@@ -294,20 +294,29 @@ class AbhedApp(App[int]):
                       "for the rest of the session", error=True)
         elif kind in ("todo_updated", "plan_updated"):
             self._panel(kind, e)
-        elif kind == "task_started":
-            budget = ", ".join(f"{k} {v:g}" for k, v in (e.reserved or {}).items())
-            self.note(f"▸ subagent {e.agent_type} started: {e.description}"
-                      + (f" (budget: {budget})" if budget else "") + f" [{e.child_session_id}]")
-        elif kind == "task_ended":
-            spent = ", ".join(f"{k} {v:g}" for k, v in (e.spent or {}).items())
-            files = f"; changed {', '.join(e.files_changed[:5])}" if e.files_changed else ""
-            self.note(f"◂ subagent {e.child_session_id} ended: {e.status}"
-                      + (f" (spent: {spent})" if spent else "") + files,
-                      error=e.status not in ("done",))
+        elif kind in ("task_started", "task_ended"):
+            self._subagent(kind, e)
         elif kind == "compacted":
             self.note(f"conversation compacted ({e.trigger}, {e.strategy}): "
                       f"{e.tokens_before:,} tokens before")
         self._status()
+
+    def _subagent(self, kind: str, e: Any) -> None:
+        """A subagent's start and end nest inside the card of the task call that spawned it."""
+        entry = self.cards.get(e.call_id)
+        if entry is None:
+            entry = self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": "task",
+                                                       "args": {}}))
+            self.cards[e.call_id] = entry
+        sub = entry.data.setdefault("subagent", {})
+        if kind == "task_started":
+            sub.update(agent_type=e.agent_type, description=e.description,
+                       child=e.child_session_id, reserved=dict(e.reserved or {}), status="running")
+        else:
+            sub.update(child=e.child_session_id, status=e.status, spent=dict(e.spent or {}),
+                       files=list(e.files_changed or []), commands=list(e.commands or []))
+        if isinstance(entry.widget, ToolCard):
+            entry.widget.refresh_card()
 
     def _panel(self, kind: str, e: Any) -> None:
         """todo_updated and plan_updated drive the side panel; the status line shows the live item."""

@@ -181,6 +181,30 @@ def record_result(data: dict[str, Any], ok: bool, content: str, error_code: str,
         data["start_line"] = lines[0]
 
 
+def _subagent_text(sub: dict[str, Any], expanded: bool) -> Text:
+    """The nested card of a subagent: its type, task, status and budget (spent of reserved)."""
+    status = str(sub.get("status", "running"))
+    style = {"running": "yellow", "done": "green"}.get(status, "red")
+    out = Text("  ↳ subagent ", style="dim")
+    out.append(plain(str(sub.get("agent_type", "")), "bold"))
+    out.append(plain(f": {sub.get('description', '')}  "))
+    out.append(plain(status, style))
+    reserved = sub.get("reserved") or {}
+    spent = sub.get("spent") or {}
+    budget = ", ".join(f"{k} {spent.get(k, 0):g}/{v:g}" if spent else f"{k} {v:g}"
+                       for k, v in reserved.items()) or ", ".join(f"{k} {v:g}" for k, v in spent.items())
+    if budget:
+        out.append(plain(f"  budget {budget}", "dim"))
+    if expanded:
+        out.append(plain(f"\n    session {sub.get('child', '')}", "dim"))
+        files = sub.get("files") or []
+        if files:
+            out.append(plain("\n    changed: " + ", ".join(str(f) for f in files[:20]), "dim"))
+        for c in (sub.get("commands") or [])[:20]:
+            out.append(plain(f"\n    $ {c.get('command', c) if isinstance(c, dict) else c}", "dim"))
+    return out
+
+
 def card_renderable(d: dict[str, Any]) -> RenderableType:
     status = d.get("status", "running")
     tool = str(d.get("tool", ""))
@@ -198,6 +222,9 @@ def card_renderable(d: dict[str, Any]) -> RenderableType:
     if d.get("error_code"):
         head.append(plain(f"  {d['error_code']}", "red"))
     parts: list[RenderableType] = [head]
+    sub = d.get("subagent")
+    if isinstance(sub, dict):
+        parts.append(_subagent_text(sub, expanded))
     diff = diff_for(tool, args, start_line=d.get("start_line"))
     if diff is not None and status != "failed":
         parts.append(diff)

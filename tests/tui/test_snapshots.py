@@ -134,3 +134,21 @@ def test_hostile_output_is_shown_as_text(snap_compare: Any) -> None:
         output="before\x1b]52;c;UFdORUQ=\x07after \x1b[2J\x1b[31mred\x1b[0m \r\x00end",
         answer="It holds escape sequences: \x1b]0;title\x07 and \x9b31m."))
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_subagent_nested_in_its_task_card(snap_compare: Any) -> None:
+    from appliance.events import TaskEnded, TaskStarted
+
+    def feed(a: AbhedApp) -> None:
+        feed_turn(a, "audit the parsers", tool="task",
+                  args={"description": "audit the parsers", "prompt": "find unsafe parsing",
+                        "agent_type": "explore"},
+                  output="Found 2 places that parse untrusted input without limits.")
+        a.sink.event(stored(TaskStarted(session_id=SID, call_id="r-1.1.0", child_session_id="s-child",
+                                        agent_type="explore", description="audit the parsers",
+                                        reserved={"turns": 8, "tokens": 20000})))
+        a.sink.event(stored(TaskEnded(session_id=SID, call_id="r-1.1.0", child_session_id="s-child",
+                                      status="done", spent={"turns": 3, "tokens": 5120},
+                                      files_changed=[])))
+    app, before = prepared(feed)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
