@@ -25,7 +25,8 @@ from tools import Tool
 
 __all__ = ["CaseRun", "run_decide", "run_multistep", "run_recovery", "run_wire"]
 
-_FILLER = ("Note {i}: the build server keeps its logs for thirty days, and the nightly job "
+# One constant line (no counter: digits tokenize unevenly), so a sample measures the whole.
+_FILLER = ("Note: the build server keeps its logs for thirty days, and the nightly job "
            "archives them to the backup volume before the weekly report is written.\n")
 
 
@@ -207,36 +208,31 @@ def _loop(run: CaseRun, max_turns: int) -> str | None:
 # -- the families --------------------------------------------------------------
 
 def _pad(run: CaseRun, prompt: str, choice: Any) -> str:
-    """The prompt behind enough notes to fill ~80% of the context, measured on the server.
+    """The prompt behind enough notes to fill ~90% of the context, measured on the server.
 
     Two one-token requests (system prompt and tools with a one-word message,
     then with a sample of the notes) give the fixed part and tokens per
     character, whatever the tokenizer.
     """
     assert run.max_model_len is not None
-    sample = "".join(_FILLER.format(i=i) for i in range(40))
+    sample = _FILLER * 8  # small: the fixed part alone may be most of a small context
     conv = run.conv
     used: list[int] = []
     for text in ("ok", sample):
         conv.messages = [{"role": "system", "content": conv.system}, {"role": "user", "content": text}]
         reply = conv.ask(stream=False, tool_choice=choice, max_tokens=1, keep=False)
         used.append(reply.usage.prompt_tokens if reply.usage else 0)
+    run.result.metrics["calibration_prompt_tokens"] = used
     if used[1] > used[0] > 0:
         base, per_char = used[0], (used[1] - used[0]) / len(sample)
     else:
         base, per_char = 4000, 1 / 3
-    budget = int(run.max_model_len * 0.8) - run.case.max_tokens - base - len(prompt)
-    chars = max(0, int(budget / max(per_char, 1e-3)))
-    notes: list[str] = []
-    total = i = 0
-    while total < chars:
-        line = _FILLER.format(i=i)
-        notes.append(line)
-        total += len(line)
-        i += 1
-    run.result.metrics["padding_chars"] = total
-    run.result.metrics["context_target_tokens"] = int(run.max_model_len * 0.8)
-    return "".join(notes) + "\n" + prompt
+    target = int(run.max_model_len * 0.9)
+    budget = target - run.case.max_tokens - base - len(prompt)
+    lines = max(0, int(budget / max(per_char, 1e-3)) // len(_FILLER))
+    run.result.metrics["padding_chars"] = lines * len(_FILLER)
+    run.result.metrics["context_target_tokens"] = target
+    return _FILLER * lines + "\n" + prompt
 
 
 def run_wire(run: CaseRun) -> None:
