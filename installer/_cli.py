@@ -37,6 +37,19 @@ def _trust(p: argparse.ArgumentParser) -> None:
                    help="how many --trust keys must sign (default 1)")
 
 
+def _reason(text: str) -> str:
+    if not text.strip() or len(text) > 2000 or any(ord(c) < 32 for c in text):
+        raise argparse.ArgumentTypeError("give a reason of 1-2000 printable characters (it goes "
+                                         "into the audit log)")
+    return text.strip()
+
+
+def _accept(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--accept-probe-failure", metavar="REASON", type=_reason, default=None,
+                   help="switch even if the model fails its capability probe; REASON and the "
+                   "probe's findings go into the audit log")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="abhed-installer", epilog=_EPILOG,
@@ -71,12 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="accept an older version than installed (recorded)")
         p.add_argument("--skip-gate", action="store_true",
                        help="switch without the health gate (recorded; not advised)")
+        _accept(p)
 
     p = sub.add_parser("rollback", help="switch back to the previous release (health-gated)")
     _prefix(p)
     p.add_argument("--to", type=int, default=None, metavar="VERSION",
                    help="switch to this installed release instead of the previous one")
     p.add_argument("--skip-gate", action="store_true")
+    _accept(p)
 
     p = sub.add_parser("status", help="releases, current, service, model, last audit entries")
     _prefix(p)

@@ -59,6 +59,7 @@ class DeployOptions:
     allow_downgrade: bool
     python: str | None
     skip_gate: bool
+    accept_probe_failure: str | None = None
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -73,20 +74,25 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
 
 
 def run_gate_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
-                  version: int) -> None:
+                  version: int, accept_probe_failure: str | None = None) -> None:
     from ._gate import run_gate
 
     say(f"health gate for release {version}")
     t0 = time.monotonic()
     try:
         fault_point("gate")
-        steps = run_gate(release, layout, on_step=lambda m: say(f"  gate: {m}"))
+        steps = run_gate(release, layout, on_step=lambda m: say(f"  gate: {m}"),
+                         accept_probe_failure=accept_probe_failure)
     except GateFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise
     except StepFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise GateFailed(str(exc)) from None
+    for s in steps:
+        if s.audit is not None:
+            audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
+                         **{k: v for k, v in s.audit.items() if k != "result"})
     audit.append(action, "gate", "ok", run=run, version=version,
                  seconds=round(time.monotonic() - t0, 2),
                  steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
@@ -203,7 +209,8 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     return Staging(layout=layout, audit=audit, action=action, run=run, base=base, bundle=bundle,
                    policy=policy, pinned=pinned, manifest=manifest, signers=signers, state=state,
                    current=current, python=py.executable, skip_gate=opts.skip_gate,
-                   allow_downgrade=opts.allow_downgrade)
+                   allow_downgrade=opts.allow_downgrade,
+                   accept_probe_failure=opts.accept_probe_failure)
 
 
 def _summary(layout: Layout, action: str, v: int, previous: int | None, head: str) -> None:

@@ -64,6 +64,8 @@ class ServeDescriptor(_Model):
     known_answer: KnownAnswer
     agent_probe: tuple[str, ...] = Field(min_length=1, max_length=256)
     agent_timeout_s: float = Field(default=300.0, gt=0, le=7200)
+    probe_timeout_s: float = Field(default=1800.0, gt=0, le=14400,
+                                   description="`abhed probe --quick` must finish within this.")
     agent_config: dict[str, Any] | None = Field(
         default=None, description="Written to {data}/config.json for the agent probe.")
     system_packages: tuple[str, ...] = Field(default=(), max_length=200)

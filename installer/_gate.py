@@ -10,7 +10,9 @@
    workspace holding ``PROBE-<nonce>.txt``; it must exit 0 and its output
    must show the nonce, which it can only know if the model's tool call really
    ran (the nonce is in no prompt, path or config);
-5. stop the server's whole process group, remove the gate's scratch space.
+5. the capability probe: the release's ``abhed probe --quick`` against the same
+   server, for a new model or serving configuration (``installer._probe``);
+6. stop the server's whole process group, remove the gate's scratch space.
 
 Nothing here imports the release's code.  HTTP goes through urllib with
 proxies disabled, to loopback only.
@@ -27,7 +29,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ class GateStep:
     name: str
     seconds: float
     detail: str
+    audit: dict[str, Any] | None = field(default=None, compare=False)
 
 
 def free_port() -> int:
@@ -140,19 +143,44 @@ def _known_answer(base: str, d: ServeDescriptor) -> str:
     return f"answered {str(content)[:60]!r}"
 
 
-def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None]) -> list[GateStep]:
+def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None],
+             accept_probe_failure: str | None = None) -> list[GateStep]:
     """Run the gate for ``release``; GateFailed names the step and what was seen."""
     d, model_dir = release_descriptor(release)
     scratch = layout.state_dir / f"gate-{release.name}-{secrets.token_hex(4)}"
     home, workspace = scratch / "home", scratch / "workspace"
     try:
-        return _gate(release, layout, d, model_dir, home, workspace, on_step)
+        return _gate(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
+           env: dict[str, str], accept: str | None) -> GateStep:
+    from ._probe import run_probe_step
+
+    t0 = time.monotonic()
+    if d.agent_config is None:
+        if not accept:
+            raise GateFailed("the release declares no agent_config, so the capability probe cannot "
+                             "reach the model: nothing was switched. Declare one in abhed-serve.json, "
+                             "or pass --accept-probe-failure REASON (recorded)")
+        return GateStep("capability_probe", 0.0, f"not run (no agent_config); accepted: {accept}",
+                        {"result": "failure-accepted", "reason": accept,
+                         "problem": "no agent_config: the probe could not run"})
+    fresh = home / "probe-home"
+    fresh.mkdir()
+    shutil.copyfile(home / "config.json", fresh / "config.json")
+    outcome = run_probe_step(
+        release, layout, model_dir, probe_argv=[str(release / "venv" / "bin" / "abhed"), "probe", "--quick"],
+        env={**env, "ABHED_HOME": str(fresh)}, cwd=fresh, home=fresh, timeout_s=d.probe_timeout_s,
+        accept_failure=accept, current=layout.current_version())
+    return GateStep("capability_probe", time.monotonic() - t0, outcome.detail, outcome.audit)
+
+
 def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
-          workspace: Path, on_step: Callable[[str], None]) -> list[GateStep]:
+          workspace: Path, on_step: Callable[[str], None],
+          accept_probe_failure: str | None = None) -> list[GateStep]:
     home.mkdir(parents=True)
     workspace.mkdir()
     nonce = secrets.token_hex(12)
@@ -207,6 +235,10 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
         steps.append(GateStep("agent_tool_call", time.monotonic() - t2,
                               "the agent's tool call saw the probe file"))
         on_step("agent tool call: ok")
+        on_step("capability probe (abhed probe --quick)")
+        step = _probe(release, layout, d, model_dir, home, env, accept_probe_failure)
+        steps.append(step)
+        on_step(f"capability probe: {step.detail}")
     finally:
         kill_group(proc)
     return steps

@@ -51,6 +51,7 @@ class Staging:
     old_state: State | None = None
     trust_sha: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    accept_probe_failure: str | None = None  # --accept-probe-failure REASON
 
     @property
     def version(self) -> int:
@@ -166,7 +167,8 @@ def _gate(s: Staging) -> None:
     if s.skip_gate:
         s.audited("gate", "skipped", detail="--skip-gate given by the operator")
     else:
-        run_gate_step(s.layout, s.release, s.audit, s.action, s.run, s.version)
+        run_gate_step(s.layout, s.release, s.audit, s.action, s.run, s.version,
+                      accept_probe_failure=s.accept_probe_failure)
 
 
 def _switch(s: Staging) -> None:

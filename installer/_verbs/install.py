@@ -10,7 +10,8 @@ from .._deploy import DeployOptions, deploy
 def options(args: argparse.Namespace) -> DeployOptions:
     return DeployOptions(bundle=args.bundle, prefix=args.prefix, trust=tuple(args.trust),
                          threshold=args.threshold, allow_downgrade=args.allow_downgrade,
-                         python=args.python, skip_gate=args.skip_gate)
+                         python=args.python, skip_gate=args.skip_gate,
+                         accept_probe_failure=args.accept_probe_failure)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
             if args.skip_gate:
                 audit.append("rollback", "gate", "skipped", **base, detail="--skip-gate")
             else:
-                run_gate_step(layout, layout.release(target), audit, "rollback", run_id, target)
+                run_gate_step(layout, layout.release(target), audit, "rollback", run_id, target,
+                              accept_probe_failure=args.accept_probe_failure)
             switch_current(layout, target)
             tx.on_undo(f"switched current back to {current}",
                        lambda: switch_current(layout, current))

@@ -92,11 +92,27 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
 
 
 PROBE_PROMPT = "Find the file whose name starts with PROBE- in the workspace and say its name."
-# The installed agent's config for the probe: the gate's model server, by placeholders.
+# The installed agent's config for the probe: the gate's model server, by placeholders,
+# and the model's catalog entry (in the bundle), which declares the capability probe's bar.
 AGENT_CONFIG: dict[str, Any] = {
     "custom_providers": [{"name": "gate", "api": "openai", "base_url": "{base_url}",
-                          "model": "{served_name}", "sampling": ["temperature"]}],
-    "default_provider": "gate"}
+                          "model": "{served_name}", "sampling": ["temperature", "seed"],
+                          "catalog_entry": "tiny"}],
+    "default_provider": "gate", "catalog": "{model_dir}/catalog.json",
+    "sandbox": {"backend": "bwrap"}}
+# The scripted reference model passes every family, so it declares the default bar.
+SCRIPTED_BAR: dict[str, Any] = {"note": "the probe's scripted reference model (installer tests)"}
+
+
+def catalog(bar: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"models": [{"name": "tiny", "served_name": "tiny", "weights_dir": ".",
+                        "probe": SCRIPTED_BAR if bar is None else bar}]}
+
+
+def scripted_command(behaviour: str = "good") -> list[str]:
+    """The test bundles' model server: the probe's scripted model (gate-script.json for the rest)."""
+    return ["{venv}/bin/python", "-m", "appliance.probe.scripted", "--behaviour", behaviour,
+            "--script", "{model_dir}/gate-script.json", "--port", "{port}", "--model", "tiny"]
 # The scripted model: the known answer, then a glob tool call, then a final answer.
 GATE_SCRIPT: list[dict[str, Any]] = [
     {"text": "5"},
@@ -108,8 +124,7 @@ def descriptor(**over: Any) -> dict[str, Any]:
     d: dict[str, Any] = {
         "format": "abhed-serve/1",
         "served_name": "tiny",
-        "command": ["{venv}/bin/python", "-m", "models._scripted", "--script",
-                    "{model_dir}/gate-script.json", "--port", "{port}", "--model", "tiny"],
+        "command": scripted_command(),
         "known_answer": {"prompt": "What is 2+3? Answer with the number only.", "expect": "5"},
         "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4",
                         "--workspace", "{workspace}", PROBE_PROMPT],
@@ -133,10 +148,11 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
              serve: dict[str, Any] | None = None, script: list[dict[str, Any]] | None = None,
              platform: dict[str, Any] | None = None, drop_wheels: tuple[str, ...] = (),
              key: SecretKey | None = None, name: str = "abhed-test",
-             with_descriptor: bool = True, model_from: Path | None = None) -> Path:
+             with_descriptor: bool = True, model_from: Path | None = None,
+             bar: dict[str, Any] | None = None) -> Path:
         spec_key = hashlib.sha256(repr((version, weights, serve, script, platform, drop_wheels,
                                         key.public_key().id_hex if key else None, name,
-                                        with_descriptor, model_from)).encode()).hexdigest()[:12]
+                                        with_descriptor, model_from, bar)).encode()).hexdigest()[:12]
         if spec_key in made:
             return made[spec_key]
         d = tmp_path_factory.mktemp(f"bundle-v{version}")
@@ -150,6 +166,7 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
         if with_descriptor:
             (model / "abhed-serve.json").write_text(json.dumps(serve or descriptor()))
             (model / "gate-script.json").write_text(json.dumps(GATE_SCRIPT if script is None else script))
+            (model / "catalog.json").write_text(json.dumps(catalog(bar)))
         wh = d / "wheels"
         wh.mkdir()
         lock = []

@@ -1,0 +1,153 @@
+"""The health gate's capability probe: the release's own ``abhed probe --quick``.
+
+A new model or serving configuration may not go live until it passes the
+probe its catalog entry declares (the bar and case set ship in the bundle).
+"New" is decided by a key over the release's record: the files of the model
+directory (weights, chat template, catalog, model-server declaration) and
+the serving stack's distributions in the venv (vLLM, torch, transformers,
+xgrammar).  An upgrade that changes neither, from a current release that
+passed its probe, skips it (recorded).  The operator may override a failure
+with ``--accept-probe-failure REASON``: the failure and the reason go into
+the audit log.
+
+Each report is kept in ``state/probe/<version>/`` (report and the probe's
+event log, for an auditor); the current release's report is the baseline
+of the next probe's soft gate.  A refused probe's report stays in ``logs/``.
+
+Nothing here imports the release's code: the probe is a command, its report
+is JSON read here with the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._errors import GateFailed
+from ._layout import Layout, atomic_write
+from ._proc import run, tail
+
+__all__ = ["ProbeOutcome", "probe_key", "run_probe_step"]
+
+_STACK = re.compile(r"^venv/lib/python[0-9.]+/site-packages/(vllm|torch|transformers|xgrammar)-[^/]+"
+                    r"\.dist-info/RECORD$")
+_MAX_REPORT = 64 << 20
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    detail: str
+    audit: dict[str, Any]
+
+
+def probe_key(release: Path, model_dir: Path) -> str:
+    """What the probe result stands for: the model's files and the serving stack, by digest."""
+    try:
+        files = json.loads((release / "record.json").read_bytes())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        files = {}
+    prefix = str(model_dir.relative_to(release)) + "/" if model_dir.is_relative_to(release) else ""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        entry = files[rel]
+        if (prefix and rel.startswith(prefix)) or _STACK.match(rel):
+            h.update(f"{rel}\0{entry.get('sha256') if isinstance(entry, dict) else entry}\n".encode())
+    if not prefix or not files:  # no record yet: hash the model directory's declaration itself
+        for p in sorted(model_dir.glob("*.json")):
+            h.update(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _saved(layout: Layout, version: int | None) -> dict[str, Any] | None:
+    if version is None:
+        return None
+    try:
+        raw = json.loads((layout.state_dir / "probe" / str(version) / "outcome.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _read_report(path: Path) -> dict[str, Any] | None:
+    try:
+        if path.stat().st_size > _MAX_REPORT:
+            return None
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or raw.get("format") != "abhed-probe-report/1":
+        return None
+    return raw
+
+
+def _findings(report: dict[str, Any], n: int = 4) -> list[str]:
+    out = []
+    for f in report.get("findings") or []:
+        if isinstance(f, dict) and f.get("severity") == "refuses" and isinstance(f.get("text"), str):
+            out.append(f["text"][:800])
+    return out[:n]
+
+
+def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv: list[str],
+                   env: dict[str, str], cwd: Path, home: Path, timeout_s: float,
+                   accept_failure: str | None, current: int | None) -> ProbeOutcome:
+    """Run (or skip) the probe for ``release``; GateFailed when it fails and nobody accepted that."""
+    version = int(release.name)
+    key = probe_key(release, model_dir)
+    for other in (version, current):
+        saved = _saved(layout, other)
+        if saved and saved.get("key") == key and saved.get("passed") is True and other is not None:
+            why = "itself" if other == version else f"current release {other}"
+            return ProbeOutcome(f"skipped: the same model and serving configuration as {why}, "
+                                "which passed its probe",
+                                {"result": "skipped", "key": key, "passed_as": other})
+    baseline = layout.state_dir / "probe" / str(current) / "report.json" if current is not None else None
+    out = layout.logs / f"gate-{release.name}-probe.json"
+    out.unlink(missing_ok=True)
+    argv = list(probe_argv) + ["--out", str(out)]
+    if baseline is not None and baseline.is_file() and (_saved(layout, current) or {}).get("passed"):
+        argv += ["--baseline", str(baseline)]
+    log = layout.logs / f"gate-{release.name}-probe.log"
+    log.unlink(missing_ok=True)
+    done = run(argv, log=log, env=env, timeout_s=timeout_s, cwd=cwd)
+    report = _read_report(out)
+    if done.timed_out:
+        problem = f"the capability probe did not finish within {timeout_s:g} s. Log: {log}"
+    elif report is None:
+        problem = (f"the capability probe exited with code {done.returncode} and wrote no report: "
+                   f"{' | '.join(tail(log).splitlines()[-3:])}. Log: {log}")
+    elif report.get("passed") is True and done.returncode == 0:
+        problem = ""
+    else:
+        found = _findings(report) or ["(no finding given; see the report)"]
+        problem = ("the model failed its capability probe: " + " ".join(found)
+                   + f" Report: {out}; log: {log}")
+    passed = not problem
+    if not passed and not accept_failure:
+        raise GateFailed(problem + ". Nothing was switched. To switch anyway, pass "
+                         "--accept-probe-failure REASON (recorded in the audit log)")
+    keep = layout.state_dir / "probe" / str(version)
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    if report is not None:
+        shutil.copyfile(out, keep / "report.json")
+    for name in ("events.db", "events.db-wal"):  # the probe's session (ABHED_HOME/state/)
+        if (home / "state" / name).is_file():
+            shutil.copyfile(home / "state" / name, keep / name)
+    summary = {"key": key, "passed": passed, "accepted": accept_failure if not passed else None,
+               "session": report.get("session_id") if report else None,
+               "model": report.get("model") if report else None}
+    atomic_write(keep / "outcome.json", (json.dumps(summary, indent=1) + "\n").encode())
+    audit = {"result": "ok" if passed else "failure-accepted", "key": key,
+             "report": str(keep / "report.json") if report is not None else None,
+             "session": summary["session"], "wall_s": report.get("wall_s") if report else None}
+    if passed:
+        return ProbeOutcome(f"passed ({', '.join(report.get('families') or [])}; "  # type: ignore[union-attr]
+                            f"{len(report.get('runs') or [])} runs)", audit)  # type: ignore[union-attr]
+    audit.update(reason=accept_failure, problem=problem[:4000])
+    return ProbeOutcome(f"FAILED, accepted by the operator ({accept_failure}): {problem[:600]}", audit)
