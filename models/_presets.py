@@ -72,6 +72,7 @@ class Preset:
     extra_args: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     checked: str = "not run here (no GPU in CI); values from the sources"
+    probe: Mapping[str, Any] | None = None  # the capability probe's bar (None: the default)
 
 
 _CPU_ARGS = ("--enforce-eager", "--structured-outputs-config",
@@ -135,7 +136,11 @@ PRESETS: tuple[Preset, ...] = (
         extra_args=_CPU_ARGS, reference="tiny-model (random weights)", weights_gib=0.01,
         tp_by_gpu_gib=((1, 1),),
         sources=("tests/models/tiny_model.py",),
-        checked="served by vLLM's CPU build in CI (tests/models/test_vllm_real.py)"),
+        checked="served by vLLM's CPU build in CI (tests/models/test_vllm_real.py)",
+        probe={"families": ["wire"], "quick_families": ["wire"], "min_rate": {},
+               "tool_choice": "named",
+               "note": "random-weight test model: it makes schema-valid calls only under a "
+                       "named tool choice, so its bar is the wire family's hard gates"}),
     Preset(
         family="smollm2", summary="SmolLM2-135M-Instruct converted by scripts/smollm2_model.py",
         tool_call_parser="hermes", reasoning_parser=None, chat_template="chat_template.jinja",
@@ -215,6 +220,8 @@ def entry_from_preset(directory: Path, family: str, *, name: str | None = None,
         "sampling": list(preset.sampling), "extra_args": list(preset.extra_args),
         "min_memory_gib": round(_size(directory) / 2**30, 2),
     }
+    if preset.probe is not None:
+        data["probe"] = dict(preset.probe)
     try:
         return CatalogEntry.model_validate(json.loads(json.dumps(data)))
     except ValueError as exc:

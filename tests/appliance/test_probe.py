@@ -292,3 +292,78 @@ def test_cli_usage_errors(abhed_home: Path) -> None:
     assert proc.returncode == 2
     proc = _abhed("probe", "--quick")
     assert proc.returncode == 4 and "cannot be reached" in proc.stderr
+
+
+# -- the pieces ---------------------------------------------------------------------
+
+def test_wilson_intervals_and_macro_f1() -> None:
+    from appliance.probe._score import macro_f1, rate, wilson
+
+    low, high = wilson(5, 5)
+    assert round(low, 3) == 0.566 and high == 1.0
+    assert wilson(0, 0) == (0.0, 1.0)
+    r = rate([True, False, True, True])
+    assert (r.passed, r.total, r.rate) == (3, 4, 0.75) and r.low < 0.75 < r.high
+    assert macro_f1(["call", "ask", "answer"], ["call", "ask", "answer"]) == 1.0
+    assert macro_f1(["call", "ask", "answer"], ["call", "call", "call"]) == pytest.approx(1 / 6)
+    with pytest.raises(ValueError):
+        macro_f1(["call"], [])
+
+
+@pytest.mark.parametrize(("text", "parser"), [
+    ("<tool_call>\n<function=read>\n<parameter=path>\n/x\n</parameter>\n</function>\n</tool_call>",
+     "qwen3_coder"),
+    ('<tool_call>\n{"name": "read", "arguments": {"path": "/x"}}\n</tool_call>', "hermes"),
+    ('[TOOL_CALLS]read[ARGS]{"path": "/x"}', "mistral"),
+    ("<tool_call>read\n<arg_key>path</arg_key><arg_value>/x</arg_value></tool_call>", "glm45"),
+    ('<|python_tag|>{"name": "read", "parameters": {}}', "llama3_json"),
+    ('{"name": "read", "arguments": {"path": "/x"}}', "llama3_json"),
+    ("<|tool_calls_section_begin|><|tool_call_begin|>functions.read:0", "kimi_k2"),
+    ("<|channel|>commentary to=functions.read", "openai"),
+])
+def test_markup_names_the_parser_that_reads_it(text: str, parser: str) -> None:
+    from appliance.probe._markup import detect_markup
+
+    found = detect_markup(text)
+    assert found is not None and found[1] == parser
+
+
+@pytest.mark.parametrize("text", ["", "The file says hello.", "Which file? {not a call}", "x" * 100_000])
+def test_plain_text_is_not_markup(text: str) -> None:
+    from appliance.probe._markup import detect_markup
+
+    assert detect_markup(text) is None
+
+
+@pytest.mark.parametrize("bad", [{"families": ["vibes"]}, {"quick_families": []},
+                                 {"min_rate": {"wire": 1.5}}, {"min_rate": {"nope": 0.5}},
+                                 {"tool_choice": "required"}, {"repeats": 0}, {"extra": 1}])
+def test_a_bad_bar_in_the_catalog_is_refused(bad: dict[str, Any]) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ProbeBar.model_validate(bad)
+
+
+def test_the_tiny_test_preset_declares_its_honest_bar(tmp_path: Path) -> None:
+    from models import entry_from_preset
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}")
+    entry = entry_from_preset(tmp_path, "tiny-test")
+    assert entry.probe.tool_choice == "named" and entry.probe.families == ("wire",)
+    assert entry.probe.min_rate == {}
+    assert entry_from_preset(tmp_path, "smollm2").probe == ProbeBar()
+
+
+def test_every_case_is_well_formed_and_prompts_do_not_shadow_each_other() -> None:
+    cases = load_cases()
+    prompts = [c.prompt for c in cases]
+    for c in cases:
+        assert c.reference, c.id
+        others = [p for p in prompts if p != c.prompt]
+        assert not any(p.endswith(c.prompt) for p in others), c.id
+    families = {c.family for c in cases}
+    assert families == {"wire", "decide", "steps", "recovery", "tasks"}
+    assert {c.expect for c in cases if c.family == "decide"} == {"call", "answer", "ask"}
+    assert sum(1 for c in cases if c.family == "recovery") >= 10

@@ -13,7 +13,7 @@ from installer._errors import StepFailed
 
 from .conftest import AGENT_CONFIG, descriptor
 
-VALUES = {"base_url": "http://127.0.0.1:4321/v1", "served_name": "tiny"}
+VALUES = {"base_url": "http://127.0.0.1:4321/v1", "served_name": "tiny", "model_dir": "/opt/m"}
 
 
 def test_placeholders_are_filled_in_strings_only() -> None:

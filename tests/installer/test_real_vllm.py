@@ -34,6 +34,10 @@ from .conftest import AGENT_CONFIG, PROBE_PROMPT, ROOT, BundleMaker, Installer, 
 
 pytestmark = pytest.mark.slow
 
+# What the wired model can honestly do: schema-valid calls under a named tool choice, no more.
+WIRED_BAR = {"families": ["wire"], "quick_families": ["wire"], "min_rate": {}, "tool_choice": "named",
+             "note": "a hand-wired bigram test model: calls only under a named tool choice"}
+
 
 def _vllm_helpers() -> ModuleType:
     """tests/models/_vllm.py (the cached vLLM venv and tiny model), loaded by path."""
@@ -81,7 +85,7 @@ def test_install_passes_the_gate_against_real_vllm(inst: Installer, make_bundle:
                                                   wired_model: tuple[str, Path]) -> None:
     python, model = wired_model
     bundle = make_bundle(1, serve=real_vllm_descriptor(python), script=[],
-                         model_from=model, name="abhed-vllm")
+                         model_from=model, name="abhed-vllm", bar=WIRED_BAR)
     r = inst("install", bundle, "--trust", keys.pub, timeout=1500)
     assert r.returncode == 0, r.stdout + r.stderr[-6000:]
     assert "gate: healthy: /health 200, serving tiny" in r.stderr
@@ -100,6 +104,10 @@ def test_install_passes_the_gate_against_real_vllm(inst: Installer, make_bundle:
     assert seen["result"]["ok"] and "/PROBE-" in seen["result"]["content"]
     assert events[-1]["type"] == "run_ended" and events[-1]["reason"] == "done"
     assert ("gate", "ok") in [(e["step"], e["result"]) for e in inst.audit()]
+    # The capability probe ran against vLLM with the wired model's own (honest) bar.
+    assert ("probe", "ok") in [(e["step"], e["result"]) for e in inst.audit()]
+    report = json.loads((inst.prefix / "state/probe/1/report.json").read_text())
+    assert report["passed"] and report["families"] == ["wire"] and report["tool_call_parser"] == "hermes"
     # The server's whole process group is gone after the gate.
     ps = subprocess.run(["pgrep", "-f", str(inst.prefix / "releases/1/bundle/models")],
                         capture_output=True)
