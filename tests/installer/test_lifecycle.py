@@ -96,7 +96,7 @@ def test_5_upgrade_reuses_unchanged_weights_by_hash(host: Installer, make_bundle
     r = host("upgrade", make_bundle(2))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "upgraded: release 2 is current" in r.stdout and "(was 1)" in r.stdout
-    assert "reused 4 unchanged model file(s)" in r.stderr  # weights, config, serve, script
+    assert "reused 5 unchanged model file(s)" in r.stderr  # weights, config, serve, script, catalog
     w1 = host.prefix / "releases/1/bundle/models/tiny/weights.bin"
     w2 = host.prefix / "releases/2/bundle/models/tiny/weights.bin"
     assert w1.stat().st_ino == w2.stat().st_ino  # one copy on disk

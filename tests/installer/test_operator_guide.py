@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, BundleMaker, Keys
+from .conftest import ROOT, BundleMaker, Keys, descriptor, scripted_command
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +51,7 @@ STEPS = [
     Step("install", "install abhed-1.abhed --trust publisher.pub"),
     Step("status", "status"),
     Step("upgrade", "upgrade abhed-2.abhed"),
+    Step("probe-refused", "upgrade abhed-3.abhed", exit_code=7),
     Step("downgrade", "upgrade abhed-1.abhed", exit_code=5),
     Step("rollback", "rollback"),
     Step("check", "check"),
@@ -96,6 +97,10 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
     site.mkdir()
     for v in (1, 2):
         shutil.copy(make_bundle(v, name="abhed"), site / f"abhed-{v}.abhed")
+    # A new model whose calls come back as text: the capability probe refuses it.
+    bad = make_bundle(3, name="abhed", serve=descriptor(command=scripted_command("text_calls")),
+                      weights=b"a new model\n" * 4096)
+    shutil.copy(bad, site / "abhed-3.abhed")
     shutil.copy(keys.pub, site / "publisher.pub")
     (work / "sysroot/etc").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ABHED_INSTALLER")}
