@@ -45,6 +45,10 @@ class CaseRun:
     exact_compare: bool = True
     originals: dict[str, str] = field(default_factory=dict)
 
+    def hide(self, text: str | None) -> str | None:
+        """Text for evidence: the scratch path as {workspace}, so it reads the same everywhere."""
+        return None if text is None else text.replace(str(self.workspace), "{workspace}")
+
     def r(self, value: Any) -> Any:
         """Render placeholders in a case value (strings, lists, dicts)."""
         if isinstance(value, str):
@@ -123,7 +127,7 @@ def _end_state(run: CaseRun, answer: str | None) -> None:
         ok = answer is not None and re.search(pattern, answer) is not None
         res.checks["answer"] = ok
         if not ok:
-            res.evidence.append(f"the answer {clip(answer, 200)!r} does not match {pattern!r}")
+            res.evidence.append(f"the answer {clip(run.hide(answer), 200)!r} does not match {pattern!r}")
     for rel, pattern in chk.files_match.items():
         try:
             text = (run.workspace / rel).read_text("utf-8")
@@ -261,15 +265,15 @@ def run_wire(run: CaseRun) -> None:
         res.checks[f"structured:{mode}"] = structured
         if not structured:
             if detect_markup(reply.text) is not None:
-                res.evidence.append(f"{mode}: the call came back as text in content: {clip(reply.text, 300)!r}")
+                res.evidence.append(f"{mode}: the call came back as text in content: {clip(run.hide(reply.text), 300)!r}")
             else:
                 res.evidence.append(f"{mode}: {len(calls)} tool call(s), {expect_calls} asked for; "
-                                    f"text: {clip(reply.text, 200)!r} (finish_reason {reply.finish_reason})")
+                                    f"text: {clip(run.hide(reply.text), 200)!r} (finish_reason {reply.finish_reason})")
         valid = all(schema_ok(run, c.name, c.arguments) for c in reply.tool_calls)
         res.checks[f"schema:{mode}"] = valid
         if not valid:
             res.evidence.append(f"{mode}: arguments not valid for the tool: "
-                                + "; ".join(f"{c.name} {clip(c.arguments, 200)}" for c in reply.tool_calls))
+                                + "; ".join(f"{c.name} {clip(run.hide(c.arguments), 200)}" for c in reply.tool_calls))
         match = len(calls) >= len(expect_args) and all(
             isinstance(calls[i][1], dict) and all(calls[i][1].get(k) == v for k, v in want.items())
             for i, want in enumerate(expect_args))
@@ -312,7 +316,7 @@ def run_decide(run: CaseRun) -> None:
     res.checks["decision"] = res.passed
     if not res.passed:
         res.evidence.append(f"expected {case.expect}, the model did {res.decision}: "
-                            + (", ".join(c.name for c in reply.tool_calls) or repr(clip(reply.text, 200))))
+                            + (", ".join(c.name for c in reply.tool_calls) or repr(clip(run.hide(reply.text), 200))))
     run.conv.end(reply.text, "probe: decide case scored")
 
 
@@ -383,8 +387,8 @@ def run_recovery(run: CaseRun, variant: str) -> None:
     res.checks["fixed_within_3"] = bool(res.fixed_at_3)
     res.checks["no_repeat"] = not res.repeated
     if not res.fixed_at_3:
-        what = "; ".join(f"{rec.name} {clip(rec.arguments, 150)} -> {rec.code or 'ok'}" for rec in made[:3])
-        res.evidence.append(f"not fixed within 3 calls ({what or 'no call: ' + repr(clip(answer, 150))})")
+        what = "; ".join(f"{rec.name} {clip(run.hide(rec.arguments), 150)} -> {rec.code or 'ok'}" for rec in made[:3])
+        res.evidence.append(f"not fixed within 3 calls ({what or 'no call: ' + repr(clip(run.hide(answer), 150))})")
     if res.repeated:
         res.evidence.append("repeated the failed call unchanged")
     _end_state(run, answer)

@@ -247,6 +247,8 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
             tooling.close("probe case done")
         if used is not provider:
             used.close()
+    # Evidence reads the same on every host: the scratch path becomes {workspace}.
+    res.evidence = [e.replace(str(ws), "{workspace}") for e in res.evidence]
     after = _snapshot(outside)
     res.outside_mutation = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     res.prompt_tokens, res.completion_tokens = conv.prompt_tokens, conv.completion_tokens
