@@ -328,7 +328,8 @@ def test_markup_names_the_parser_that_reads_it(text: str, parser: str) -> None:
     assert found is not None and found[1] == parser
 
 
-@pytest.mark.parametrize("text", ["", "The file says hello.", "Which file? {not a call}", "x" * 100_000])
+@pytest.mark.parametrize("text", ["", "The file says hello.", "Which file? {not a call}", "x" * 100_000],
+                         ids=["empty", "prose", "question", "100KB"])
 def test_plain_text_is_not_markup(text: str) -> None:
     from appliance.probe._markup import detect_markup
 
