@@ -51,10 +51,11 @@ class Decision:
 
 
 def path_fields(tool: Tool | type[Tool]) -> list[str]:
-    """Argument names that hold filesystem paths (resolved before policy sees them)."""
-    declared = getattr(tool, "path_args", None)
-    if declared is not None:
-        return list(declared)
+    """Argument names that hold filesystem paths (resolved before policy sees them).
+
+    By name: ``path`` or ``*_path`` (the unset ``path_args`` hook is gone; no
+    tool ever declared one).
+    """
     model = getattr(tool, "args_model", None)
     fields = getattr(model, "model_fields", {}) if model is not None else {}
     return [n for n in fields if n == "path" or n.endswith("_path")]
