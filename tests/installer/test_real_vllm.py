@@ -102,7 +102,8 @@ def test_install_passes_the_gate_against_real_vllm(inst: Installer, make_bundle:
     assert json.loads(turn["tool_calls"][0]["arguments"]) == {"pattern": "*"}
     seen = next(e for e in events if e["type"] == "observation")
     assert seen["result"]["ok"] and "/PROBE-" in seen["result"]["content"]
-    assert events[-1]["type"] == "run_ended" and events[-1]["reason"] == "done"
+    ended = [e for e in events if e["type"] == "run_ended"]  # session_ended may follow it
+    assert ended and ended[-1]["reason"] == "done"
     assert ("gate", "ok") in [(e["step"], e["result"]) for e in inst.audit()]
     # The capability probe ran against vLLM with the wired model's own (honest) bar.
     assert ("probe", "ok") in [(e["step"], e["result"]) for e in inst.audit()]
