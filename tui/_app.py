@@ -130,6 +130,7 @@ class AbhedApp(App[int]):
         self._suggest_index = 0
         self._clock_timer: Timer | None = None
         self._lead = ""
+        self._events_handled = 0  # events from the sink handled so far (orders the deltas)
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -203,6 +204,12 @@ class AbhedApp(App[int]):
         for stored in history:
             self._event(stored.event, replay=True)
         self.transcript.replayed()
+        for notice in msg.info.notices:  # what set-up refused or degraded, in its own words
+            self.note(f"notice: {notice}", error=True)
+        fresh = not any(s.event.type == "user_message" for s in history)
+        if msg.info.mode_chosen_by == "caller" and fresh:
+            self.note(f"mode {msg.info.mode}, as --mode asked (the operator's policy stays the "
+                      "ceiling)")
         if not any(s.event.type == "user_message" for s in history):
             self.note(f"Session {msg.info.session_id} in {msg.info.workspace}. "
                       "Type a task and press Enter; /help lists the keys.")
@@ -232,6 +239,7 @@ class AbhedApp(App[int]):
 
     # -- events from the agent ---------------------------------------------------------
     def on_event_arrived(self, msg: EventArrived) -> None:
+        self._events_handled += 1
         self._event(msg.stored.event, replay=False)
 
     def _event(self, e: Any, *, replay: bool) -> None:
@@ -405,7 +413,7 @@ class AbhedApp(App[int]):
             self.live.widget.tick()
 
     def _drain(self) -> None:
-        text, tool = self.deltas.drain()
+        text, tool = self.deltas.drain(self._events_handled)
         if tool:
             self.state = f"writing a {tool} call"
             self._status()

@@ -62,6 +62,7 @@ class AppSink:
         self.deltas = deltas
 
     def event(self, stored: StoredEvent) -> None:
+        self.deltas.event_posted()
         self.target.post_message(EventArrived(stored))
 
     def delta(self, delta: Delta) -> None:

@@ -123,23 +123,39 @@ class BlockSplitter:
 
 
 class DeltaBuffer:
-    """Deltas from the agent's thread, drained by the UI's render clock (thread-safe)."""
+    """Deltas from the agent's thread, drained by the UI's render clock (thread-safe).
+
+    Each delta is stamped with how many events had been posted before it
+    (``epoch``), and :meth:`drain` hands out only those whose events the UI has
+    already handled: the render clock runs beside Textual's message queue, so
+    without the stamp a loaded UI could draw the next turn's text before the
+    tool card of the turn before it.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._text: list[str] = []
-        self._tool: str | None = None
+        self._items: list[tuple[int, Delta]] = []
+        self.posted = 0
+
+    def event_posted(self) -> None:
+        with self._lock:
+            self.posted += 1
 
     def put(self, delta: Delta) -> None:
         with self._lock:
-            if delta.kind == "text":
-                self._text.append(delta.text)
-            elif delta.name:
-                self._tool = delta.name
+            self._items.append((self.posted, delta))
 
-    def drain(self) -> tuple[str, str | None]:
-        """(text since the last drain, the name of a tool call being streamed, if any)."""
+    def drain(self, handled: int | None = None) -> tuple[str, str | None]:
+        """(text of the deltas that came after no more than ``handled`` events, the name of a
+        tool call being streamed, if any); ``None`` drains everything."""
         with self._lock:
-            text, self._text = "".join(self._text), []
-            tool, self._tool = self._tool, None
-        return text, tool
+            if handled is None:
+                ready, self._items = self._items, []
+            else:
+                cut = 0
+                while cut < len(self._items) and self._items[cut][0] <= handled:
+                    cut += 1
+                ready, self._items = self._items[:cut], self._items[cut:]
+        text = "".join(d.text for _, d in ready if d.kind == "text")
+        names = [d.name for _, d in ready if d.kind != "text" and d.name]
+        return text, (names[-1] if names else None)

@@ -113,3 +113,15 @@ def test_docs_key_table_is_the_apps() -> None:
         assert f"| {key} | {what} |" in doc, key
     for cmd in COMMANDS:
         assert f"`{cmd}" in doc, cmd
+
+
+def test_deltas_wait_for_the_events_posted_before_them() -> None:
+    """A loaded UI must not draw turn 2's text before turn 1's tool card (regression)."""
+    b = DeltaBuffer()
+    b.put(Delta(kind="text", text="turn one "))
+    b.event_posted()  # model_turn 1
+    b.event_posted()  # action
+    b.put(Delta(kind="text", text="turn two"))
+    assert b.drain(0) == ("turn one ", None)
+    assert b.drain(1) == ("", None)  # the action is not handled yet: turn two waits
+    assert b.drain(2) == ("turn two", None)
