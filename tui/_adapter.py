@@ -143,13 +143,21 @@ class AgentLink:
         return self._store
 
     def _load(self) -> None:
-        from appliance import events_db_path, load_config
+        from appliance import AbhedError, events_db_path, load_config
         from appliance.events import EventStore
 
         if self._config is None:
             self._config = load_config(self.config_path)
         if self._store is None:
-            self._store = EventStore(events_db_path())
+            # The operator's event-log settings (redaction, disk reserve, rotation, witness)
+            # bind the TUI as every other door; a damaged log raises here, shown as one message.
+            store = EventStore(events_db_path(), settings=self._config.events)
+            try:
+                store.check_reserve()
+            except AbhedError:
+                store.close()
+                raise
+            self._store = store
             self._own_store = True
 
     def _start(self) -> None:
