@@ -38,7 +38,7 @@ __all__ = ["DESCRIPTOR_NAME", "KnownAnswer", "ServeDescriptor", "expand", "expan
 DESCRIPTOR_NAME = "abhed-serve.json"
 _MAX_BYTES = 256 * 1024
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-PLACEHOLDERS = ("release", "venv", "python", "model_dir", "host", "port", "base_url",
+PLACEHOLDERS = ("release", "venv", "python", "model_dir", "host", "port", "base_url", "probe_file",
                 "served_name", "workspace", "data")
 
 

