@@ -166,8 +166,7 @@ def kernel(repeat: int) -> None:
 
 
 def sandbox(repeat: int) -> None:
-    from appliance.sandbox import BwrapSandbox, MicroVM, SandboxSettings
-    from appliance.sandbox import _accel
+    from appliance.sandbox import BwrapSandbox, MicroVM, SandboxSettings, _accel
     from bundle.image import build_image, default_agent_source
 
     print(f"sandbox ({load()})")

@@ -60,9 +60,9 @@ from ._gather import GatherResult, default_cache, gather
 from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
 from ._manifest import Manifest, Member, staged_name
 from ._minisign import PublicKey, SecretKey
+from ._site import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust
 from ._verify import VerifiedBundle, verify_bundle
-from ._site import SiteSpec, load_site
 from ._volumes import JoinResult, join_volumes, split_bundle
 
 __all__ = [

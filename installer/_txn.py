@@ -110,7 +110,7 @@ class Transaction:
                 try:
                     fn()
                     done.append(label)
-                except Exception as err:  # noqa: BLE001 - record, keep restoring the rest
+                except Exception as err:
                     failed.append(f"{label}: {err}")
             self._undo.clear()
             self._audit.append(self._action, "restore", "failed" if failed else "ok",

@@ -21,15 +21,31 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:
-    from models._catalog import Catalog, CatalogEntry, TOOL_CALL_PARSERS, hash_weights, load_catalog
-    from models._errors import ModelNotFound, ModelsError, ProviderConfigError, ProviderError, ProviderHTTPError, ProviderProtocolError, ProviderUnavailable, RequestCancelled, ServeError
+    from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
+    from models._errors import (
+        ModelNotFound,
+        ModelsError,
+        ProviderConfigError,
+        ProviderError,
+        ProviderHTTPError,
+        ProviderProtocolError,
+        ProviderUnavailable,
+        RequestCancelled,
+        ServeError,
+    )
     from models._openai import OpenAIClient
-    from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
+    from models._presets import (
+        PRESETS,
+        Preset,
+        entry_from_preset,
+        get_preset,
+        suggest_tensor_parallel,
+    )
     from models._probe_bar import PROBE_FAMILIES, ProbeBar
     from models._provider import OpenAIProvider, open_provider
-    from models._provider_config import ProviderConfig, SUPPORTED_APIS
+    from models._provider_config import SUPPORTED_APIS, ProviderConfig
     from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
-    from models._scripted import ScriptStep, ScriptedCall, ScriptedServer
+    from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
     from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
     from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 

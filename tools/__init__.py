@@ -20,8 +20,8 @@ from __future__ import annotations
 from tools._paths import Workspace
 from tools._result import ErrorInfo, ToolFailure, ToolResult, failure, json_safe
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
-from tools._settings import ToolSettings
 from tools._schema_tool import SchemaTool, cap_text, check_json_schema
+from tools._settings import ToolSettings
 from tools._tool import (
     ARTIFACT_PREFIX,
     Args,

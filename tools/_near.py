@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from itertools import islice
 
-
 from tools._paths import Located
 from tools._result import ToolFailure
 from tools._tool import ToolContext

@@ -136,7 +136,7 @@ class Tool:
             self.check(validate_args(self, args), ctx)
         except ToolFailure as exc:
             return exc.to_result()
-        except Exception:  # noqa: BLE001 - the real call reports it, typed, after policy
+        except Exception:
             return None
         return None
 
@@ -246,7 +246,7 @@ def run_tool(tool: Tool, raw_args: Any, ctx: ToolContext) -> ToolResult:
         return exc.to_result()
     except MemoryError:
         return failure("too_large", f"{tool.name} ran out of memory on this input; narrow the request.")
-    except Exception as exc:  # noqa: BLE001 - recorded as a typed error, never swallowed silently
+    except Exception as exc:
         return failure(
             "internal_error",
             f"{tool.name} failed unexpectedly ({type(exc).__name__}: {exc}). This is a bug in Abhed, "

@@ -158,7 +158,6 @@ class _IgnoreCache:
 def _compile(lines: list[str]) -> _Ignore | None:
     """Compile ignore lines; a line pathspec refuses (``!`` alone, a trailing backslash) is
     skipped, as git skips it, instead of failing the whole walk."""
-    import pathspec  # here, not at module level: start-up of every tool call pays for it
 
     if not lines:
         return None

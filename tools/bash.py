@@ -308,7 +308,7 @@ class Bash(Tool):
             run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000)
         except ToolFailure:
             raise
-        except Exception as exc:  # noqa: BLE001 - the sandbox itself failed: a typed, retryable error
+        except Exception as exc:
             return _sandbox_failed(sandbox, exc)
         return self._finished(sandbox, run, cwd, timeout_ms, notes, ctx)
 
@@ -383,7 +383,7 @@ class Bash(Tool):
             known = ", ".join(sorted(offsets)) or "none started in this session"
             raise ToolFailure("unknown_job", f"There is no background job {job_id!r} (jobs: "
                               f"{known}). Start one with background: true.") from None
-        except Exception as exc:  # noqa: BLE001 - the sandbox itself failed
+        except Exception as exc:
             return _sandbox_failed(sandbox, exc)
         offsets[job_id] = out.next_offset
         keep = 1 << 16

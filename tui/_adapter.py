@@ -18,9 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the appliance is imported on the start thread, after the first frame
     from appliance import Config
@@ -56,8 +54,7 @@ class PendingApproval:
         """Answer once; later answers are ignored (the first one already reached the agent)."""
         if self._done.is_set():
             return
-        from appliance.policy import Approval
-        from appliance.policy import ScopedApproval
+        from appliance.policy import Approval, ScopedApproval
 
         if always and decision == "allow" and self.always_rules:
             self._answer = ScopedApproval("allow", "tui", reason, always=True)
@@ -161,8 +158,7 @@ class AgentLink:
             self._own_store = True
 
     def _start(self) -> None:
-        from appliance import AbhedError
-        from appliance import start_agent
+        from appliance import AbhedError, start_agent
         from appliance.policy import CallbackApprover
         from models import ModelsError
 
@@ -183,7 +179,7 @@ class AgentLink:
         except (AbhedError, ModelsError) as exc:
             self.sink.failed(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - shown on the error screen, never a traceback
+        except Exception as exc:
             self.sink.failed(f"{type(exc).__name__}: {exc}")
             return
         agent, provider = started.agent, started.provider
@@ -214,14 +210,13 @@ class AgentLink:
             pconf = choose_provider(self.config, self.provider_name)
             if pconf.catalog_entry is None:
                 return None
-            from models import load_catalog
-
             from appliance import abhed_home
+            from models import load_catalog
 
             path = Path(self.config.catalog).expanduser() if self.config.catalog \
                 else abhed_home() / "catalog.json"
             return int(load_catalog(path).get(pconf.catalog_entry).max_model_len)
-        except Exception:  # noqa: BLE001 - the status line then shows tokens without a %
+        except Exception:
             return None
 
     def history(self) -> list[StoredEvent]:
@@ -279,7 +274,7 @@ class AgentLink:
             error: str | None = None
             try:
                 outcome = agent.run(text)
-            except Exception as exc:  # noqa: BLE001 - reported in the transcript, never a crash
+            except Exception as exc:
                 error = f"the run failed: {type(exc).__name__}: {exc}"
             self.sink.run_ended(outcome, error)
 
@@ -337,7 +332,7 @@ class AgentLink:
         def work() -> None:
             try:
                 event = agent.compact("manual")
-            except Exception as exc:  # noqa: BLE001 - said in the transcript
+            except Exception as exc:
                 done(f"compaction failed: {type(exc).__name__}: {exc}")
                 return
             done("" if event is not None else "nothing to compact: no tool outputs are old enough "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -24,8 +24,6 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
     from appliance import Config
@@ -37,8 +35,8 @@ from tui._composer import MAX_PROMPT_CHARS, Composer
 from tui._copy import copy_text
 from tui._export import export_markdown
 from tui._messages import (
-    AppSink,
     ApprovalAsked,
+    AppSink,
     EventArrived,
     LinkFailed,
     LinkStarted,

@@ -7,10 +7,10 @@ that the render clock drains.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 from textual.message_pump import MessagePump
-
-from typing import TYPE_CHECKING
 
 from tui._adapter import LinkInfo, PendingApproval
 from tui._stream import DeltaBuffer

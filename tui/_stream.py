@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from appliance.cli._common import config_option, get_config, open_store
 from appliance.events import (
     ExportCheck,
     Problem,
+    VerifyReport,
     check_witness,
     collect_heads,
-    VerifyReport,
     consistency_problems,
     export_log,
     prune_segments,

@@ -16,7 +16,6 @@ from appliance.cli._common import config_option, get_config, open_store
 from appliance.policy import Approval, ApprovalRequest, ModeRefused, resolve_mode
 from tools import Workspace, native_tools
 
-
 _DOOR = "abhed tool --mode"
 
 

@@ -6,7 +6,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from appliance.events._files import open_ro
@@ -26,7 +26,7 @@ def start_segment(active: Path, number: int, base_seq: int, base_hash: str,
     conn.executescript(SCHEMA)
     conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
         ("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
-        ("base_hash", base_hash), ("created_at", datetime.now(timezone.utc).isoformat()),
+        ("base_hash", base_hash), ("created_at", datetime.now(UTC).isoformat()),
     ])
     conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
     conn.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +219,7 @@ class EventStore:
         if conn.execute("SELECT 1 FROM meta WHERE key = 'format'").fetchone() is None:
             conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", [
                 ("format", FORMAT), ("segment", "1"), ("base_seq", "0"), ("base_hash", GENESIS),
-                ("created_at", datetime.now(timezone.utc).isoformat()),
+                ("created_at", datetime.now(UTC).isoformat()),
             ])
 
     @staticmethod

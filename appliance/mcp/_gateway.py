@@ -109,7 +109,7 @@ class McpGateway:
         if self.verify and spec.tools_sha256 is None:
             raise McpError(f"MCP server {spec.name!r} has no tools_sha256: it has not been reviewed. "
                            f"Run `abhed mcp review {spec.name}`, read the list, and pin its hash.")
-        errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
+        errlog = self._stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
         params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env or None,
                                        cwd=spec.cwd)
         timeout = spec.timeout_ms / 1000
@@ -130,7 +130,7 @@ class McpGateway:
                     break
         except McpError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any failure to start refuses this server only
+        except Exception as exc:
             errlog.seek(0)
             tail = errlog.read()[-300:].strip()
             raise McpError(f"MCP server {spec.name!r} ({spec.command}) could not be started or "
@@ -185,5 +185,5 @@ async def _with_timeout(fn: Any, timeout_s: float) -> Any:
 def _quiet_exit(cm: Any) -> None:
     try:
         cm.__exit__(None, None, None)
-    except Exception:  # noqa: BLE001,S110 - a server that will not shut down cleanly is killed by the SDK
+    except Exception:
         pass

@@ -37,7 +37,7 @@ class McpTool(SchemaTool):
         except TimeoutError:
             return failure("mcp_timeout", f"{self.name} did not answer within {self.timeout_s:g} s. "
                            "It may still be working; check before calling it again.", retryable=True)
-        except Exception as exc:  # noqa: BLE001 - transport failures become results the model reads
+        except Exception as exc:
             return failure("mcp_unavailable", f"{self.name} could not be called ({type(exc).__name__}: "
                            f"{str(exc)[:200]}). Try once more; if it fails again, do without it.",
                            retryable=True)

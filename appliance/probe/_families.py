@@ -361,7 +361,7 @@ def run_recovery(run: CaseRun, variant: str) -> None:
     first_model = len(run.conv.calls)
     answer: str | None = None
     first_reply_calls: int | None = None
-    for turn in range(case.max_turns):
+    for _turn in range(case.max_turns):
         reply = run.conv.ask(stream=True, max_tokens=case.max_tokens)
         note_reply(run, reply, stream=True)
         if first_reply_calls is None:

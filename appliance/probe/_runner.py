@@ -23,9 +23,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from appliance._assembly import Tooling, choose_provider, open_tooling
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
-from appliance._assembly import Tooling, choose_provider, open_tooling
 from appliance.events import EventStore
 from appliance.loop import build_system_prompt, tool_specs
 from appliance.probe._cases import Case, load_cases
@@ -240,7 +240,7 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
         conv.end(None, str(exc)[:2000], failed=True)
     except (ModelsError, ConfigError) as exc:
         res.error, res.passed = f"setup: {exc}", False
-    except Exception as exc:  # noqa: BLE001 - one broken run must not lose the others' results
+    except Exception as exc:
         res.error, res.passed = f"probe failure (a bug in Abhed): {type(exc).__name__}: {exc}", False
     finally:
         if tooling is not None:

@@ -251,7 +251,7 @@ class RpcServer:
         def work() -> None:
             try:
                 agent.run(text, first_tool_choice=choice)
-            except Exception as exc:  # noqa: BLE001 - reported, never a crash of the connection
+            except Exception as exc:
                 self.send({"type": "error", "id": None, "method": "prompt", "error": {
                     "code": "internal_error", "message": f"the run failed: {type(exc).__name__}: {exc}"}})
 

@@ -480,7 +480,7 @@ class Server:
         try:
             result = self.dispatch(req)
             self.send({"id": rid, "ok": True, "result": result})
-        except Exception as exc:  # noqa: BLE001 - every failure is answered, never dropped
+        except Exception as exc:
             self.send({"id": rid, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         if req.get("op") == "shutdown" and os.getpid() == self.pid1_child:
             _power_off()

@@ -176,7 +176,7 @@ class _Guest:
         preexec = _die_with_parent if owned else None
         fs_sock = os.path.join(self.dir, "fs.sock")
         agent_sock = os.path.join(self.dir, "agent.sock")
-        log = open(os.path.join(self.dir, "virtiofsd.log"), "wb")  # noqa: SIM115
+        log = open(os.path.join(self.dir, "virtiofsd.log"), "wb")
         with log:
             self.vfsd = subprocess.Popen(
                 [vfsd, f"--socket-path={fs_sock}", "-o", f"source={workspace}", "-o", "cache=auto",
@@ -184,7 +184,7 @@ class _Guest:
                 [vfsd, f"--socket-path={fs_sock}", f"--shared-dir={workspace}", "--cache=auto",
                  "--sandbox=none"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                preexec_fn=preexec)  # noqa: PLW1509 - PDEATHSIG needs it; armed on the main thread only
+                preexec_fn=preexec)
         deadline = time.monotonic() + 10
         while not os.path.exists(fs_sock):
             if self.vfsd.poll() is not None or time.monotonic() > deadline:
@@ -213,11 +213,11 @@ class _Guest:
             "-device", f"virtserialport,chardev=agent,name={_PORT}",
             "-serial", f"file:{self.console}",
         ]
-        qlog = open(os.path.join(self.dir, "qemu.log"), "wb")  # noqa: SIM115
+        qlog = open(os.path.join(self.dir, "qemu.log"), "wb")
         with qlog:
             self.qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=qlog,
                                          start_new_session=True,
-                                         preexec_fn=preexec)  # noqa: PLW1509 - as above
+                                         preexec_fn=preexec)
         deadline = time.monotonic() + 10
         while True:
             if self.qemu.poll() is not None:
@@ -388,7 +388,7 @@ class MicroVM:
     def _boot_and_keep(self) -> None:
         try:
             guest = self._boot(owned=True)
-        except BaseException as exc:  # noqa: BLE001 - handed to the next command, not lost
+        except BaseException as exc:
             self._early_error = exc
             self._early_done.set()
             return

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
 
-
 CPU: dict[str, float] = {}
 
 

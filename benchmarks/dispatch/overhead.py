@@ -24,11 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from appliance import Dispatcher, Session
-from appliance.policy import Gate
 from appliance.events import EventStore
+from appliance.policy import Gate
 from tools import MemoryLedger, ToolContext, Workspace, native_tools, run_tool
 from tools._files import atomic_write
-
 
 CLOCK = time.perf_counter
 
@@ -117,8 +116,8 @@ def main() -> None:
         dctx = ToolContext(workspace=ws, ledger=session)
         d = Dispatcher(session, tools, dctx, Gate.permissive())
         d.call("read", {"path": path})
-        fr = timed(lambda: d.call("read", {"path": path}), n)
-        fe = timed(lambda: (lambda r: None if r.ok else (_ for _ in ()).throw(AssertionError(r.content)))(
+        fr = timed(lambda d=d: d.call("read", {"path": path}), n)
+        fe = timed(lambda d=d: (lambda r: None if r.ok else (_ for _ in ()).throw(AssertionError(r.content)))(
             d.call("edit", edit_args())), n)
         full[sync] = (fr, fe)
         store.close()

@@ -42,9 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tools import ToolSettings, Workspace
-from tools._grep import Engine, PythonEngine, RipgrepEngine, collect, compile_query, find_rg
-from tools.grep import GrepArgs, _search
+from tools import ToolSettings, Workspace  # noqa: E402 (after the sys.path line)
+from tools._grep import Engine, PythonEngine, RipgrepEngine, collect, compile_query, find_rg  # noqa: E402
+from tools.grep import GrepArgs, _search  # noqa: E402
 
 # Outside the repository on purpose: inside it, git's ignore rules (the cache
 # is gitignored) would hide the trees from grep's own walker.

@@ -114,15 +114,15 @@ def run_cells(name: str, root: Path, git: bool, patterns: list[str], repeat: int
             out = run_tool(Grep(), args, ctx)
             assert out.ok, out.content
             nfiles = out.details["files_searched"]
-            res[engine] = measure(lambda c=ctx: run_tool(Grep(), args, c), repeat)
+            res[engine] = measure(lambda c=ctx, a=args: run_tool(Grep(), a, c), repeat)
         cmd = [rg, "--no-config", "--no-require-git", "-j1", "-l", "--hidden", "--no-messages"]
         cmd += (["-i"] if ci else []) + ["-e", pattern, str(root)]
-        res["rg"] = measure(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False), repeat)
+        res["rg"] = measure(lambda cmd=cmd: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False), repeat)
         # rg stops reading a file at its first NUL; grep must read binary files
         # through, to say how many would have matched: --text is the same work.
         text_cmd = cmd[:-3] + ["--text"] + cmd[-3:]
         res["rg-a"] = measure(
-            lambda: subprocess.run(text_cmd, stdout=subprocess.DEVNULL, check=False), repeat)
+            lambda text_cmd=text_cmd: subprocess.run(text_cmd, stdout=subprocess.DEVNULL, check=False), repeat)
         rc, rw = res["rg"]
         print(f"{name:6} {'git' if git else 'no-git':6} {label:11} {nfiles:6} "
               f"{res['ripgrep'][0]:7.3f} {res['ripgrep'][0] / rc:5.2f}x "

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from appliance import Dispatcher
-from appliance.policy import Gate
 from appliance.events import EventStore, ModelTurn, ObservationEvent
 from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
+from appliance.policy import Gate
 from models import ProviderConfig, ScriptedServer, open_provider
 from tools import ToolContext, Workspace, native_tools
 

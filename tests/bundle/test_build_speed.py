@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from bundle import SecretKey, SpecError, build_bundle, verify_bundle
-from bundle import _build
+from bundle import SecretKey, SpecError, _build, build_bundle, verify_bundle
 
 from .conftest import write_inputs
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BundleMaker, Installer, Keys, descriptor, tree_snapshot
+from .conftest import BundleMaker, Installer, Keys, tree_snapshot
 
 pytestmark = pytest.mark.slow
 

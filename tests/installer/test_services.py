@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from installer._layout import Layout
-from installer._services import (PORT_MARK, render_run_script, systemctl, systemd_present,
-                                 unit_path, write_unit)
+from installer._services import (
+    PORT_MARK,
+    render_run_script,
+    systemctl,
+    systemd_present,
+    unit_path,
+    write_unit,
+)
 
 
 def test_no_systemd_in_the_fake_root_means_no_unit(tmp_path: Path,

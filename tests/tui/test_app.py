@@ -10,7 +10,6 @@ from textual import events
 
 from models import ScriptedServer
 from tests.tui.helpers import real_app, until, write_config
-from tui._approval import ApprovalCard
 from tui._widgets import ToolCard
 
 pytestmark = pytest.mark.anyio
@@ -338,7 +337,7 @@ async def test_transcript_keeps_a_bounded_window_of_widgets(monkeypatch: pytest.
             feed_turn(app, f"prompt {i}", tool="read", args={"path": f"/w/f{i}"}, output="x\n",
                       answer=f"answer {i}")
             if i % 2 == 0:
-                await until(pilot, lambda: len(app.transcript.entries) >= 3 * i, 60)
+                await until(pilot, lambda i=i: len(app.transcript.entries) >= 3 * i, 60)
         await until(pilot, lambda: len(app.transcript.entries) >= 90, 60)
         await pilot.pause()
         t = app.transcript

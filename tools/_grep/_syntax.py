@@ -340,7 +340,7 @@ def _parse_class(p: str, i: int) -> tuple[list[object], int]:
 def _rust_char(ch: str) -> str:
     if ch.isascii() and ch.isalnum():
         return ch
-    return "\\x{%X}" % ord(ch)
+    return f"\\x{{{ord(ch):X}}}"
 
 
 def _rust_class(items: list[object]) -> str:

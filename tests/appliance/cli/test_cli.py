@@ -11,8 +11,8 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from appliance.cli import main
 from appliance import events_db_path
+from appliance.cli import main
 
 
 def run(*args: str) -> Result:

@@ -55,7 +55,8 @@ def events(sid: str) -> list[dict[str, Any]]:
 
 
 def session_id(stderr: str) -> str:
-    return next(l.split("session: ", 1)[1].split()[0] for l in stderr.splitlines() if "session: s-" in l)
+    return next(line.split("session: ", 1)[1].split()[0] for line in stderr.splitlines()
+                if "session: s-" in line)
 
 
 def test_extension_prompt_drop_and_veto_reach_the_real_run(abhed_home: Path, workspace: Path,

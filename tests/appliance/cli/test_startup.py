@@ -96,7 +96,7 @@ def test_package_names_load_on_first_use() -> None:
     with pytest.raises(AttributeError):
         appliance.no_such_name  # noqa: B018
     with pytest.raises(AttributeError):
-        getattr(appliance, "__wrapped__")
+        appliance.__wrapped__  # noqa: B018
 
 
 @pytest.mark.parametrize("package", ["appliance", "appliance.loop", "appliance.extensions",

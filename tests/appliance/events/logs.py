@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 import subprocess
 import sys
@@ -21,8 +20,8 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 def fill(sessions: int = 3, calls: int = 3, path: Path | None = None) -> EventStore:
     """A log of a few sessions, each a session_started then ``calls`` action/observation pairs."""
-    from tools import ToolResult
     from appliance.events import ObservationEvent
+    from tools import ToolResult
 
     store = EventStore(path or events_db_path())
     for _ in range(sessions):

@@ -49,7 +49,7 @@ def test_processes_creating_one_fresh_log_at_once_all_succeed(tmp_path: Path) ->
         procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(go), str(r)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                  for r in ready]
-        wait_for(lambda: all(r.exists() for r in ready), timeout_s=120)
+        wait_for(lambda ready=ready: all(r.exists() for r in ready), timeout_s=120)
         go.touch()
         errors = [p.communicate(timeout=120)[1] for p in procs]
         assert [p.returncode for p in procs] == [0] * len(procs), errors

@@ -189,9 +189,10 @@ def test_repair_of_an_intact_log_changes_nothing(abhed: Cli) -> None:
 
 def test_repair_refuses_while_the_log_is_open(abhed: Cli) -> None:
     path = damaged_index_log()
-    from appliance.events._files import lock_path
     import fcntl
     import os
+
+    from appliance.events._files import lock_path
 
     fd = os.open(lock_path(path), os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_SH)

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from appliance import ChainBroken, Dispatcher, EventLogError, Session, SessionNotFound, events_db_path
+from appliance import (
+    ChainBroken,
+    Dispatcher,
+    EventLogError,
+    Session,
+    SessionNotFound,
+    events_db_path,
+)
 from appliance.events import (
     EVENT_ADAPTER,
     ActionEvent,

@@ -55,7 +55,7 @@ def test_sigkill_during_concurrent_bursts_loses_no_committed_event(tmp_path: Pat
     for round_ in range(3):
         reports = [tmp_path / f"r{round_}-{i}.txt" for i in range(4)]
         procs = [spawn(db, r, 100_000, sync=sync) for r in reports]
-        wait_for(lambda: all(len(reported(r)) >= 15 for r in reports), 120,
+        wait_for(lambda reports=reports: all(len(reported(r)) >= 15 for r in reports), 120,
                  what="every appender to commit some events")
         for p in procs:
             os.killpg(p.pid, signal.SIGKILL)  # mid-burst: some inside a transaction

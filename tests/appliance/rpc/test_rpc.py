@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 

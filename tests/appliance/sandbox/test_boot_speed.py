@@ -15,8 +15,14 @@ from typing import Any
 
 import pytest
 
-from appliance.sandbox import MicroVM, SandboxSettings, SandboxUnavailable, VMImage
-from appliance.sandbox import _accel, _microvm
+from appliance.sandbox import (
+    MicroVM,
+    SandboxSettings,
+    SandboxUnavailable,
+    VMImage,
+    _accel,
+    _microvm,
+)
 
 
 def _image(tmp_path: Path, key: str = "k1") -> VMImage:

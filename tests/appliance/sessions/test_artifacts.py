@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from appliance import Dispatcher, Session
-from appliance.policy import Gate
 from appliance.events import EventStore, ObservationEvent
+from appliance.policy import Gate
 from appliance.sandbox import BwrapSandbox, HostSandbox
 from appliance.sessions import ArtifactStore
 from tools import ARTIFACT_PREFIX, ToolContext, ToolSettings, Workspace, native_tools
