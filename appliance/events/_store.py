@@ -341,6 +341,13 @@ class EventStore:
 
     # -- writing ---------------------------------------------------------
     def create_session(self, session_id: str, workspace: str, created_at: str) -> None:
+        # Under the append lock: sqlite_utils' insert issues its own BEGIN on the shared
+        # connection, which raced a subagent's append ("cannot start a transaction
+        # within a transaction") when a child session was created mid-append.
+        with self._append_lock:
+            self._create_session(session_id, workspace, created_at)
+
+    def _create_session(self, session_id: str, workspace: str, created_at: str) -> None:
         try:
             self.db.table("sessions").insert(
                 {"id": session_id, "workspace": workspace, "created_at": created_at}

@@ -50,6 +50,9 @@ def test_the_wire_family_runs_on_real_vllm_and_reports(abhed_home: Path, tmp_pat
     assert report.passed, render_table(report)
     assert not any(r.error for r in report.runs), [r.error for r in report.runs if r.error]
     near = next(r for r in report.runs if r.case == "wire.near-context")
-    assert near.skipped is None and near.metrics["padding_chars"] > 1000
+    # Padded toward 90% of the context: the tiny tokenizer already spends most of
+    # its 8k on the nine tools' schemas, so the padding is what is left, not a fixed size.
+    fixed, target = near.metrics["calibration_prompt_tokens"][0], near.metrics["context_target_tokens"]
+    assert near.skipped is None and 0 < fixed < target and near.metrics["padding_chars"] > 0
     assert report.prompt_tokens > 0.5 * 8192
     assert any("named tool choice" in n for n in report.notes)

@@ -44,7 +44,9 @@ def test_abhed_run_executes_a_real_tool_and_records_it(abhed_home: Path, workspa
     obs = next(e for e in events if e["type"] == "observation")
     assert action["tool"] == "glob" and action["args"] == args and obs["call_id"] == action["call_id"]
     assert "ok" in obs["result"] and obs["result"]["content"]
-    assert events[-1]["type"] == "run_ended" and events[-1]["reason"] == "done"
+    # The run ends, then the session closes.
+    assert [e["type"] for e in events[-2:]] == ["run_ended", "session_ended"]
+    assert events[-2]["reason"] == "done"
     out = abhed("events", "verify")
     assert out.returncode == 0 and "chain intact" in out.stdout
 

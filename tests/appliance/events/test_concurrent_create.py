@@ -55,3 +55,39 @@ def test_processes_creating_one_fresh_log_at_once_all_succeed(tmp_path: Path) ->
         assert [p.returncode for p in procs] == [0] * len(procs), errors
         report = verify_log(db)
         assert report.ok, report
+
+
+def test_threads_creating_sessions_while_others_append_share_one_store(tmp_path: Path) -> None:
+    # Regression: concurrent subagents share their parent's store; a child's
+    # create_session (sqlite_utils issues its own BEGIN) raced a sibling's append
+    # and failed with "cannot start a transaction within a transaction".
+    import threading
+
+    from appliance import Session
+    from appliance.events import ActionEvent, EventStore
+
+    store = EventStore(tmp_path / "events.db")
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def worker(n: int) -> None:
+        try:
+            start.wait(timeout=60)
+            for i in range(30):
+                session = Session.create(store, "/w", version=f"t{n}-{i}")
+                session.append(ActionEvent(session_id=session.id, call_id="c", tool="glob",
+                                           args={"pattern": "*"}))
+        except BaseException as exc:  # recorded, then asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    try:
+        assert not errors, errors
+        store.verify()
+        assert len(store.sessions()) == 180
+    finally:
+        store.close()
