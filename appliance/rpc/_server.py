@@ -68,6 +68,8 @@ class RpcServer:
         self.started: StartedAgent | None = None
         self.provider: OpenAIProvider | None = None
         self._worker: threading.Thread | None = None
+        # Set when the current run's run_ended (its last event) has been sent.
+        self._run_over = threading.Event()
         self._pending: dict[str, tuple[threading.Event, list[Approval]]] = {}
         self._pending_lock = threading.Lock()
         self._next_request = 0
@@ -93,6 +95,9 @@ class RpcServer:
                    "name": delta.name})
 
     def _event(self, stored: StoredEvent) -> None:
+        ev = stored.event
+        if ev.type == "run_ended" and self.agent is not None and ev.session_id == self.agent.session.id:
+            self._run_over.set()  # before the line goes out: a client that saw it finds us idle
         self.send({"type": "event", "seq": stored.seq, "event": stored.event.model_dump(mode="json")})
 
     # -- approvals ----------------------------------------------------------------
@@ -235,7 +240,15 @@ class RpcServer:
         return self.agent
 
     def _busy(self) -> bool:
-        return self._worker is not None and self._worker.is_alive()
+        worker = self._worker
+        if worker is None or not worker.is_alive():
+            return False
+        if self._run_over.is_set():
+            # run_ended is the run's last event and the worker is only returning: a
+            # client may send its next request the moment it reads run_ended, so wait
+            # that out instead of refusing the request as busy.
+            worker.join(10)
+        return worker.is_alive()
 
     def _prompt(self, req: dict[str, Any]) -> dict[str, Any]:
         agent = self._need_agent()
@@ -255,6 +268,7 @@ class RpcServer:
                 self.send({"type": "error", "id": None, "method": "prompt", "error": {
                     "code": "internal_error", "message": f"the run failed: {type(exc).__name__}: {exc}"}})
 
+        self._run_over.clear()
         self._worker = threading.Thread(target=work, name="abhed-run", daemon=True)
         self._worker.start()
         return {"accepted": True}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,14 +24,11 @@ def _error(c: Client) -> str:
 
 
 def _when_idle(c: Client, req: dict[str, object]) -> dict[str, object]:
-    """Send ``req`` until it is not refused as busy (run_ended can arrive before the worker exits)."""
-    deadline = time.monotonic() + 30
-    while True:
-        c.send(**req)
-        reply = c.until(lambda m: m["type"] in ("response", "error"))
-        if reply.get("error", {}).get("code") != "busy" or time.monotonic() > deadline:
-            return reply
-        time.sleep(0.05)
+    """Send ``req`` once, right after run_ended: the server must not answer ``busy`` then."""
+    c.send(**req)
+    reply = c.until(lambda m: m["type"] in ("response", "error"))
+    assert reply.get("error", {}).get("code") != "busy", reply
+    return reply
 
 
 def test_undo_compact_and_mode_over_rpc(server: ScriptedServer, workspace: Path) -> None:
@@ -63,4 +59,20 @@ def test_undo_compact_and_mode_over_rpc(server: ScriptedServer, workspace: Path)
     c.send(id=6, method="undo")
     undone = c.until(lambda m: m["type"] == "response")["undo"]
     assert [x["action"] for x in undone["files"]] == ["restored"] and f.read_text() == "alpha\n" * 200
+    assert c.close() == 0
+
+
+def test_a_prompt_sent_the_moment_run_ended_arrives_is_accepted(server: ScriptedServer,
+                                                                 workspace: Path) -> None:
+    # Regression: run_ended went out while the run's thread was still returning,
+    # so a client that answered it at once was refused as busy.
+    server.add(*[{"text": f"answer {i}"} for i in range(12)])
+    c = Client("--workspace", str(workspace))
+    c.send(id=1, method="start", mode="auto")
+    c.until(lambda m: m["type"] == "response")
+    for i in range(12):
+        c.send(id=10 + i, method="prompt", prompt=f"question {i}")
+        reply = c.until(lambda m: m["type"] in ("response", "error"))
+        assert reply["type"] == "response" and reply["accepted"], reply
+        assert c.event("run_ended")["reason"] == "done"
     assert c.close() == 0

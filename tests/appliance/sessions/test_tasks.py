@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,13 +14,11 @@ from appliance.loop import Agent, Limits
 from appliance.tasks import SUMMARY_MAX_CHARS, Subagents
 from models import ScriptStep
 from tests.appliance.sessions.helpers import agent_on
+from tests.helpers import wait_for
 
 
 def _wait(cond: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+    wait_for(cond, timeout, what="the subagents to get there")
 
 
 def _is_child(body: dict[str, Any]) -> bool:
