@@ -14,7 +14,6 @@ and the whole runtime in front of ``abhed --help``.
 
 from __future__ import annotations
 
-import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
@@ -81,14 +80,6 @@ __all__ = [
 ]
 
 if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
+    from appliance._lazy import lazy_names as _lazy_names
 
-    def __getattr__(name: str) -> typing.Any:
-        module = _EXPORTS.get(name)
-        if module is None:
-            raise AttributeError(f"module 'appliance' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted(set(globals()) | set(_EXPORTS))
+    __getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())

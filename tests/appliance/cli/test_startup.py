@@ -48,7 +48,9 @@ def _heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
 def test_help_imports_no_heavy_module_and_no_verb() -> None:
     modules = _modules_after("--help")
     assert _heavy(modules, HEAVY + RUNTIME) == []
-    assert not [m for m in modules if m.startswith("appliance.") and m != "appliance.cli"]
+    # appliance._lazy is the few lines that make every package's names load on use.
+    assert not [m for m in modules if m.startswith("appliance.")
+                and m not in ("appliance.cli", "appliance._lazy")]
     assert not [m for m in modules if m.split(".")[0] in ("tools", "bundle", "models", "tui")]
 
 
