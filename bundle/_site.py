@@ -123,8 +123,11 @@ class SiteSpec(_Strict):
         if self.target.accelerator == "nvidia" and self.vllm.distribution != "vllm":
             raise ValueError("an nvidia target takes vllm.distribution = 'vllm'")
         names = [m.name for m in self.model]
-        if len(set(names)) != len(names):
-            raise ValueError("two [[model]] tables have the same name")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"[[model]] name(s) {', '.join(repr(n) for n in twice)} appear more "
+                             "than once; give each model table its own name (it becomes the "
+                             "catalog entry's name)")
         return self
 
 

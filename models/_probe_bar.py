@@ -55,7 +55,8 @@ class ProbeBar(BaseModel):
         if unknown:
             raise ValueError(f"unknown probe families {', '.join(unknown)}; use: {', '.join(PROBE_FAMILIES)}")
         if not v:
-            raise ValueError("a probe bar needs at least one family")
+            raise ValueError("a probe bar needs at least one family; name some of: "
+                             f"{', '.join(PROBE_FAMILIES)}")
         return v
 
     @field_validator("min_rate")

@@ -346,6 +346,13 @@ def test_a_bad_bar_in_the_catalog_is_refused(bad: dict[str, Any]) -> None:
         ProbeBar.model_validate(bad)
 
 
+def test_an_empty_bar_names_the_families_to_choose_from() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="at least one family; name some of: wire"):
+        ProbeBar.model_validate({"quick_families": []})
+
+
 def test_the_tiny_test_preset_declares_its_honest_bar(tmp_path: Path) -> None:
     from models import entry_from_preset
 

@@ -191,6 +191,17 @@ def test_bad_site_specs_are_refused_by_name(tmp_path: Path, edit: str, words: st
                say=lambda s: None)
 
 
+def test_two_models_with_one_name_are_named_in_the_refusal(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    text = site.read_text()
+    start = text.index("[[model]]")
+    end = text.find("\n[", start + 1)
+    block = text[start:] if end < 0 else text[start:end + 1]
+    site.write_text(text + "\n" + block)
+    with pytest.raises(BundleError, match=r"'tiny' appear more than once; give each model"):
+        load_site(site)
+
+
 def test_hostile_site_files(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.toml"
     os.mkfifo(fifo)
