@@ -26,12 +26,9 @@ __all__ = ["recover_interrupted_run"]
 def _file_sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
-            digest = hashlib.sha256()
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
         return None
-    return digest.hexdigest()
 
 
 def _reconcile(session: Session, tool: str, args: object) -> tuple[str, dict[str, object]]:

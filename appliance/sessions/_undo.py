@@ -51,12 +51,9 @@ class _Change:
 def _sha(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
-            digest = hashlib.sha256()
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+            return hashlib.file_digest(fh, "sha256").hexdigest()
     except FileNotFoundError:
         return None
-    return digest.hexdigest()
 
 
 def _changes(session: Session, run_ids: set[str]) -> tuple[dict[str, _Change], int]:
