@@ -25,6 +25,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -147,8 +148,11 @@ def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None],
              accept_probe_failure: str | None = None) -> list[GateStep]:
     """Run the gate for ``release``; GateFailed names the step and what was seen."""
     d, model_dir = release_descriptor(release)
-    scratch = layout.state_dir / f"gate-{release.name}-{secrets.token_hex(4)}"
-    home, workspace = scratch / "home", scratch / "workspace"
+    # A short path of its own (mode 0700), not under the prefix: the agent probe names the
+    # probe file to the model, and a small model copies a long path wrongly (SmolLM2-135M
+    # dropped the head of a 110-character one).  Removed whatever the outcome.
+    scratch = Path(tempfile.mkdtemp(prefix=f"abhed-gate-{release.name}-"))
+    home, workspace = scratch / "home", scratch / "ws"
     try:
         return _gate(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
     finally:

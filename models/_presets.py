@@ -150,7 +150,12 @@ PRESETS: tuple[Preset, ...] = (
         tp_by_gpu_gib=((1, 1),),
         sources=("https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct",
                  "scripts/smollm2_model.py"),
-        checked="served by vLLM's CPU build and answers the demo question (scripts/demo)"),
+        checked="served by vLLM's CPU build and answers the demo question (scripts/demo)",
+        probe={"families": ["wire"], "quick_families": ["wire"], "min_rate": {},
+               "tool_choice": "named",
+               "note": "135M demo model: it reads a file whose path it is shown but cannot "
+                       "plan, so its bar is the wire family's hard gates under a named tool "
+                       "choice (what the demo and the appliance test ask of it)"}),
 )
 
 
