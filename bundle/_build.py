@@ -47,12 +47,14 @@ from ._manifest import (
     Manifest,
     Member,
     Provenance,
-    canonical_json,
+    Reference,
+    manifest_json,
+    parse_manifest,
 )
 from ._minisign import SecretKey
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
-from ._tar import CHUNK, end_of_archive, member_header, padding
+from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
 from ._trust import sign_set
 
 __all__ = ["BuildProgress", "build_bundle"]
@@ -375,6 +377,36 @@ def _prepare(spec: BuildSpec, source: _Source, work: Path, index: int,
     return _Prepared(member, source.path)
 
 
+def _carried_weights(spec: BuildSpec, base: Path) -> dict[str, tuple[int, str]]:
+    """sha256 -> (size, the bundle that carried it) for every model file of the bundles
+    ``reuse_weights_from`` names.
+
+    Only their heads are read, and their signatures are not checked: this is a hint of
+    what the host already holds, not a trust decision.  The installer links a referenced
+    file only from its own store and re-hashes it first, so a wrong hint can make an
+    install refuse (by name), never install other bytes.
+    """
+    from ._files import open_regular
+    from ._verify import read_head
+
+    carried: dict[str, tuple[int, str]] = {}
+    for rel in spec.reuse_weights_from:
+        path = base / rel if not Path(rel).is_absolute() else Path(rel)
+        try:
+            with open_regular(path, "earlier bundle") as f:
+                raw, _ = read_head(TarReader(f, label=str(path)))
+        except BundleError as exc:
+            raise SpecError(f"reuse_weights_from: {path}: {exc}") from None
+        earlier = parse_manifest(raw)
+        label = f"{earlier.name} version {earlier.version}"
+        for m in earlier.members:
+            if m.name.startswith("models/"):
+                carried.setdefault(m.content_sha256, (m.content_size, label))
+        for r in earlier.references:
+            carried.setdefault(r.content_sha256, (r.content_size, r.carried_by))
+    return carried
+
+
 def _rel(base: Path, path: Path) -> str:
     try:
         return Path(os.path.relpath(path, base)).as_posix()
@@ -412,47 +444,69 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
                     progress(step, done, total)
             return inner
 
+        carried = _carried_weights(spec, base)
+        model_files = {s.member for p in parts if p.kind == "model" for s in p.sources}
         prepared: dict[str, _Prepared] = {}
+        references: dict[str, Reference] = {}
         for i, source in enumerate(sources):
-            if source.member in prepared:
+            if source.member in prepared or source.member in references:
                 raise SpecError(f"two inputs would both be stored as {source.member!r}")
+            if carried and source.member in model_files:
+                sha, size = _sha256_file(source.path, tick("hash"))
+                hit = carried.get(sha)
+                if hit is not None and hit[0] == size:
+                    references[source.member] = Reference(
+                        name=source.member, content_size=size, content_sha256=sha,
+                        carried_by=hit[1])
+                    continue
+                source.known = (sha, size)
             prepared[source.member] = _prepare(spec, source, work, i, tick("compress"))
+
+        def stored_as(member: str) -> str:
+            return prepared[member].member.name if member in prepared else member
+
+        def content(member: str) -> tuple[str, int]:
+            if member in references:
+                return references[member].content_sha256, references[member].content_size
+            m = prepared[member].member
+            return m.content_sha256, m.content_size
+
         builder = _builder_name()
         sbom = render_sbom(spec.name, spec.version, builder, [
             SbomComponent(kind=p.kind, name=p.name, version=p.version, licence=p.licence,
                           source=p.source, purl=p.purl,
-                          files=tuple(SbomFile(s.member, prepared[s.member].member
-                                               .content_sha256) for s in p.sources))
+                          files=tuple(SbomFile(s.member, content(s.member)[0])
+                                      for s in p.sources))
             for p in parts], spec.source_date_epoch)
         sbom_path = work / SBOM_NAME
         sbom_path.write_bytes(sbom)
         sbom_sha = hashlib.sha256(sbom).hexdigest()
         members = [Member(name=SBOM_NAME, size=len(sbom), sha256=sbom_sha, compression="none",
                           content_size=len(sbom), content_sha256=sbom_sha)]
-        members += [prepared[s.member].member for s in sources]
+        members += [prepared[s.member].member for s in sources if s.member in prepared]
         spec_sha, _ = _sha256_file(spec_path)
         manifest = Manifest(
             format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
             members=tuple(members),
+            references=tuple(references[s.member] for s in sources if s.member in references),
             components=tuple(Component(kind=p.kind, name=p.name, version=p.version,  # type: ignore[arg-type]
                                        licence=p.licence, source=p.source,
-                                       members=tuple(prepared[s.member].member.name
-                                                     for s in p.sources))
+                                       members=tuple(stored_as(s.member) for s in p.sources))
                              for p in parts if p.kind != "deb"),
             sbom=SBOM_NAME,
             provenance=Provenance(
                 builder=builder, source_date_epoch=spec.source_date_epoch, spec_sha256=spec_sha,
-                inputs=tuple(Input(path=s.label or _rel(base, s.path),
-                                   sha256=prepared[s.member].member.content_sha256,
-                                   size=prepared[s.member].member.content_size)
+                inputs=tuple(Input(path=s.label or _rel(base, s.path), sha256=content(s.member)[0],
+                                   size=content(s.member)[1])
                              for s in sources)))
-        raw_manifest = canonical_json(manifest.model_dump(mode="json"))
+        raw_manifest = manifest_json(manifest)
         signature = sign_set(raw_manifest, keys,
                              f"abhed-bundle {spec.name} version {spec.version}")
         stored = [(members[0], sbom_path, True)] + [
             (prepared[s.member].member, prepared[s.member].path, prepared[s.member].ours)
-            for s in sources]
+            for s in sources if s.member in prepared]
         done = 0
+        total = sum(m.size for m, _, _ in stored)
         partial = work / "bundle.partial"
         try:
             _write(partial, raw_manifest, signature, stored, tick("write"))

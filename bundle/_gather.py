@@ -11,7 +11,9 @@ The steps, each timed and sized on the progress line:
 4. **image**: the microVM image from its recipe (``bundle.image``, cached);
 5. **installer**: ``scripts/build-installer --cached`` or a given binary;
 6. **build**: a build spec over all of that, then ``build_bundle`` (hashing,
-   compression, signing) and, optionally, ``split_bundle``.
+   compression, signing) and, optionally, ``split_bundle``.  With
+   ``reuse_weights_from`` (earlier bundles), model files one of them carried
+   are referenced by hash instead of carried again.
 
 Everything lands in ``CACHE/gather/<name>-<version>/`` first, so a gather that
 was interrupted resumes: cached wheels, images and installers are reused, and
@@ -255,8 +257,12 @@ def _installer(site: SiteSpec, base: Path) -> str:
 def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
            cache: Path | None = None, resolve_only: bool = False, say: Say | None = None,
            progress: Callable[[str, int, int], None] | None = None,
-           split_size: int | None = None, split_dir: Path | None = None) -> GatherResult:
+           split_size: int | None = None, split_dir: Path | None = None,
+           reuse_weights_from: Sequence[Path] = ()) -> GatherResult:
     """Gather, build and sign the bundle ``site_path`` describes (see the module doc).
+
+    ``reuse_weights_from`` adds earlier bundles to the spec's own list: model files they
+    carried are referenced by hash instead of carried (``Reference``).
 
     Raises:
         BundleError: a SpecError naming what is wrong in the spec or which step failed.
@@ -312,12 +318,17 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
             spec["installer"] = {"binary": _installer(site, base)}
     if site.docs:
         spec["docs"] = {"files": [str(base / d) for d in site.docs]}
+    earlier = [base / r for r in site.reuse_weights_from] + [Path(p) for p in reuse_weights_from]
+    if earlier:
+        spec["reuse_weights_from"] = [str(p.absolute()) for p in earlier]
     spec_path = work / "build-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
     with steps.step("build") as size:
         manifest = build_bundle(spec_path, out, keys, progress=progress)
         size[0] = out.stat().st_size
-        tell(f"build: {manifest.name} version {manifest.version}, {len(manifest.members)} members")
+        tell(f"build: {manifest.name} version {manifest.version}, {len(manifest.members)} members"
+             + (f"; {len(manifest.references)} model file(s) referenced by hash, not carried "
+                f"({manifest.referenced_size / 2**20:,.1f} MiB)" if manifest.references else ""))
     result.bundle = out
     if split_size is not None:
         target = split_dir or out.parent / f"{out.name}.volumes"

@@ -167,9 +167,10 @@ def diff_bundles(old: Manifest, new: Manifest) -> BundleDiff:
     platform = tuple(f"{k}: {po[k]} -> {pn[k]}" for k in sorted(po) if po[k] != pn[k])
     co = {(c.kind, c.name): c.version for c in old.components}
     cn = {(c.kind, c.name): c.version for c in new.components}
-    fo = {staged_name(m): m for m in old.members}
-    fn = {staged_name(m): m for m in new.members}
-    changed = sorted(n for n in set(fo) & set(fn) if fo[n].content_sha256 != fn[n].content_sha256)
+    # References count as files (they are on the host once installed) but cost no bytes.
+    fo, fn = old.staged_files(), new.staged_files()
+    carried = {staged_name(m) for m in new.members}
+    changed = sorted(n for n in set(fo) & set(fn) if fo[n][0] != fn[n][0])
     added = sorted(set(fn) - set(fo))
     return BundleDiff(
         old_version=old.version, new_version=new.version, platform_changes=platform,
@@ -179,4 +180,4 @@ def diff_bundles(old: Manifest, new: Manifest) -> BundleDiff:
                                  for k in sorted(set(co) & set(cn)) if co[k] != cn[k]),
         files_added=tuple(added), files_removed=tuple(sorted(set(fo) - set(fn))),
         files_changed=tuple(changed),
-        bytes_to_write=sum(fn[n].content_size for n in added + changed))
+        bytes_to_write=sum(fn[n][1] for n in added + changed if n in carried))

@@ -19,8 +19,8 @@ from ._errors import FormatError
 from ._tar import check_member_name
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
-           "Input", "Manifest", "Member", "Platform", "Provenance", "canonical_json",
-           "parse_manifest", "staged_name", "strict_json"]
+           "Input", "Manifest", "Member", "Platform", "Provenance", "Reference",
+           "canonical_json", "manifest_json", "parse_manifest", "staged_name", "strict_json"]
 
 FORMAT: Final = "abhed-bundle/1"
 MANIFEST_NAME = "manifest.json"
@@ -87,6 +87,31 @@ def staged_name(member: Member) -> str:
     return member.name[:-4] if member.compression == "zstd" else member.name
 
 
+class Reference(_Model):
+    """A model file the bundle does not carry: an earlier bundle did, and the host keeps it.
+
+    An upgrade that changes the agent but not the weights need not carry them
+    again (``reuse_weights_from`` in the build spec).  The installer links the
+    file from its content-addressed store, re-hashing it first, and refuses
+    the bundle before unpacking anything when the store lacks it.  Only model
+    components may name references: the store keeps model files alone.
+    """
+
+    name: str = Field(description="where the file lands once staged, e.g. models/x/a.bin")
+    content_size: int = Field(ge=0)
+    content_sha256: str = Field(pattern=_SHA256)
+    carried_by: str = Field(min_length=1, max_length=200,
+                            description="the bundle that carried it, e.g. 'abhed version 3'")
+
+    @model_validator(mode="after")
+    def _safe(self) -> Reference:
+        check_member_name(self.name)
+        if not self.name.startswith("models/") or self.name.endswith(".zst"):
+            raise ValueError(f"reference {self.name!r} must be a model file (models/...) "
+                             "and not *.zst")
+        return self
+
+
 class Component(_Model):
     kind: ComponentKind
     name: str
@@ -119,6 +144,7 @@ class Manifest(_Model):
     version: int = Field(ge=1, description="monotonic; a host refuses anything older")
     platform: Platform
     members: tuple[Member, ...] = Field(max_length=MAX_MEMBERS)
+    references: tuple[Reference, ...] = Field(default=(), max_length=MAX_MEMBERS)
     components: tuple[Component, ...]
     sbom: str
     provenance: Provenance
@@ -128,18 +154,25 @@ class Manifest(_Model):
         if not _NAME.match(self.name):
             raise ValueError(f"bundle name {self.name!r} must match {_NAME.pattern}")
         seen: set[str] = set()
-        for m in self.members:
-            # Case-folded, and by unpacked name too: two members must never land on the same
-            # file, not even on a case-insensitive file system.
-            for key in {m.name.casefold(), staged_name(m).casefold()}:
+        landing = [(m.name, {m.name.casefold(), staged_name(m).casefold()}) for m in self.members]
+        landing += [(r.name, {r.name.casefold()}) for r in self.references]
+        for name, keys in landing:
+            # Case-folded, and by unpacked name too: two members (or a member and a
+            # reference) must never land on the same file, not even on a case-insensitive
+            # file system.
+            for key in keys:
                 if key in seen:
-                    raise ValueError(f"member {m.name!r} collides with another member")
+                    raise ValueError(f"member {name!r} collides with another member")
                 seen.add(key)
         names = {m.name for m in self.members}
+        referenced = {r.name for r in self.references}
         owned: dict[str, str] = {}
         for c in self.components:
             for name in c.members:
-                if name not in names:
+                if name in referenced and c.kind != "model":
+                    raise ValueError(f"component {c.name!r} ({c.kind}) lists reference "
+                                     f"{name!r}; only model components may")
+                if name not in names and name not in referenced:
                     raise ValueError(f"component {c.name!r} lists unknown member {name!r}")
                 if name in owned:
                     raise ValueError(f"member {name!r} belongs to both {owned[name]!r} and "
@@ -147,7 +180,7 @@ class Manifest(_Model):
                 owned[name] = c.name
         if self.sbom not in names:
             raise ValueError(f"sbom {self.sbom!r} is not a member")
-        orphans = names - set(owned) - {self.sbom}
+        orphans = (names | referenced) - set(owned) - {self.sbom}
         if orphans:
             raise ValueError(f"members belong to no component: {sorted(orphans)[:5]}")
         return self
@@ -161,6 +194,17 @@ class Manifest(_Model):
     @property
     def payload_size(self) -> int:
         return sum(m.size for m in self.members)
+
+    @property
+    def referenced_size(self) -> int:
+        """Bytes of model files the host must already hold (see :class:`Reference`)."""
+        return sum(r.content_size for r in self.references)
+
+    def staged_files(self) -> dict[str, tuple[str, int]]:
+        """Staged name -> (sha256, size) of every file of the release, carried or referenced."""
+        files = {staged_name(m): (m.content_sha256, m.content_size) for m in self.members}
+        files.update((r.name, (r.content_sha256, r.content_size)) for r in self.references)
+        return files
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -214,6 +258,16 @@ def parse_manifest(data: bytes) -> Manifest:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"
         raise FormatError(f"manifest.json is invalid at {where}: {first['msg']}") from None
+
+
+def manifest_json(manifest: Manifest) -> bytes:
+    """The manifest's signed byte form.  ``references`` is written only when there are
+    some: a bundle that carries everything reads the same as before it existed, so older
+    verifiers still take it (and refuse, by name, one that references)."""
+    data = manifest.model_dump(mode="json")
+    if not data["references"]:
+        del data["references"]
+    return canonical_json(data)
 
 
 def canonical_json(value: Any) -> bytes:

@@ -115,6 +115,10 @@ class SiteSpec(_Strict):
     image: Image | None = None
     installer: Installer | None = None
     docs: tuple[str, ...] = ()
+    reuse_weights_from: tuple[str, ...] = Field(
+        default=(), max_length=64,
+        description="earlier bundles of this site: model files they carried are referenced "
+                    "by hash, not carried again (an upgrade whose weights did not change)")
 
     @model_validator(mode="after")
     def _coherent(self) -> SiteSpec:

@@ -38,6 +38,11 @@ Example (``bundle/examples/minimal.toml`` is a complete one)::
 
     [docs]
     files = ["../../docs/bundle.md"]
+
+An upgrade whose weights did not change can reference them instead of carrying
+them again: ``reuse_weights_from = ["abhed-3.abhed"]`` (top level) names
+earlier bundles; every model file whose sha256 one of them carried (or itself
+referenced) becomes a manifest ``references`` entry.
 """
 
 from __future__ import annotations
@@ -120,6 +125,10 @@ class BuildSpec(_Spec):
     image: ImageSpec | None = None
     installer: InstallerSpec | None = None
     docs: DocsSpec | None = None
+    reuse_weights_from: tuple[str, ...] = Field(
+        default=(), max_length=64,
+        description="earlier bundles whose model files this one references by hash instead "
+                    "of carrying them (an upgrade whose weights did not change)")
 
     @model_validator(mode="after")
     def _unique_models(self) -> BuildSpec:

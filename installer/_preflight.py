@@ -289,7 +289,41 @@ def required_packages(manifest: Manifest) -> list[str]:
 
 
 def weights_gib(manifest: Manifest) -> float:
-    return sum(m.content_size for m in manifest.members if m.name.startswith("models/")) / _GIB
+    return sum(size for name, (_, size) in manifest.staged_files().items()
+               if name.startswith("models/")) / _GIB
+
+
+def _kept_weights(manifest: Manifest, prefix: Path) -> list[Check]:
+    """A bundle that references weights instead of carrying them needs them in the store.
+
+    Presence and size only (cheap); staging re-hashes each file before linking it.
+    """
+    if not manifest.references:
+        return []
+    from ._layout import Layout
+
+    store = Layout(prefix.absolute()).store
+    lacking = [r for r in manifest.references
+               if not _same_size(store / r.content_sha256, r.content_size)]
+    need = (f"{len(manifest.references)} model file(s) "
+            f"({manifest.referenced_size / _GIB:.2f} GiB) kept from "
+            + ", ".join(sorted({r.carried_by for r in manifest.references})))
+    if not lacking:
+        return [Check("kept_weights", "ok", f"all in {store}", need)]
+    names = ", ".join(f"{r.name} (sha256 {r.content_sha256[:12]}...)" for r in lacking[:3])
+    more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+    carriers = ", ".join(sorted({r.carried_by for r in lacking}))
+    return [Check("kept_weights", "fail", f"{len(lacking)} missing from {store}: {names}{more}",
+                  need, f"this bundle does not carry them: install {carriers} on this host "
+                  "first (it carries them), or ask for a full bundle (gathered without "
+                  "reuse_weights_from)")]
+
+
+def _same_size(path: Path, size: int) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size == size
+    except OSError:
+        return False
 
 
 def platform_checks(manifest: Manifest, prefix: Path, *, python: str | None) -> tuple[list[Check], PythonFound | None]:
@@ -298,7 +332,8 @@ def platform_checks(manifest: Manifest, prefix: Path, *, python: str | None) -> 
     checks = [_os(manifest), _arch(manifest), _glibc(manifest), py_check]
     # vLLM needs the weights plus room for activations and KV cache on the GPUs.
     checks += _nvidia(manifest, weights_gib(manifest) * 1.2)
-    checks += [_writable(prefix), _disk(manifest, prefix), _kvm(manifest)]
+    checks += [_writable(prefix), _disk(manifest, prefix), *_kept_weights(manifest, prefix),
+               _kvm(manifest)]
     checks += _packages(required_packages(manifest))
     systemd = (sysroot() / "run/systemd/system").is_dir()
     checks.append(Check("systemd", "ok", "present: service units will be written" if systemd

@@ -72,12 +72,31 @@ def read_manifest(path: Path, policy: TrustPolicy) -> tuple[Manifest, tuple[str,
 
 
 def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[int, int]:
-    """Replace unpacked model files by links to identical ones already kept; (files, bytes)."""
+    """Replace unpacked model files by links to identical ones already kept, and link the
+    files the bundle references instead of carrying; (files, bytes) reused.
+
+    A referenced file missing from the store, or whose kept copy no longer has its
+    hash, refuses the bundle (preflight's ``kept_weights`` check says so earlier).
+    """
     from bundle import staged_name
 
     models = {n for c in manifest.components if c.kind == "model" for n in c.members}
     layout.store.mkdir(parents=True, exist_ok=True)
     files = size = 0
+    for r in manifest.references:
+        obj = layout.store / r.content_sha256
+        path = release / "bundle" / r.name
+        if not (obj.is_file() and obj.stat().st_size == r.content_size
+                and sha256_file(obj) == r.content_sha256):
+            raise BundleRefused(f"the bundle does not carry {r.name} (sha256 "
+                                f"{r.content_sha256}); it expects it from {r.carried_by}, but "
+                                f"{layout.store} holds no intact copy. Install {r.carried_by} "
+                                "first, or use a full bundle (gathered without "
+                                "reuse_weights_from)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.link(obj, path)
+        files += 1
+        size += r.content_size
     for m in manifest.members:
         if m.name not in models:
             continue
@@ -204,10 +223,7 @@ def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ..
 
 def write_record(release: Path, manifest: Manifest) -> tuple[str, str]:
     """record.json for the release; (its sha256, release.json's sha256) for the audit log."""
-    from bundle import staged_name
-
-    known = {f"bundle/{staged_name(m)}": (m.content_sha256, m.content_size)
-             for m in manifest.members}
+    known = {f"bundle/{name}": digest for name, digest in manifest.staged_files().items()}
     record = record_tree(release, known)
     data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     atomic_write(release / RECORD_NAME, data, 0o444)

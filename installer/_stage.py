@@ -96,6 +96,8 @@ def _stage(s: Staging) -> None:
     from ._descriptor import find_descriptor, load_descriptor
     from ._preflight import descriptor_checks
 
+    # Weights first: the model-server declaration may itself be a referenced file.
+    files, size = reuse_weights(s.layout, s.release, s.manifest)
     s.descriptor_path = find_descriptor(s.release / "bundle")
     if s.descriptor_path is not None:
         s.descriptor = load_descriptor(s.descriptor_path)
@@ -105,10 +107,12 @@ def _stage(s: Staging) -> None:
         raise GateFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
                          "so the health gate cannot run; pass --skip-gate to install without it "
                          "(recorded)")
-    files, size = reuse_weights(s.layout, s.release, s.manifest)
-    s.audited("stage", "ok", weights_reused_files=files, weights_reused_bytes=size)
+    refs = len(s.manifest.references)
+    s.audited("stage", "ok", weights_reused_files=files, weights_reused_bytes=size,
+              weights_referenced_files=refs or None)
     if files:
-        say(f"reused {files} unchanged model file(s) ({size / (1 << 20):.1f} MiB) by hash")
+        say(f"reused {files} unchanged model file(s) ({size / (1 << 20):.1f} MiB) by hash"
+            + (f"; {refs} of them not carried by the bundle (referenced)" if refs else ""))
 
 
 def _venv(s: Staging) -> None:

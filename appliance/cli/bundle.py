@@ -183,10 +183,13 @@ def build(spec: Path, out: Path, keys: tuple[Path, ...]) -> None:
 @click.option("--split", "split_text", default=None,
               help="Also split the bundle into volumes of this size (e.g. 4095M).")
 @click.option("--split-out", type=_DIR, default=None, help="Directory for the volumes.")
+@click.option("--reuse-weights-from", "earlier", multiple=True, type=_EXISTING,
+              help="An earlier bundle the hosts already installed: model files it carried are "
+                   "referenced by hash, not carried again. Repeat for several.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def gather(site: Path, out: Path | None, keys: tuple[Path, ...], resolve_only: bool,
            lock_out: Path | None, cache_dir: Path | None, split_text: str | None,
-           split_out: Path | None, as_json: bool) -> None:
+           split_out: Path | None, earlier: tuple[Path, ...], as_json: bool) -> None:
     """Gather a site's whole appliance from SITE (a site spec, TOML) and build the bundle."""
     if not resolve_only and (out is None or not keys):
         raise click.UsageError("--out and --key are needed (or pass --resolve-only)")
@@ -195,7 +198,7 @@ def gather(site: Path, out: Path | None, keys: tuple[Path, ...], resolve_only: b
     try:
         result = bundle.gather(site, out, secret, cache=cache_dir, resolve_only=resolve_only,
                                progress=meter, split_size=_size(split_text) if split_text else None,
-                               split_dir=split_out)
+                               split_dir=split_out, reuse_weights_from=earlier)
     except BundleError as exc:
         _fail(exc)
     if lock_out is not None:
@@ -267,12 +270,24 @@ def verify(file: Path, trust: tuple[Path, ...], threshold: int, rotations: tuple
         click.echo(json.dumps({"ok": True, "name": m.name, "version": m.version,
                                "signers": list(result.signers), "downgrade": result.downgrade,
                                "staged": str(result.staged) if result.staged else None,
-                               "members": len(m.members)}, sort_keys=True))
+                               "members": len(m.members),
+                               "references": [r.model_dump() for r in m.references]},
+                              sort_keys=True))
         return
     click.echo(f"OK {file}: {m.name} version {m.version}, {len(m.members)} members, "
                f"signed by {', '.join(result.signers)}"
                + (" (DOWNGRADE allowed by operator)" if result.downgrade else "")
                + (f"; unpacked into {result.staged}" if result.staged else ""))
+    _say_references(m)
+
+
+def _say_references(m: bundle.Manifest) -> None:
+    if not m.references:
+        return
+    carriers = sorted({r.carried_by for r in m.references})
+    click.echo(f"references {len(m.references)} model file(s), {m.referenced_size:,} bytes, "
+               f"not carried: the host must already hold them from {', '.join(carriers)} "
+               "(the installer links them from its store by sha256, or refuses)")
 
 
 @bundle_group.command()
@@ -308,6 +323,10 @@ def inspect(file: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     click.echo(f"members ({len(m.members)}, {m.payload_size:,} bytes stored):")
     for mem in m.members:
         click.echo(f"  {mem.size:>14,}  {mem.compression:4}  {mem.name}")
+    for ref in m.references:
+        click.echo(f"  {ref.content_size:>14,}  ref   {ref.name}  (sha256 {ref.content_sha256[:16]}, "
+                   f"carried by {ref.carried_by})")
+    _say_references(m)
     click.echo("sbom: " + ", ".join(f"{n} {k}" for k, n in info.sbom_summary.items()))
     click.echo(f"built by {m.provenance.builder} from {len(m.provenance.inputs)} inputs")
     for problem in info.problems:
