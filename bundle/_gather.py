@@ -168,6 +168,14 @@ def _link_tree(src: Path, dest: Path) -> int:
     return size
 
 
+def _gate_sampling(m: SiteModel) -> dict[str, Any]:
+    """Greedy, and bounded when the site asks (``probe_max_tokens``)."""
+    params: dict[str, Any] = {"temperature": 0}
+    if m.probe_max_tokens is not None:
+        params["max_tokens"] = m.probe_max_tokens
+    return {"sampling": sorted(params), "params": params}
+
+
 def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
     """abhed-serve.json: vLLM from the installed venv, with the entry's own flags."""
     from models import ServeSettings, VllmServer
@@ -188,8 +196,7 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
                         m.probe_tool, "--workspace", "{workspace}", m.probe_prompt or PROBE_PROMPT],
         "agent_config": {"custom_providers": [{
             "name": "gate", "api": "openai", "base_url": "{base_url}", "model": "{served_name}",
-            "sampling": ["temperature"], "params": {"temperature": 0}}],
-            "default_provider": "gate"},
+            **_gate_sampling(m)}], "default_provider": "gate"},
         "agent_timeout_s": 600,
         "min_gpu_memory_gib": 0.0,
     }

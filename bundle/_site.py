@@ -85,6 +85,11 @@ class SiteModel(_Strict):
                     "find the PROBE- file. A tiny model needs the path spelled out.")
     probe_tool: str = Field(default="glob", pattern=r"^(glob|read|grep|ls)$",
                             description="the tool the probe's first turn must call")
+    probe_max_tokens: int | None = Field(
+        default=None, ge=16, le=1_000_000,
+        description="bounds each answer in the gate's agent and capability probes; a small "
+                    "model left unbounded can ramble to its context limit (SmolLM2 did, for "
+                    "ten minutes on a CPU). Default: unbounded (a reasoning model needs room)")
 
 
 class Image(_Strict):

@@ -150,6 +150,36 @@ def test_an_offline_gather_builds_a_verified_bundle_and_resumes(tmp_path: Path) 
     assert again.bundle is not None and again.bundle.is_file()
 
 
+def test_an_upgrade_gather_references_the_weights_and_can_bound_the_gate(
+        tmp_path: Path) -> None:
+    key = SecretKey.generate()
+    site = _site(tmp_path)
+    cache = tmp_path / "cache"
+    first = tmp_path / "v1.abhed"
+    gather(site, first, [key], cache=cache, say=lambda s: None)
+    serve = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-serve.json")
+                       .read_text())
+    gate = serve["agent_config"]["custom_providers"][0]
+    assert (gate["sampling"], gate["params"]) == (["temperature"], {"temperature": 0})
+
+    upgrade = tmp_path / "site-2.toml"  # same directory: the same model files
+    upgrade.write_text(site.read_text().replace("version = 1", "version = 2", 1)
+                       .replace("serve_env =", "probe_max_tokens = 200\nserve_env =", 1))
+    said: list[str] = []
+    second = tmp_path / "v2.abhed"
+    gather(upgrade, second, [key], cache=cache, say=said.append, reuse_weights_from=[first])
+    vb = verify_bundle(second, TrustPolicy(keys=(key.public_key(),)), stage_to=tmp_path / "s2")
+    refs = {r.name: r.carried_by for r in vb.manifest.references}
+    assert refs["models/tiny/model.safetensors"] == "abhed-cpu-test version 1"
+    assert "models/tiny/abhed-serve.json" not in refs  # it changed: carried
+    assert any("referenced by hash, not carried" in s for s in said)
+    assert second.stat().st_size < first.stat().st_size
+    serve = json.loads((tmp_path / "s2/models/tiny/abhed-serve.json").read_text())
+    gate = serve["agent_config"]["custom_providers"][0]
+    assert gate["sampling"] == ["max_tokens", "temperature"]
+    assert gate["params"] == {"max_tokens": 200, "temperature": 0}
+
+
 def test_resolve_only_and_split_through_the_cli(tmp_path: Path) -> None:
     key_prefix = tmp_path / "k"
     run = [sys.executable, "-m", "appliance.cli", "bundle"]
@@ -182,6 +212,8 @@ def test_resolve_only_and_split_through_the_cli(tmp_path: Path) -> None:
     ('name = "tiny"', 'name = "../../etc"'),
     ('glibc = "2.36"', 'glibc = "2.36"\ncuda = "12.8"'),
     ('version = "0.0.1"', 'version = "0.0.1"\nsurprise = 1'),
+    ('serve_env =', 'probe_max_tokens = 0\nserve_env ='),
+    ('docs = [', 'reuse_weights_from = "one.abhed"\ndocs = ['),
 ])
 def test_bad_site_specs_are_refused_by_name(tmp_path: Path, edit: str, words: str) -> None:
     site = _site(tmp_path)
