@@ -115,9 +115,15 @@ class Conversation:
 
     def ask(self, *, stream: bool, tool_choice: str | dict[str, Any] | None = None,
             max_tokens: int = 1024, keep: bool = True) -> ModelReply:
-        """One request; the reply is recorded, and added to the conversation when ``keep``."""
+        """One request; the reply is recorded, and added to the conversation when ``keep``.
+
+        A ``max_tokens`` the operator configured for the provider caps the case's own: the
+        agent will never get more, so the model is judged as the site bounds it (a small
+        model bounded to 200 tokens, unbounded, rambles for minutes per case on a CPU).
+        """
         sampling = dict(self.sampling)
-        sampling["max_tokens"] = max_tokens
+        cap = self.provider.sampling.get("max_tokens")
+        sampling["max_tokens"] = min(max_tokens, cap) if isinstance(cap, int) else max_tokens
         request = ChatRequest(messages=list(self.messages), tools=self.specs,
                               tool_choice=tool_choice, sampling=sampling, stream=stream)
         t0 = time.perf_counter()

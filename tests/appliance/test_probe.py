@@ -34,14 +34,16 @@ PARSER = "hermes"
 
 
 def _config(home: Path, base_url: str, *, probe: dict[str, Any] | None = None,
-            sampling: tuple[str, ...] = ("temperature", "seed")) -> Config:
+            sampling: tuple[str, ...] = ("temperature", "seed"),
+            params: dict[str, Any] | None = None) -> Config:
     entry: dict[str, Any] = {"name": "m", "served_name": "m", "weights_dir": str(home),
                              "tool_call_parser": PARSER, "max_model_len": 16384}
     if probe is not None:
         entry["probe"] = probe
     (home / "catalog.json").write_text(json.dumps({"models": [entry]}))
     raw = {"custom_providers": [{"name": "p", "api": "openai", "base_url": base_url, "model": "m",
-                                 "sampling": list(sampling), "catalog_entry": "m", "max_retries": 2}],
+                                 "sampling": list(sampling), "catalog_entry": "m", "max_retries": 2,
+                                 "params": params or {}}],
            "sandbox": {"backend": "bwrap"}}
     (home / "config.json").write_text(json.dumps(raw))
     return Config.model_validate(raw)
@@ -49,8 +51,9 @@ def _config(home: Path, base_url: str, *, probe: dict[str, Any] | None = None,
 
 def _probe(home: Path, behaviour: str = "good", **opts: Any) -> tuple[ProbeReport, ScriptedServer]:
     probe_bar = opts.pop("bar", None)
+    cfg = opts.pop("config", {})
     with ScriptedServer(responder=ReferenceModel(behaviour), model="m") as srv:
-        config = _config(home, srv.base_url, probe=probe_bar)
+        config = _config(home, srv.base_url, probe=probe_bar, **cfg)
         store = EventStore(home / "events.db")
         try:
             report = run_probe(config, store, options=ProbeOptions(**opts))
@@ -184,6 +187,16 @@ def test_requests_carry_the_fixed_seed_and_the_probe_tools(abhed_home: Path) -> 
     assert chat and all(r.get("seed") == 20261201 for r in chat)
     names = {t["function"]["name"] for r in chat for t in r["tools"]}
     assert {"read", "write", "edit", "glob", "grep", "bash", "probe_ping"} <= names
+
+
+def test_the_providers_max_tokens_caps_every_cases_budget(abhed_home: Path) -> None:
+    _, srv = _probe(abhed_home, families=("wire",))
+    assert max(r.get("max_tokens", 0) for r in srv.requests if r.get("tools")) > 64
+    _, srv = _probe(abhed_home, families=("wire",),
+                    config={"sampling": ("temperature", "seed", "max_tokens"),
+                            "params": {"max_tokens": 64}})
+    chat = [r for r in srv.requests if r.get("tools")]
+    assert chat and all(1 <= r["max_tokens"] <= 64 for r in chat)
 
 
 def test_a_worse_model_than_the_baseline_fails_the_soft_gate(good: tuple[ProbeReport, Path],
@@ -361,7 +374,9 @@ def test_the_tiny_test_preset_declares_its_honest_bar(tmp_path: Path) -> None:
     entry = entry_from_preset(tmp_path, "tiny-test")
     assert entry.probe.tool_choice == "named" and entry.probe.families == ("wire",)
     assert entry.probe.min_rate == {}
-    assert entry_from_preset(tmp_path, "smollm2").probe == ProbeBar()
+    small = entry_from_preset(tmp_path, "smollm2").probe
+    assert (small.tool_choice, small.families, small.min_rate) == ("named", ("wire",), {})
+    assert entry_from_preset(tmp_path, "qwen3-coder").probe == ProbeBar()
 
 
 def test_every_case_is_well_formed_and_prompts_do_not_shadow_each_other() -> None:
