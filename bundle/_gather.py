@@ -194,9 +194,12 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
         "known_answer": KNOWN_ANSWER,
         "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4", force,
                         m.probe_tool, "--workspace", "{workspace}", m.probe_prompt or PROBE_PROMPT],
+        # The catalog entry beside the weights declares the capability probe's bar and the
+        # sampling the server honours; without it the probe would judge by the default bar.
         "agent_config": {"custom_providers": [{
             "name": "gate", "api": "openai", "base_url": "{base_url}", "model": "{served_name}",
-            **_gate_sampling(m)}], "default_provider": "gate"},
+            "catalog_entry": entry.name, **_gate_sampling(m)}], "default_provider": "gate",
+            "catalog": "{model_dir}/abhed-catalog.json"},
         "agent_timeout_s": 600,
         "min_gpu_memory_gib": 0.0,
     }

@@ -161,6 +161,9 @@ def test_an_upgrade_gather_references_the_weights_and_can_bound_the_gate(
                        .read_text())
     gate = serve["agent_config"]["custom_providers"][0]
     assert (gate["sampling"], gate["params"]) == (["temperature"], {"temperature": 0})
+    # The probe judges by the bar in the entry gather wrote, not by the default one.
+    assert gate["catalog_entry"] == "tiny"
+    assert serve["agent_config"]["catalog"] == "{model_dir}/abhed-catalog.json"
 
     upgrade = tmp_path / "site-2.toml"  # same directory: the same model files
     upgrade.write_text(site.read_text().replace("version = 1", "version = 2", 1)
