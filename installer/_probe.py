@@ -8,7 +8,11 @@ the serving stack's distributions in the venv (vLLM, torch, transformers,
 xgrammar).  An upgrade that changes neither, from a current release that
 passed its probe, skips it (recorded).  The operator may override a failure
 with ``--accept-probe-failure REASON``: the failure and the reason go into
-the audit log.
+the audit log.  A failure on record is not proved again: accepting it anew
+for the same key as the current release's failed probe records the
+acceptance without re-running (minutes on a CPU host), and a rollback to a
+release whose own failure was accepted keeps that record.  Without the flag
+a failed key is always probed again (it may pass now).
 
 Each report is kept in ``state/probe/<version>/`` (report and the probe's
 event log, for an auditor); the current release's report is the baseline
@@ -93,12 +97,38 @@ def _findings(report: dict[str, Any], n: int = 4) -> list[str]:
     return out[:n]
 
 
+def _keep_outcome(layout: Layout, version: int, key: str, passed: bool, accepted: str | None,
+                  report_path: Path | None, home: Path,
+                  report: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+    """state/probe/<version>/: the outcome, the report and the probe's event log."""
+    keep = layout.state_dir / "probe" / str(version)
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    if report_path is not None:
+        shutil.copyfile(report_path, keep / "report.json")
+    for name in ("events.db", "events.db-wal"):  # the probe's session (ABHED_HOME/state/)
+        if (home / "state" / name).is_file():
+            shutil.copyfile(home / "state" / name, keep / name)
+    summary = {"key": key, "passed": passed, "accepted": accepted,
+               "session": report.get("session_id") if report else None,
+               "model": report.get("model") if report else None}
+    atomic_write(keep / "outcome.json", (json.dumps(summary, indent=1) + "\n").encode())
+    return keep, summary
+
+
 def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv: list[str],
                    env: dict[str, str], cwd: Path, home: Path, timeout_s: float,
                    accept_failure: str | None, current: int | None) -> ProbeOutcome:
     """Run (or skip) the probe for ``release``; GateFailed when it fails and nobody accepted that."""
     version = int(release.name)
     key = probe_key(release, model_dir)
+    own = _saved(layout, version)
+    if own and own.get("key") == key and own.get("accepted") and not own.get("passed"):
+        # A rollback to a release that went live with an accepted failure: its own record
+        # stands (the operator's reason is in the audit log); the probe would say it again.
+        return ProbeOutcome(f"skipped: release {version}'s own probe failed and was accepted "
+                            f"when it was installed ({own.get('accepted')})",
+                            {"result": "skipped", "key": key, "accepted_as": version})
     for other in (version, current):
         saved = _saved(layout, other)
         if saved and saved.get("key") == key and saved.get("passed") is True and other is not None:
@@ -106,6 +136,17 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
             return ProbeOutcome(f"skipped: the same model and serving configuration as {why}, "
                                 "which passed its probe",
                                 {"result": "skipped", "key": key, "passed_as": other})
+    failed = _saved(layout, current)
+    if accept_failure and failed and failed.get("key") == key and failed.get("passed") is False:
+        # The operator accepts a failure again for the very model and serving stack whose
+        # failure is on record: re-running would only prove it again (minutes on a CPU).
+        # Without --accept-probe-failure the probe runs, and may pass.
+        _keep_outcome(layout, version, key, False, accept_failure, None, home)
+        return ProbeOutcome(
+            f"FAILED, accepted by the operator ({accept_failure}); not re-run: the same model "
+            f"and serving configuration as current release {current}, whose probe failed",
+            {"result": "failure-accepted", "key": key, "reason": accept_failure,
+             "failed_as": current, "problem": f"as release {current}: not re-run"})
     baseline = layout.state_dir / "probe" / str(current) / "report.json" if current is not None else None
     out = layout.logs / f"gate-{release.name}-probe.json"
     out.unlink(missing_ok=True)
@@ -131,18 +172,9 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
     if not passed and not accept_failure:
         raise GateFailed(problem + ". Nothing was switched. To switch anyway, pass "
                          "--accept-probe-failure REASON (recorded in the audit log)")
-    keep = layout.state_dir / "probe" / str(version)
-    shutil.rmtree(keep, ignore_errors=True)
-    keep.mkdir(parents=True)
-    if report is not None:
-        shutil.copyfile(out, keep / "report.json")
-    for name in ("events.db", "events.db-wal"):  # the probe's session (ABHED_HOME/state/)
-        if (home / "state" / name).is_file():
-            shutil.copyfile(home / "state" / name, keep / name)
-    summary = {"key": key, "passed": passed, "accepted": accept_failure if not passed else None,
-               "session": report.get("session_id") if report else None,
-               "model": report.get("model") if report else None}
-    atomic_write(keep / "outcome.json", (json.dumps(summary, indent=1) + "\n").encode())
+    keep, summary = _keep_outcome(layout, version, key, passed,
+                                  accept_failure if not passed else None,
+                                  out if report is not None else None, home, report)
     audit = {"result": "ok" if passed else "failure-accepted", "key": key,
              "report": str(keep / "report.json") if report is not None else None,
              "session": summary["session"], "wall_s": report.get("wall_s") if report else None}

@@ -111,3 +111,28 @@ def test_the_bar_ships_in_the_bundle(host: Installer, make_bundle: BundleMaker, 
     r = host("upgrade", bundle)
     assert r.returncode == 7
     assert "below the bar of 100%" in r.stderr
+
+
+def test_an_accepted_failure_is_not_proved_again_for_the_same_model(
+        host: Installer, make_bundle: BundleMaker) -> None:
+    bad = {"serve": descriptor(command=scripted_command("text_calls")),
+           "weights": b"a different model\n" * 1000}
+    reason = "demo model on a CPU host; approved by J. Doe"
+    assert host("upgrade", make_bundle(6, **bad), "--accept-probe-failure", reason).returncode == 0
+    (first,) = _entries(host, 6, "probe")
+    assert first["result"] == "failure-accepted" and "come back as text" in str(first["problem"])
+    # The same model and serving stack again, accepted again: recorded, not re-run.
+    r = host("upgrade", make_bundle(7, **bad), "--accept-probe-failure", reason)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (again,) = _entries(host, 7, "probe")
+    assert again["result"] == "failure-accepted" and again["failed_as"] == 6
+    assert again["reason"] == reason and "not re-run" in r.stderr
+    assert not (host.prefix / "state/probe/7/report.json").exists()
+    # Back to 6: its own accepted outcome stands.
+    r = host("rollback")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _entries(host, 6, "probe")[-1]["accepted_as"] == 6
+    # Without the operator's word the probe runs again, and refuses.
+    r = host("upgrade", make_bundle(8, **bad))
+    assert r.returncode == 7 and "failed its capability probe" in r.stderr
+    assert host.prefix.joinpath("current").resolve().name == "6"
