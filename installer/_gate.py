@@ -144,14 +144,29 @@ def _known_answer(base: str, d: ServeDescriptor) -> str:
     return f"answered {str(content)[:60]!r}"
 
 
+def _scratch(release: Path) -> Path:
+    """A short path of the gate's own (mode 0700), not under the prefix, removed after.
+
+    The agent probe names the probe file to the model, and a small model copies a path
+    wrongly: SmolLM2-135M dropped the head of a 110-character one, and at temperature 0
+    whether it copies a short one right depends on its characters.  So the path is the
+    same on every gate of a release (``/tmp/abhed-gate-<version>``), made by an exclusive
+    mkdir (an existing one, or a symbolic link planted there, is never used); only when
+    that name is taken does it get a random suffix.
+    """
+    fixed = Path(tempfile.gettempdir()) / f"abhed-gate-{release.name}"
+    try:
+        fixed.mkdir(mode=0o700)
+        return fixed
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix=f"abhed-gate-{release.name}-"))
+
+
 def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None],
              accept_probe_failure: str | None = None) -> list[GateStep]:
     """Run the gate for ``release``; GateFailed names the step and what was seen."""
     d, model_dir = release_descriptor(release)
-    # A short path of its own (mode 0700), not under the prefix: the agent probe names the
-    # probe file to the model, and a small model copies a long path wrongly (SmolLM2-135M
-    # dropped the head of a 110-character one).  Removed whatever the outcome.
-    scratch = Path(tempfile.mkdtemp(prefix=f"abhed-gate-{release.name}-"))
+    scratch = _scratch(release)
     home, workspace = scratch / "home", scratch / "ws"
     try:
         return _gate(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
