@@ -95,6 +95,7 @@ class Conversation:
     specs: list[dict[str, Any]]
     dispatcher: Dispatcher | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
+    max_tokens_cap: int | None = None  # the provider's configured max_tokens, if any
     messages: list[dict[str, Any]] = field(default_factory=list)
     replies: list[ModelReply] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
@@ -122,8 +123,8 @@ class Conversation:
         model bounded to 200 tokens, unbounded, rambles for minutes per case on a CPU).
         """
         sampling = dict(self.sampling)
-        cap = self.provider.sampling.get("max_tokens")
-        sampling["max_tokens"] = min(max_tokens, cap) if isinstance(cap, int) else max_tokens
+        cap = self.max_tokens_cap
+        sampling["max_tokens"] = min(max_tokens, cap) if cap is not None else max_tokens
         request = ChatRequest(messages=list(self.messages), tools=self.specs,
                               tool_choice=tool_choice, sampling=sampling, stream=stream)
         t0 = time.perf_counter()

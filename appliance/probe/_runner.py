@@ -213,8 +213,9 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
                                                deadline_s=pc.deadline_s, max_retries=max(1, pc.max_retries),
                                                transport=failer),  # type: ignore[arg-type]
                               provider.model, provider.sampling)
+    cap = provider.sampling.get("max_tokens")
     conv = Conversation(session=session, provider=used, run_id=rid, system=system, specs=specs,
-                        sampling=dict(extra))
+                        sampling=dict(extra), max_tokens_cap=cap if isinstance(cap, int) else None)
     run = CaseRun(case=case, conv=conv, workspace=ws, nonce=nonce, tools=tools, result=res,
                   named=named, max_model_len=max_model_len, exact_compare=exact, originals=originals)
     tooling: Tooling | None = None
