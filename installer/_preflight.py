@@ -303,8 +303,9 @@ def _kept_weights(manifest: Manifest, prefix: Path) -> list[Check]:
     from ._layout import Layout
 
     store = Layout(prefix.absolute()).store
-    lacking = [r for r in manifest.references
-               if not _same_size(store / r.content_sha256, r.content_size)]
+    lacking = sorted((r for r in manifest.references
+                      if not _same_size(store / r.content_sha256, r.content_size)),
+                     key=lambda r: -r.content_size)  # the weights first, not the configs
     need = (f"{len(manifest.references)} model file(s) "
             f"({manifest.referenced_size / _GIB:.2f} GiB) kept from "
             + ", ".join(sorted({r.carried_by for r in manifest.references})))
