@@ -120,30 +120,37 @@ def _offline(script: str, timeout: float = 2400) -> subprocess.CompletedProcess[
 
 
 _ASK = r"""
-import json, os, signal, subprocess, sys, time, urllib.request
+import json, os, signal, subprocess, sys, threading, urllib.request
 prefix, ws, port = sys.argv[1], sys.argv[2], sys.argv[3]
 env = dict(os.environ, ABHED_MODEL_PORT=port)
 server = subprocess.Popen([f"{prefix}/current/run-model-server"], env=env,
-                          stdout=open(f"{prefix}/logs/e2e-model.log", "ab"),
-                          stderr=subprocess.STDOUT, start_new_session=True)
-try:
-    deadline = time.monotonic() + 900
-    while True:
-        assert server.poll() is None, "the model server exited; see logs/e2e-model.log"
-        try:
-            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, "the model server never became healthy"
-        time.sleep(1)
-    run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool", "read",
-                          f"What is the project's code name? It is written in `{ws}/notes.txt`."],
-                         capture_output=True, text=True, timeout=900)
-    print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:]}))
-finally:
-    os.killpg(server.pid, signal.SIGTERM)
-    server.wait(60)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          start_new_session=True)
+# Ready is a line the server writes, waited for as it comes (no polling); the deadline
+# kills the server, which ends its output, so the wait ends either way.
+timer = threading.Timer(900, os.killpg, (server.pid, signal.SIGKILL))
+timer.start()
+ready = False
+with open(f"{prefix}/logs/e2e-model.log", "ab") as log:
+    for line in server.stdout:
+        log.write(line)
+        if b"Application startup complete" in line:
+            ready = True
+            break
+    drain = threading.Thread(target=lambda: log.writelines(server.stdout), daemon=True)
+    drain.start()
+    timer.cancel()
+    try:
+        assert ready, "the model server exited or never started within 900 s; see logs/e2e-model.log"
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).status == 200
+        run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool",
+                              "read", f"What is the project's code name? It is written in "
+                              f"`{ws}/notes.txt`."], capture_output=True, text=True, timeout=900)
+        print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:]}))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+        drain.join(10)
 """
 
 
