@@ -86,13 +86,17 @@ def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[in
     for r in manifest.references:
         obj = layout.store / r.content_sha256
         path = release / "bundle" / r.name
-        if not (obj.is_file() and obj.stat().st_size == r.content_size
-                and sha256_file(obj) == r.content_sha256):
-            raise BundleRefused(f"the bundle does not carry {r.name} (sha256 "
-                                f"{r.content_sha256}); it expects it from {r.carried_by}, but "
-                                f"{layout.store} holds no intact copy. Install {r.carried_by} "
-                                "first, or use a full bundle (gathered without "
-                                "reuse_weights_from)")
+        kept = obj.is_file() and obj.stat().st_size == r.content_size
+        if not kept or sha256_file(obj) != r.content_sha256:
+            head = (f"the bundle does not carry {r.name} (sha256 {r.content_sha256}); it "
+                    f"expects it from {r.carried_by}, but {layout.store} ")
+            if not kept:
+                raise BundleRefused(head + f"has no copy. Install {r.carried_by} first, or use "
+                                    "a full bundle (gathered without reuse_weights_from)")
+            raise BundleRefused(head + "holds no intact copy: the kept file was altered. "
+                                "`abhed-installer check` names the releases whose files changed; "
+                                "install from a full bundle (gathered without "
+                                "reuse_weights_from) to replace it")
         path.parent.mkdir(parents=True, exist_ok=True)
         os.link(obj, path)
         files += 1

@@ -63,5 +63,13 @@ def test_weights_referenced_by_an_upgrade_come_from_the_store(
     r = inst("upgrade", make_bundle(3, reuse_from=(full,)))
     assert r.returncode == 3, r.stdout + r.stderr
     assert "holds no intact copy" in r.stderr and "weights.bin" in r.stderr
+    assert "abhed-installer check" in r.stderr and "full bundle" in r.stderr
+    assert host_check_names_the_alteration(inst)
     assert tree_snapshot(inst.prefix / "releases") == before
     assert os.readlink(inst.prefix / "current") == "releases/2"
+
+
+def host_check_names_the_alteration(inst: Installer) -> bool:
+    """What the refusal tells the operator to run must find the altered file."""
+    r = inst("check")
+    return r.returncode == 8 and "models/tiny/weights.bin" in r.stdout
