@@ -2,7 +2,7 @@
 
 The app renders what the agent records and relays what the person decides;
 it decides nothing itself.  It talks to the appliance only through
-:class:`tui._adapter.AgentLink` (``link_factory`` swaps it in tests).
+:class:`tui._link.AgentLink` (``link_factory`` swaps it in tests).
 
 Keys (the full table is ``tui._commands.KEYS``, shown by /help and in
 docs/tui.md): Esc interrupts and never quits; Ctrl+C clears, interrupts, and
@@ -28,12 +28,12 @@ from textual.widgets import Static
 if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
     from appliance import Config
     from appliance.events import EventStore
-from tui._adapter import AgentLink, LinkInfo, PendingApproval, Sink
 from tui._approval import GUARD_S, ApprovalCard
 from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text
 from tui._composer import MAX_PROMPT_CHARS, Composer
 from tui._copy import copy_text
 from tui._export import export_markdown
+from tui._link import AgentLink, LinkInfo, PendingApproval, Sink
 from tui._messages import (
     ApprovalAsked,
     AppSink,

@@ -21,7 +21,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from tui._adapter import PendingApproval
+from tui._link import PendingApproval
 from tui._render import diff_for, plain
 
 __all__ = ["GUARD_S", "ApprovalCard"]

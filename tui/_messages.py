@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 from textual.message_pump import MessagePump
 
-from tui._adapter import LinkInfo, PendingApproval
+from tui._link import LinkInfo, PendingApproval
 from tui._stream import DeltaBuffer
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class RunFinished(Message):
 
 
 class AppSink:
-    """The :class:`tui._adapter.Sink` of one app: every call becomes a message (or a buffered delta)."""
+    """The :class:`tui._link.Sink` of one app: every call becomes a message (or a buffered delta)."""
 
     def __init__(self, target: MessagePump, deltas: DeltaBuffer) -> None:
         self.target = target

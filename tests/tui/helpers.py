@@ -24,7 +24,7 @@ from appliance.events import (
 from models import Delta
 from tools import ToolResult
 from tui import AbhedApp
-from tui._adapter import LinkInfo, PendingApproval
+from tui._link import LinkInfo, PendingApproval
 
 
 def write_config(home: Path, base_url: str, **extra: Any) -> None:
