@@ -6,14 +6,20 @@ session with :func:`start_agent` (a whole agent) or :func:`open_tooling`
 
 Errors: :class:`AbhedError` is the root (see ``appliance._errors``).
 
-The names below are imported on first use (PEP 562 ``__getattr__``), not when
-the package is: every ``abhed`` verb imports ``appliance`` first, and loading
-the config models, the dispatcher and the policy engine here would put pydantic
-and the whole runtime in front of ``abhed --help``.
+This is the one package whose names load on first use (PEP 562): every
+``abhed`` verb, ``abhed --help`` included, imports ``appliance`` first (the
+command line is ``appliance.cli``), and importing the config models, the
+dispatcher and the assembly here would put pydantic and the whole runtime in
+front of a help screen that needs only click.  The subpackages and the other
+packages import their names plainly: nothing on the help path imports them.
+Each name is written twice: in the ``TYPE_CHECKING`` imports (what mypy and
+readers see) and in ``_EXPORTS`` (what ``__getattr__`` loads);
+``tests/appliance/cli/test_startup.py`` holds the two and ``__all__`` equal.
 """
 
 from __future__ import annotations
 
+import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
@@ -36,28 +42,20 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
     from appliance._home import events_db_path as events_db_path
     from appliance._session import Session as Session
 
-# public name -> the private module that defines it
-_EXPORTS: dict[str, str] = {
-    "abhed_home": "appliance._home",
-    "AbhedError": "appliance._errors",
-    "ChainBroken": "appliance._errors",
-    "choose_provider": "appliance._assembly",
-    "Config": "appliance._config",
-    "ConfigError": "appliance._errors",
-    "Dispatcher": "appliance._dispatch",
-    "EventLogError": "appliance._errors",
-    "events_db_path": "appliance._home",
-    "load_config": "appliance._config",
-    "load_config_catalog": "appliance._assembly",
-    "Notice": "appliance._assembly",
-    "open_tooling": "appliance._assembly",
-    "Session": "appliance._session",
-    "SessionNotFound": "appliance._errors",
-    "start_agent": "appliance._assembly",
-    "StartedAgent": "appliance._assembly",
-    "Tooling": "appliance._assembly",
+# the private module -> the public names it defines
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "appliance._assembly": ("Notice", "StartedAgent", "Tooling", "choose_provider",
+                            "load_config_catalog", "open_tooling", "start_agent"),
+    "appliance._config": ("Config", "load_config"),
+    "appliance._dispatch": ("Dispatcher",),
+    "appliance._errors": ("AbhedError", "ChainBroken", "ConfigError", "EventLogError",
+                          "SessionNotFound"),
+    "appliance._home": ("abhed_home", "events_db_path"),
+    "appliance._session": ("Session",),
 }
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
+# A literal list: mypy takes the package's re-exports from it.
 __all__ = [
     "AbhedError",
     "ChainBroken",
@@ -79,7 +77,16 @@ __all__ = [
     "start_agent",
 ]
 
-if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
-    from appliance._lazy import lazy_names as _lazy_names
 
-    __getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())
+if not typing.TYPE_CHECKING:  # mypy sees the imports above; a __getattr__ would make every name Any
+
+    def __getattr__(name: str) -> typing.Any:
+        module = _MODULE_OF.get(name)
+        if module is None:
+            raise AttributeError(f"module 'appliance' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_MODULE_OF))

@@ -11,37 +11,16 @@ Backends (see ``docs/sandbox.md``):
 :func:`open_sandbox` picks one from the config; :func:`check_backends` is what
 ``abhed sandbox check`` prints.  Errors: :class:`SandboxError` (tree in
 ``appliance.sandbox._errors``).
-
-Names load on first use (PEP 562), so importing the package stays cheap;
-see ``appliance/__init__.py`` for why start-up cares.
 """
 
 from __future__ import annotations
 
-import typing
-
-if typing.TYPE_CHECKING:
-    from appliance.sandbox._check import BackendReport, check_backends
-    from appliance.sandbox._errors import SandboxCrashed, SandboxError, SandboxUnavailable
-    from appliance.sandbox._local import BwrapSandbox, HostSandbox
-    from appliance.sandbox._microvm import MicroVM, VMImage
-    from appliance.sandbox._open import open_sandbox
-    from appliance.sandbox._settings import SandboxSettings
-
-# public name -> the private module that defines it
-_EXPORTS: dict[str, str] = {
-    "BackendReport": "appliance.sandbox._check",
-    "BwrapSandbox": "appliance.sandbox._local",
-    "check_backends": "appliance.sandbox._check",
-    "HostSandbox": "appliance.sandbox._local",
-    "MicroVM": "appliance.sandbox._microvm",
-    "open_sandbox": "appliance.sandbox._open",
-    "SandboxCrashed": "appliance.sandbox._errors",
-    "SandboxError": "appliance.sandbox._errors",
-    "SandboxSettings": "appliance.sandbox._settings",
-    "SandboxUnavailable": "appliance.sandbox._errors",
-    "VMImage": "appliance.sandbox._microvm",
-}
+from appliance.sandbox._check import BackendReport, check_backends
+from appliance.sandbox._errors import SandboxCrashed, SandboxError, SandboxUnavailable
+from appliance.sandbox._local import BwrapSandbox, HostSandbox
+from appliance.sandbox._microvm import MicroVM, VMImage
+from appliance.sandbox._open import open_sandbox
+from appliance.sandbox._settings import SandboxSettings
 
 __all__ = [
     "BackendReport",
@@ -56,8 +35,3 @@ __all__ = [
     "check_backends",
     "open_sandbox",
 ]
-
-if not typing.TYPE_CHECKING:  # mypy sees the imports above, not a catch-all
-    from appliance._lazy import lazy_names as _lazy_names
-
-    __getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())

@@ -48,9 +48,7 @@ def _heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
 def test_help_imports_no_heavy_module_and_no_verb() -> None:
     modules = _modules_after("--help")
     assert _heavy(modules, HEAVY + RUNTIME) == []
-    # appliance._lazy is the few lines that make every package's names load on use.
-    assert not [m for m in modules if m.startswith("appliance.")
-                and m not in ("appliance.cli", "appliance._lazy")]
+    assert not [m for m in modules if m.startswith("appliance.") and m != "appliance.cli"]
     assert not [m for m in modules if m.split(".")[0] in ("tools", "bundle", "models", "tui")]
 
 
@@ -101,18 +99,29 @@ def test_package_names_load_on_first_use() -> None:
         appliance.__wrapped__  # noqa: B018
 
 
-@pytest.mark.parametrize("package", ["appliance", "appliance.loop", "appliance.extensions",
-                                     "appliance.sandbox", "appliance.mcp", "appliance.policy",
-                                     "appliance.probe", "models"])
-def test_lazy_package_exports_are_its_all(package: str) -> None:
+def test_root_exports_are_its_all_and_its_type_checking_imports() -> None:
+    import ast
+    import importlib
+
+    exports = vars(appliance)["_MODULE_OF"]
+    assert sorted(exports) == sorted(appliance.__all__)
+    for name, source in exports.items():
+        assert getattr(importlib.import_module(source), name) is getattr(appliance, name)
+    # mypy reads the TYPE_CHECKING imports and the literal __all__; hold them to _EXPORTS too.
+    tree = ast.parse(Path(appliance.__file__ or "").read_text())
+    typed = {(node.module, alias.asname) for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+             for alias in node.names if alias.asname}
+    assert typed == {(source, name) for name, source in exports.items()}
+    assert "__all__ = [" in Path(appliance.__file__ or "").read_text()
+
+
+@pytest.mark.parametrize("package", ["appliance.loop", "appliance.extensions", "appliance.sandbox",
+                                     "appliance.mcp", "appliance.policy", "appliance.probe", "models"])
+def test_subpackages_import_their_names_plainly(package: str) -> None:
+    # Only the root is lazy (see appliance/__init__.py): a subpackage's names are there on import.
     import importlib
 
     module = importlib.import_module(package)
-    exports = vars(module)["_EXPORTS"]
-    # __all__ must be a literal list in the source: mypy --strict takes the package's
-    # re-exports from it, and `sorted(_EXPORTS)` would hide every name from mypy.
-    source = Path(module.__file__ or "").read_text()
-    assert "__all__ = [" in source
-    assert sorted(exports) == sorted(module.__all__)
-    for name, source in exports.items():
-        assert getattr(importlib.import_module(source), name) is getattr(module, name)
+    assert not hasattr(module, "__getattr__")
+    assert set(module.__all__) <= set(vars(module))
