@@ -84,7 +84,8 @@ class Dispatcher:
                 result = run_tool(tool, admitted, replace(self.ctx, call_id=call_id))
                 result = self.gate.finish(call_id, tool, admitted, result)
         elapsed = (time.perf_counter() - started) * 1000
-        self.session.record_result(call_id, name, result, round(elapsed, 3))
+        self.session.record_result(call_id, name, result, round(elapsed, 3),
+                                   approval_wait_ms=round(self.gate.waited_ms(call_id), 3))
         return result
 
     def call_text(self, name: str, arguments: str, *, call_id: str | None = None,

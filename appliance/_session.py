@@ -100,9 +100,11 @@ class Session:
         self.append(ActionEvent(session_id=self.id, call_id=call_id, tool=tool, args=args,
                                 source=source))
 
-    def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float) -> None:
+    def record_result(self, call_id: str, tool: str, result: ToolResult, duration_ms: float, *,
+                      approval_wait_ms: float = 0.0) -> None:
         self.append(ObservationEvent(session_id=self.id, call_id=call_id, tool=tool, result=result,
-                                     duration_ms=duration_ms, artifacts=_artifact_refs(result)))
+                                     duration_ms=duration_ms, approval_wait_ms=approval_wait_ms,
+                                     artifacts=_artifact_refs(result)))
         # Working memory gets its own typed events, so a UI (and the history
         # fold) never has to parse a tool result to show the list.
         memory: Event | None = None

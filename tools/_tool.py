@@ -140,6 +140,23 @@ class Tool:
             return None
         return None
 
+    def preview(self, args: Any, ctx: ToolContext) -> str | None:
+        """What the call would change, as a unified diff against what is on disk, computed
+        with no side effects before a person is asked (``args`` validated and normalized).
+
+        ``None``: the tool changes no file, or what it would change cannot be known
+        beforehand.  Raising is allowed (the call is hopeless): the asker shows no preview.
+        """
+        return None
+
+    def preview_of(self, raw: Any, ctx: ToolContext) -> str | None:
+        """:meth:`preview` of arguments not yet validated; ``None`` when they are invalid or
+        the preview fails (the call itself will report why)."""
+        try:
+            return self.preview(validate_args(self, raw), ctx)
+        except Exception:
+            return None
+
     def check(self, args: Any, ctx: ToolContext) -> None:
         """Raise the :class:`ToolFailure` that :meth:`run` would raise before changing anything.
 

@@ -22,6 +22,7 @@ import difflib
 import hashlib
 import mmap
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,6 +104,25 @@ class Edit(Tool):
             finally:
                 os.close(fd)
 
+    def preview(self, args: EditArgs, ctx: ToolContext) -> str | None:
+        """The unified diff this edit would make, numbered as the file on disk is."""
+        loc = locate_for_check(ctx, args.path, create_parents=not args.old_string)
+        if loc is None:
+            return _new_file_diff(args.path, args.new_string)
+        with loc:
+            if _check_new(args, ctx, loc):
+                return _new_file_diff(loc.path, args.new_string)
+            fd, facts = check_overwrite(ctx, loc, tool="edit")
+            try:
+                body = _Body.open(fd, facts)
+                try:
+                    plan, _ = _plan(args, ctx, loc.path, body, facts)
+                finally:
+                    body.close()
+            finally:
+                os.close(fd)
+        return plan.diff
+
     def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
         _refuse_no_change(args)
         with locate_for_write(ctx, args.path, create_parents=not args.old_string) as loc:
@@ -151,6 +171,12 @@ class Edit(Tool):
             sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
             diff=plan.diff, crlf_converted=plan.crlf, artifacts=kept,
         )
+
+
+def _new_file_diff(path: str, text: str) -> str:
+    """What creating ``path`` with ``text`` adds, as a unified diff (bounded like every diff)."""
+    diff = "".join(difflib.unified_diff([], text.splitlines(keepends=True), "/dev/null", path))
+    return diff if len(diff) <= _DIFF_MAX_CHARS else diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
 
 
 def _refuse_no_change(args: EditArgs) -> None:
@@ -310,7 +336,7 @@ def _apply(
             "so it matches exactly one place, or set replace_all to true to change all of them.",
             details={"count": len(offsets), "lines": lines},
         )
-    snippets, diff, cut = _snippets(body, offsets, lines, needle, replacement, facts)
+    snippets, diff, cut = _snippets(body, offsets, lines, needle, replacement, facts, path)
 
     def chunks() -> Iterator[bytes]:
         yield facts.bom
@@ -343,9 +369,20 @@ def _copy(body: _Body, start: int, end: int, facts: FileFacts) -> Iterator[bytes
         yield body.data[lo : min(end, lo + CHUNK)]
 
 
+_HUNK = re.compile(r"^@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@", re.MULTILINE)
+
+
+def _shift_hunks(diff: str, by: int) -> str:
+    """A diff of a snippet renumbered as lines of the file (the snippet starts at ``by + 1``)."""
+    def shift(m: re.Match[str]) -> str:
+        return (f"@@ -{int(m.group(1)) + by}{m.group(2) or ''} "
+                f"+{int(m.group(3)) + by}{m.group(4) or ''} @@")
+    return _HUNK.sub(shift, diff)
+
+
 def _snippets(
     body: _Body, offsets: list[int], lines: list[int], needle: bytes, replacement: bytes,
-    facts: FileFacts,
+    facts: FileFacts, path: str,
 ) -> tuple[list[str], str, bool]:
     enc = _search_facts(body, facts)
     shown: list[str] = []
@@ -375,10 +412,9 @@ def _snippets(
                    f"{first + _SNIPPET_HEAD_LINES} to see them ...]")
             numbered = numbered[:_SNIPPET_HEAD_LINES] + [gap] + numbered[-tail:]
         shown.append("\n".join(numbered))
-        diffs.append("".join(difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True),
-            f"before (line {first})", f"after (line {first})",
-        )))
+        diffs.append(_shift_hunks("".join(difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), path, path,
+        )), first - 1))
     diff = "\n".join(diffs)
     if len(diff) > _DIFF_MAX_CHARS:
         diff = diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"

@@ -16,12 +16,12 @@ from pydantic import Field
 
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
+from tools.todo import STATUS_MARKS
 
 __all__ = ["MAX_STEPS", "Plan", "PlanArgs", "PlanStep", "render_plan"]
 
 MAX_STEPS = 50
 _MAX_NOTES_CHARS = 8000
-_MARK = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "skipped": "[-]"}
 
 
 class PlanStep(Args):
@@ -45,7 +45,7 @@ def render_plan(plan: dict[str, Any]) -> str:
     steps = plan.get("steps") or []
     lines = [f"Plan: {plan.get('title', '')}"]
     for n, s in enumerate(steps, 1):
-        lines.append(f"{n}. {_MARK.get(str(s.get('status')), '[?]')} {s.get('step')}")
+        lines.append(f"{n}. {STATUS_MARKS.get(str(s.get('status')), '[?]')} {s.get('step')}")
     notes = str(plan.get("notes") or "").strip()
     if notes:
         lines.append("Notes: " + notes)

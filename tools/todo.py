@@ -18,7 +18,7 @@ from pydantic import Field
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 
-__all__ = ["MAX_ITEMS", "Todo", "TodoArgs", "TodoItem", "render_todo"]
+__all__ = ["MAX_ITEMS", "STATUS_MARKS", "Todo", "TodoArgs", "TodoItem", "render_todo"]
 
 #: More items than this is not a checklist a person (or a small model) can follow.
 MAX_ITEMS = 100
@@ -26,7 +26,9 @@ _MAX_CONTENT_CHARS = 500
 _MAX_ID_CHARS = 64
 
 TodoStatus = Literal["pending", "in_progress", "done"]
-_MARK = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]"}
+#: How a todo item's or a plan step's status is drawn, for the model and for people (the one
+#: table: the tools' own output, ``abhed run``, ``abhed sessions show`` and the TUI use it).
+STATUS_MARKS = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "skipped": "[-]"}
 
 
 class TodoItem(Args):
@@ -47,7 +49,7 @@ def render_todo(items: list[dict[str, Any]]) -> str:
     """The list as the model and a person read it: one line per item, in order."""
     if not items:
         return "(the todo list is empty)"
-    return "\n".join(f"{_MARK.get(str(i.get('status')), '[?]')} {i.get('id')}: {i.get('content')}"
+    return "\n".join(f"{STATUS_MARKS.get(str(i.get('status')), '[?]')} {i.get('id')}: {i.get('content')}"
                      for i in items)
 
 

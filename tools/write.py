@@ -59,6 +59,21 @@ class Write(Tool):
             if prepared.fd is not None:
                 os.close(prepared.fd)
 
+    def preview(self, args: WriteArgs, ctx: ToolContext) -> str | None:
+        """The unified diff against the file on disk (every line added for a new file)."""
+        loc = locate_for_check(ctx, args.path)
+        if loc is None:
+            return _new_diff(ctx.workspace.absolute(args.path), args.content)
+        with loc:
+            p = _prepare(args, ctx, loc)
+            if p.fd is None:
+                return _new_diff(loc.path, args.content)
+            assert p.facts is not None
+            try:
+                return _diff(p.fd, p.facts, p.content, loc.path)
+            finally:
+                os.close(p.fd)
+
     def run(self, args: WriteArgs, ctx: ToolContext) -> ToolResult:
         with locate_for_write(ctx, args.path) as loc:
             p = _prepare(args, ctx, loc)
@@ -160,3 +175,10 @@ def _diff(fd: int, facts: FileFacts, new_text: str, path: str) -> str | None:
     text = "".join(difflib.unified_diff(old_text.splitlines(keepends=True),
                                         new_text.splitlines(keepends=True), path, path))
     return text if len(text) <= _DIFF_MAX_CHARS else text[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
+
+
+def _new_diff(path: str, text: str) -> str | None:
+    if len(text) > _DIFF_MAX_BYTES:
+        return None
+    diff = "".join(difflib.unified_diff([], text.splitlines(keepends=True), "/dev/null", path))
+    return diff if len(diff) <= _DIFF_MAX_CHARS else diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"

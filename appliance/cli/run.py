@@ -29,7 +29,7 @@ import click
 
 from appliance._errors import AbhedError
 from appliance.cli._common import config_option, get_config, open_store
-from appliance.events import StoredEvent
+from appliance.events import ModelTurn, StoredEvent, show
 
 EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
               "interrupted": 130, "repeated_failure": 3, "context_full": 3, "budget": 3}
@@ -40,39 +40,34 @@ def event_line(stored: StoredEvent) -> str:
                        "event": stored.event.model_dump(mode="json")}, ensure_ascii=False)
 
 
+#: What ``abhed run`` shows a person on stderr, with the symbol in front; the words are
+#: :func:`appliance.events.show`'s, as at every door.  The final answer goes to stdout, and
+#: set-up notices were printed as ``warning:`` lines before the run.
+_PROGRESS: dict[str, str] = {
+    "action": "→", "observation": "←", "approval": "?", "policy_rule_added": "+",
+    "todo_updated": "", "plan_updated": "", "task_started": "⇢", "task_ended": "⇠",
+    "compacted": "≋", "undo_applied": "↶", "extension_died": "!", "run_ended": "■",
+}
+
+
+def progress_line(stored: StoredEvent) -> str | None:
+    """The stderr line(s) for one event, or None for what this door does not show."""
+    e = stored.event
+    if isinstance(e, ModelTurn):
+        # A turn that calls tools may say why; the last turn's text is the answer (stdout).
+        text = e.text.strip()
+        return f"· {text[:500]}" if text and e.tool_calls else None
+    symbol = _PROGRESS.get(e.type)
+    if symbol is None:
+        return None
+    shown = show(e)
+    return f"{symbol} {shown.text('    ')}" if symbol else shown.text("  ")
+
+
 def _progress(stored: StoredEvent) -> None:
-    e: Any = stored.event
-    if e.type == "model_turn":
-        if e.text and e.tool_calls:
-            click.echo(f"· {e.text.strip()[:500]}", err=True)
-        for c in e.tool_calls:
-            click.echo(f"→ {c.name} {c.arguments[:200]}", err=True)
-    elif e.type == "observation":
-        if e.result.ok:
-            first = e.result.content.splitlines()[0][:120] if e.result.content else ""
-            click.echo(f"← {e.tool}: ok {first}", err=True)
-        else:
-            click.echo(f"← {e.tool}: {e.result.error.code if e.result.error else 'error'}: "
-                       f"{e.result.content[:300]}", err=True)
-    elif e.type == "approval":
-        click.echo(f"? {e.tool}: {e.decision} by {e.decided_by} {e.reason}", err=True)
-    elif e.type == "todo_updated":
-        marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]"}
-        click.echo("todo:", err=True)
-        for item in e.items[:100]:
-            click.echo(f"  {marks.get(item.status, '[?]')} {item.id}: {item.content}", err=True)
-    elif e.type == "plan_updated":
-        click.echo(f"plan: {e.title}", err=True)
-        for n, step in enumerate(e.steps, 1):
-            click.echo(f"  {n}. [{step.status}] {step.step}", err=True)
-    elif e.type == "task_started":
-        click.echo(f"⇢ task {e.description!r} ({e.agent_type}) session {e.child_session_id}", err=True)
-    elif e.type == "task_ended":
-        click.echo(f"⇠ task {e.child_session_id}: {e.status} ({len(e.files_changed)} files changed)",
-                   err=True)
-    elif e.type == "run_ended":
-        click.echo(f"■ {e.reason}: {e.message} ({e.turns} turns, "
-                   f"{e.prompt_tokens + e.completion_tokens} tokens)", err=True)
+    line = progress_line(stored)
+    if line is not None:
+        click.echo(line, err=True)
 
 
 def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:

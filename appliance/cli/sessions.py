@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import click
 
 from appliance._errors import SessionNotFound
 from appliance.cli._common import open_store
-from appliance.events import (
-    ActionEvent,
-    Compacted,
-    ModelTurn,
-    ObservationEvent,
-    PlanUpdated,
-    RunEnded,
-    RunStarted,
-    SessionEnded,
-    SessionStarted,
-    TaskEnded,
-    TaskStarted,
-    TodoUpdated,
-    UndoApplied,
-    UserMessage,
-)
+from appliance.events import ActionEvent, ModelTurn, ObservationEvent, StoredEvent, show
 
-
-def _indent(text: str, limit: int = 2000) -> str:
-    body = text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters]"
-    return "\n".join("         " + line for line in body.splitlines())
+_BODY_CHARS = 2000
 
 
 @click.group()
@@ -72,55 +55,31 @@ def show_session(session_id: str, as_json: bool) -> None:
         return
     click.echo(f"session {info['id']}  workspace {info['workspace']}  created {info['created_at']}")
     for stored in events:
-        ev = stored.event
-        head = f"#{stored.session_seq:<4} {ev.ts}  "
-        if isinstance(ev, SessionStarted):
-            parent = (f", subagent of {ev.parent_session_id} call {ev.parent_call_id}"
-                      if ev.parent_session_id else "")
-            click.echo(head + f"started (abhed {ev.abhed_version}{parent})")
-        elif isinstance(ev, RunStarted):
-            click.echo(head + f"run    {ev.run_id} {ev.model} mode {ev.mode}"
-                       + (" (resumed)" if ev.resumed else ""))
-        elif isinstance(ev, UserMessage):
-            click.echo(head + f"{'steer' if ev.kind == 'steer' else 'user'}:\n" + _indent(ev.text))
-        elif isinstance(ev, ModelTurn):
-            if ev.text.strip():
-                click.echo(head + "model:\n" + _indent(ev.text))
-        elif isinstance(ev, RunEnded):
-            click.echo(head + f"end    {ev.run_id} {ev.reason}: {ev.message}")
-        elif isinstance(ev, TodoUpdated):
-            marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]"}
-            click.echo(head + "todo:\n" + _indent("\n".join(
-                f"{marks[i.status]} {i.id}: {i.content}" for i in ev.items) or "(empty)"))
-        elif isinstance(ev, PlanUpdated):
-            click.echo(head + f"plan: {ev.title}\n" + _indent("\n".join(
-                f"{n}. [{st.status}] {st.step}" for n, st in enumerate(ev.steps, 1))))
-        elif isinstance(ev, TaskStarted):
-            click.echo(head + f"task   {ev.call_id} {ev.agent_type} {ev.description!r} -> "
-                       f"session {ev.child_session_id}")
-        elif isinstance(ev, TaskEnded):
-            click.echo(head + f"task   {ev.call_id} ended {ev.status}; files changed: "
-                       f"{', '.join(ev.files_changed) or 'none'}")
-        elif isinstance(ev, Compacted):
-            click.echo(head + f"compacted ({ev.trigger}, {ev.strategy}): {ev.tokens_before} -> "
-                       f"{ev.tokens_after} tokens, {len(ev.masked_call_ids)} outputs masked")
-        elif isinstance(ev, UndoApplied):
-            done = [f.path for f in ev.files if f.action != "refused"]
-            refused = [f"{f.path} ({f.reason})" for f in ev.files if f.action == "refused"]
-            click.echo(head + f"undo   restored {', '.join(done) or 'nothing'}"
-                       + (f"; refused {', '.join(refused)}" if refused else ""))
-        elif isinstance(ev, ActionEvent):
-            args = json.dumps(ev.args, ensure_ascii=False)
-            args = args if len(args) <= 120 else args[:117] + "..."
-            click.echo(head + f"call   {ev.call_id} {ev.tool} {args}  [{ev.source}]")
-        elif isinstance(ev, ObservationEvent):
-            r = ev.result
-            status = "ok" if r.ok else f"error {r.error.code if r.error else ''}"
-            first = r.content.splitlines()[0] if r.content else ""
-            first = first if len(first) <= 100 else first[:97] + "..."
-            click.echo(head + f"result {ev.call_id} {ev.tool} {status} ({ev.duration_ms:.1f} ms): {first}")
-        elif isinstance(ev, SessionEnded):
-            click.echo(head + f"ended: {ev.reason}")
+        shown_line = show_line(stored)
+        if shown_line is not None:
+            click.echo(shown_line)
+
+
+def show_line(stored: StoredEvent) -> str | None:
+    """One event of ``sessions show``: ``#N ts  words``, in :func:`appliance.events.show`'s
+    words (the audit records, decisions and the log's own events, are in ``--json``)."""
+    ev = stored.event
+    if isinstance(ev, ModelTurn) and not ev.text.strip():
+        return None  # a turn that only called tools: its calls follow as their own lines
+    shown = show(ev)
+    if shown.audit:
+        return None
+    title = shown.title
+    if isinstance(ev, (ActionEvent, ObservationEvent)):
+        title = f"{'call' if isinstance(ev, ActionEvent) else 'result'} {ev.call_id} {title}"
+    elif isinstance(ev, ModelTurn):
+        shown = replace(shown, body=ev.text)  # the calls follow as their own lines
+    body = shown.body
+    if len(body) > _BODY_CHARS:
+        body = body[:_BODY_CHARS] + (f"\n[... {len(body) - _BODY_CHARS:,} more characters; "
+                                     "--json prints every event whole]")
+    shown = replace(shown, body=body)
+    return f"#{stored.session_seq:<4} {ev.ts}  " + replace(shown, title=title).text(" " * 9)
 
 
 @sessions.command("undo")

@@ -43,6 +43,20 @@ from appliance.events._redact import REDACTED, Redactor
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings
+from appliance.events._shown import (
+    TAIL_LINES,
+    CallOutcome,
+    CallStatus,
+    Shown,
+    Tone,
+    call_outcome,
+    call_summary,
+    decider,
+    plural,
+    result_outcome,
+    show,
+    status_lines,
+)
 from appliance.events._store import GENESIS, EventStore, StoredEvent
 from appliance.events._verify import Problem, VerifyReport, verify_log
 from appliance.events._witness import check_witness, collect_heads
@@ -93,6 +107,18 @@ __all__ = [
     "TurnUsage",
     "UserMessage",
     "VerifyReport",
+    "TAIL_LINES",
+    "CallOutcome",
+    "CallStatus",
+    "Shown",
+    "Tone",
+    "call_outcome",
+    "call_summary",
+    "decider",
+    "plural",
+    "result_outcome",
+    "show",
+    "status_lines",
     "check_witness",
     "collect_heads",
     "consistency_problems",

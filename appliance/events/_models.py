@@ -111,7 +111,10 @@ class ObservationEvent(_Base):
     call_id: str
     tool: str
     result: ToolResult
-    duration_ms: float
+    duration_ms: float = Field(description="From the action to the result, approval wait included.")
+    approval_wait_ms: float = Field(
+        default=0.0, description="Of duration_ms, the time spent waiting for a person's answer "
+        "(0 when nobody was asked), so a door can show run time and wait apart.")
     artifacts: list[ArtifactRef] = Field(
         default_factory=list, description="Blobs kept whole for this call: a cut output, a preimage.")
 

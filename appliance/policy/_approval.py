@@ -48,11 +48,17 @@ class ScopedApprovalRequest(ApprovalRequest):
 
     ``always_rules`` are the rules an "always allow" answer would store; empty
     means that answer is not offered (destructive commands ask every time).
+    ``args["command"]`` of a bash call is the command exactly as it will run;
+    ``commands`` are what policy's parse found in it that needs the answer.
     """
 
     decided_by: str = ""
     commands: tuple[str, ...] = ()
     always_rules: tuple[Rule, ...] = ()
+    #: The session whose agent asks (a subagent's own session when a subagent asks).
+    session_id: str = ""
+    #: For a file change: the unified diff against what is on disk, computed before asking.
+    preview: str = ""
 
 
 @dataclass(frozen=True)

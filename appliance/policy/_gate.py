@@ -15,6 +15,7 @@ rpc hand it the call and take what it returns.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -117,6 +118,7 @@ class Gate:
         self.chosen_by: ChosenBy = chosen_by
         self.operator = operator if operator is not None else engine.settings
         self.config_file = config_file
+        self._waited: dict[str, float] = {}  # call id -> ms its approval waited for an answer
 
     @classmethod
     def permissive(cls, *, approver: Approver | None = None) -> Gate:
@@ -180,10 +182,14 @@ class Gate:
             hopeless = tool.precheck(args, ctx)
             if hopeless is not None:
                 return hopeless  # certain to fail: the model hears why, nobody is asked
-            refused = self._ask(session, call_id, tool, args, decision)
+            refused = self._ask(session, call_id, tool, args, decision, ctx)
             if refused is not None:
                 return refused
         return args
+
+    def waited_ms(self, call_id: str) -> float:
+        """How long ``call_id``'s approval waited for its answer (0 if nobody was asked); once."""
+        return self._waited.pop(call_id, 0.0)
 
     def finish(self, call_id: str, tool: Tool, args: Mapping[str, Any],
                result: ToolResult) -> ToolResult:
@@ -210,7 +216,7 @@ class Gate:
         return decision
 
     def _ask(self, session: Session, call_id: str, tool: Tool, args: dict[str, Any],
-             decision: Decision) -> ToolResult | None:
+             decision: Decision, ctx: ToolContext) -> ToolResult | None:
         if self.approver is None or not self.can_ask:
             reason = ("nobody can answer: this run has no approver that can ask a person "
                       "(headless), and a call that needs approval is denied when nobody "
@@ -225,8 +231,14 @@ class Gate:
                            details={"decided_by": decision.decided_by})
         request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=args,
                                         reason=decision.reason, decided_by=decision.decided_by,
-                                        commands=decision.commands, always_rules=decision.always)
-        answer = self.approver.approve(request)
+                                        commands=decision.commands, always_rules=decision.always,
+                                        session_id=session.id,
+                                        preview=tool.preview_of(args, ctx) or "")
+        asked = time.perf_counter()
+        try:
+            answer = self.approver.approve(request)
+        finally:
+            self._waited[call_id] = (time.perf_counter() - asked) * 1000
         allowed = answer.decision == "allow"
         session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
                                      tool=tool.name, decision="allow" if allowed else "deny",

@@ -368,3 +368,19 @@ def test_regression_overlapping_occurrences_were_treated_as_unique(
     assert target.read_bytes() == data
     h.ok(h.edit(target, old, "Z", replace_all=True))  # replace_all: non-overlapping, left to right
     assert target.read_bytes() == data.replace(old.encode(), b"Z")
+
+
+def test_the_diff_and_the_preview_number_lines_as_the_file_does(h: Any) -> None:
+    target = _prep(h, "".join(f"l{i}\n" for i in range(1, 41)).encode())
+    args = {"path": str(target), "old_string": "l30\n", "new_string": "thirty\n"}
+    preview = h.tools["edit"].preview_of(args, h.ctx)
+    assert preview is not None and "@@ -27,7 +27,7 @@" in preview and "-l30" in preview
+    assert target.read_text().count("l30") == 1  # a preview changes nothing
+    res = h.ok(h.edit(target, "l30\n", "thirty\n"))
+    assert res.details["diff"] == preview
+    assert h.tools["edit"].preview_of({"path": str(target), "old_string": "nope",
+                                       "new_string": "x"}, h.ctx) is None  # hopeless: none
+    assert h.tools["edit"].preview_of({"path": 7}, h.ctx) is None  # malformed: none
+    new = h.tools["edit"].preview_of({"path": str(h.root / "new.txt"), "old_string": "",
+                                      "new_string": "a\nb\n"}, h.ctx)
+    assert new is not None and "+a\n+b\n" in new and "/dev/null" in new

@@ -500,3 +500,15 @@ def test_target_is_looked_at_again_once_the_lock_is_held(
     t.join()
     h.err(results[0], "not_read")
     assert (h.root / "f.txt").read_text() == "someone else's\n"
+
+
+def test_preview_is_the_diff_against_what_is_on_disk(h: Any) -> None:
+    (h.root / "f.txt").write_text("one\ntwo\nthree\n")
+    h.ok(h.read(h.root / "f.txt"))
+    args = {"path": str(h.root / "f.txt"), "content": "one\n2\nthree\n"}
+    preview = h.tools["write"].preview_of(args, h.ctx)
+    assert preview is not None and "-two\n+2\n" in preview and "+one" not in preview
+    assert (h.root / "f.txt").read_text() == "one\ntwo\nthree\n"
+    new = h.tools["write"].preview_of({"path": str(h.root / "n.txt"), "content": "x\n"}, h.ctx)
+    assert new is not None and "+x" in new
+    assert h.tools["write"].preview_of({"path": "relative.txt", "content": "x"}, h.ctx) is None

@@ -171,3 +171,30 @@ def test_a_relative_path_is_refused_before_any_approval(workspace: Path) -> None
     result = r.call("write", {"path": "rel.txt", "content": "x"})
     assert result.error is not None and result.error.code == "relative_path"
     assert approver.requests == []
+
+
+def test_an_approval_request_says_who_asks_and_what_changes_and_the_wait_is_recorded_apart(
+        workspace: Path) -> None:
+    import time
+
+    from appliance.events import ObservationEvent
+    from appliance.policy import ApprovalRequest, CallbackApprover, ScopedApprovalRequest
+
+    asked: list[ApprovalRequest] = []
+
+    def slow(req: ApprovalRequest) -> Approval:
+        asked.append(req)
+        time.sleep(0.3)
+        return Approval("allow", "tui")
+
+    (workspace / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 31)))
+    r = Rig(workspace, {"mode": "ask"}, approver=CallbackApprover(slow))
+    r.call("read", {"path": str(workspace / "a.txt")})
+    assert r.call("edit", {"path": str(workspace / "a.txt"), "old_string": "line 20\n",
+                           "new_string": "twenty\n"}).ok
+    req = asked[0]
+    assert isinstance(req, ScopedApprovalRequest) and req.session_id == r.session.id
+    assert "@@ -17,7 +17,7 @@" in req.preview and "-line 20" in req.preview
+    edit = r.events(ObservationEvent)[-1]
+    assert edit.approval_wait_ms >= 300 and edit.duration_ms >= edit.approval_wait_ms
+    assert r.events(ObservationEvent)[0].approval_wait_ms == 0.0  # the read asked nobody

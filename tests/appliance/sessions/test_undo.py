@@ -97,7 +97,7 @@ def test_cli_undo(workspace: Path, abhed_home: Path) -> None:
     proc = subprocess.run([str(ABHED), "sessions", "show", sid], capture_output=True, text=True,
                           check=False, timeout=120)
     assert proc.returncode == 0 and "user:\n         first" in proc.stdout
-    assert "model:\n         edited" in proc.stdout and "undo   restored" in proc.stdout
+    assert "model:\n         edited" in proc.stdout and "undo: restored 2 files" in proc.stdout
     proc = subprocess.run([str(ABHED), "sessions", "undo", "s-nope"], capture_output=True, text=True,
                           check=False, timeout=120)
     assert proc.returncode == 1 and "s-nope" in proc.stderr
