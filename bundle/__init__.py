@@ -19,7 +19,10 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
   returning a ``VerifiedBundle`` (signature first, then one streaming pass;
   nothing written outside the staging directory, which is removed on failure);
 * ``inspect_bundle`` / ``BundleInfo`` and ``diff_bundles`` / ``BundleDiff``
-  (no unpacking);
+  (no unpacking); ``diff_settings`` (the site's agent settings, line by line);
+* the site's agent settings (``site/settings.json``, ``SiteInfo`` in the manifest):
+  ``SettingsCheck`` (the agent's schema, handed in by ``abhed bundle``),
+  ``release_paths`` (the paths they name inside the release, for the installer);
 * ``split_bundle`` / ``join_volumes`` / ``JoinResult`` for removable media;
 * ``open_regular`` / ``read_regular``: open an operator-named path only if it
   is a regular file, never blocking on a FIFO (the installer uses them too);
@@ -57,9 +60,10 @@ from ._errors import (
 )
 from ._files import open_regular, read_regular
 from ._gather import GatherResult, default_cache, gather
-from ._inspect import BundleDiff, BundleInfo, diff_bundles, inspect_bundle
-from ._manifest import Manifest, Member, staged_name
+from ._inspect import BundleDiff, BundleInfo, diff_bundles, diff_settings, inspect_bundle
+from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
+from ._settings import SettingsCheck, release_paths
 from ._site import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust
 from ._verify import VerifiedBundle, verify_bundle
@@ -78,7 +82,9 @@ __all__ = [
     "PublicKey",
     "RollbackRefused",
     "SecretKey",
+    "SettingsCheck",
     "SignatureError",
+    "SiteInfo",
     "SiteSpec",
     "SpecError",
     "StagingError",
@@ -89,6 +95,7 @@ __all__ = [
     "build_bundle",
     "default_cache",
     "diff_bundles",
+    "diff_settings",
     "gather",
     "inspect_bundle",
     "join_volumes",
@@ -96,6 +103,7 @@ __all__ = [
     "make_rotation",
     "open_regular",
     "read_regular",
+    "release_paths",
     "rotate_trust",
     "split_bundle",
     "staged_name",

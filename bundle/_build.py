@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import email.parser
 import hashlib
+import json
 import os
 import queue
 import subprocess
@@ -48,11 +49,20 @@ from ._manifest import (
     Member,
     Provenance,
     Reference,
+    SiteInfo,
     manifest_json,
     parse_manifest,
 )
 from ._minisign import SecretKey
 from ._sbom import SbomComponent, SbomFile, render_sbom
+from ._settings import (
+    SETTINGS_MEMBER,
+    SITE_FILES,
+    SettingsCheck,
+    check_carried,
+    prepare_settings,
+    release_dir,
+)
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
 from ._trust import sign_set
@@ -164,7 +174,7 @@ def _build_project_wheel(project: Path, work: Path, source_date_epoch: int | Non
     return wheels[0]
 
 
-def _gather(spec: BuildSpec, base: Path, work: Path) -> list[_Part]:
+def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -> list[_Part]:
     parts: list[_Part] = []
     if spec.agent is not None:
         if spec.agent.wheel is not None:
@@ -201,7 +211,7 @@ def _gather(spec: BuildSpec, base: Path, work: Path) -> list[_Part]:
     if spec.image is not None:
         img = spec.image
         names = [("kernel", img.kernel), ("initrd", img.initrd), ("rootfs", img.rootfs),
-                 ("packages", img.packages)]
+                 ("packages", img.packages), ("manifest", img.manifest)]
         files = [_Source(f"image/{role}-{Path(rel).name}", _resolve(base, rel, f"image {role}"))
                  for role, rel in names if rel is not None]
         parts.append(_Part("image", "microvm-image", img.version, files))
@@ -217,10 +227,37 @@ def _gather(spec: BuildSpec, base: Path, work: Path) -> list[_Part]:
         if len(set(seen)) != len(seen):
             raise SpecError("two [docs] files share a file name")
         parts.append(_Part("docs", "docs", None, [_Source(f"docs/{d.name}", d) for d in docs]))
+    if spec.site is not None and site_bytes is not None:
+        parts.append(_site_part(spec, base, work, site_bytes))
     if not any(p.sources for p in parts):
         raise SpecError("the spec names no inputs: add [agent], [wheelhouse], [[model]], "
                         "[image], [installer] or [docs]")
     return parts
+
+
+def _site_part(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes) -> _Part:
+    """The settings as their member's bytes (already expanded and checked) and the files
+    the site ships beside them."""
+    assert spec.site is not None
+    data = work / "site-settings.json"
+    data.write_bytes(site_bytes)
+    sources = [_Source(SETTINGS_MEMBER, data, label="[site.settings] (expanded, canonical)")]
+    seen: dict[str, str] = {}
+    for rel in spec.site.files:
+        path = _resolve(base, rel, "site file")
+        if path.name in seen:
+            raise SpecError(f"site files {seen[path.name]!r} and {rel!r} share the file name "
+                            f"{path.name!r}; both would be {SITE_FILES}{path.name}: rename one")
+        seen[path.name] = rel
+        sources.append(_Source(SITE_FILES + path.name, path))
+    return _Part("site", spec.site.name, None, sources)
+
+
+def _site_settings(spec: BuildSpec, check: SettingsCheck | None) -> bytes | None:
+    if spec.site is None:
+        return None
+    return prepare_settings(spec.site.settings, prefix=spec.site.prefix, version=spec.version,
+                            check=check, where="[site.settings]")
 
 
 def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
@@ -415,8 +452,12 @@ def _rel(base: Path, path: Path) -> str:
 
 
 def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
-                 progress: BuildProgress | None = None) -> Manifest:
+                 progress: BuildProgress | None = None,
+                 check_settings: SettingsCheck | None = None) -> Manifest:
     """Build the bundle ``spec_path`` describes into ``out``, signed by every key in ``keys``.
+
+    ``check_settings`` checks the site's agent settings (``[site.settings]``) against the
+    agent's schema; a spec that has settings is refused without one (``_settings``).
 
     Raises:
         SpecError: the spec or one of its inputs is wrong (named).
@@ -425,13 +466,14 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
     if not keys:
         raise SpecError("no signing key given: pass --key (make one with `abhed bundle keygen`)")
     spec = load_spec(spec_path)
+    site_bytes = _site_settings(spec, check_settings)
     base = spec_path.parent
     out_dir = out.parent if str(out.parent) else Path(".")
     if not out_dir.is_dir():
         raise SpecError(f"output directory {out_dir} does not exist")
     with tempfile.TemporaryDirectory(prefix=".abhed-build-", dir=out_dir) as tmp:
         work = Path(tmp)
-        parts = _gather(spec, base, work)
+        parts = _gather(spec, base, work, site_bytes)
         sources = [s for p in parts for s in p.sources]
         total = sum(s.path.stat().st_size for s in sources)
         done = 0
@@ -485,6 +527,10 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
                           content_size=len(sbom), content_sha256=sbom_sha)]
         members += [prepared[s.member].member for s in sources if s.member in prepared]
         spec_sha, _ = _sha256_file(spec_path)
+        if spec.site is not None and site_bytes is not None:
+            # Every path the settings name inside the release's bundle/ must be carried.
+            check_carried(json.loads(site_bytes), release_dir(spec.site.prefix, spec.version),
+                          [s.member for s in sources])
         manifest = Manifest(
             format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
             members=tuple(members),
@@ -494,6 +540,8 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
                                        members=tuple(stored_as(s.member) for s in p.sources))
                              for p in parts if p.kind != "deb"),
             sbom=SBOM_NAME,
+            site=None if spec.site is None else SiteInfo(
+                name=spec.site.name, prefix=spec.site.prefix, settings=SETTINGS_MEMBER),
             provenance=Provenance(
                 builder=builder, source_date_epoch=spec.source_date_epoch, spec_sha256=spec_sha,
                 inputs=tuple(Input(path=s.label or _rel(base, s.path), sha256=content(s.member)[0],

@@ -39,6 +39,7 @@ from typing import Any
 
 from ._errors import SpecError
 from ._minisign import SecretKey
+from ._settings import SettingsCheck, prepare_settings
 from ._site import SiteModel, SiteSpec, load_site
 from ._wheels import (
     LockedWheel,
@@ -246,6 +247,7 @@ def _image(recipe: str, work: Path, say: Say) -> dict[str, Any]:
     packages.write_text("".join(f"{n} {v} {arch}\n" for n, v in sorted(meta["packages"].items())))
     return {"kernel": str(built / "vmlinuz"), "initrd": str(built / "initrd.img"),
             "rootfs": str(built / "rootfs.ext4"), "packages": str(packages),
+            "manifest": str(built / "manifest.json"),
             "version": f"{recipe}-{meta['key'][:12]}"}
 
 
@@ -268,11 +270,14 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
            cache: Path | None = None, resolve_only: bool = False, say: Say | None = None,
            progress: Callable[[str, int, int], None] | None = None,
            split_size: int | None = None, split_dir: Path | None = None,
-           reuse_weights_from: Sequence[Path] = ()) -> GatherResult:
+           reuse_weights_from: Sequence[Path] = (),
+           check_settings: SettingsCheck | None = None) -> GatherResult:
     """Gather, build and sign the bundle ``site_path`` describes (see the module doc).
 
     ``reuse_weights_from`` adds earlier bundles to the spec's own list: model files they
-    carried are referenced by hash instead of carried (``Reference``).
+    carried are referenced by hash instead of carried (``Reference``).  ``check_settings``
+    checks the ``[agent]`` table against the agent's schema (required when there is one;
+    ``abhed bundle gather`` passes the agent's ``Config``).
 
     Raises:
         BundleError: a SpecError naming what is wrong in the spec or which step failed.
@@ -282,6 +287,9 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
 
     tell = say or (lambda s: print(s, file=sys.stderr))
     site = load_site(site_path)
+    if site.agent is not None:  # refused now, not after an hour of downloads
+        prepare_settings(site.agent, prefix=site.prefix, version=site.version,
+                         check=check_settings, where=f"{site_path}: [agent]")
     base = site_path.resolve().parent
     root = cache or default_cache()
     result = GatherResult(lock="", wheels=[], download_bytes=0, unknown_sizes=0)
@@ -328,13 +336,17 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
             spec["installer"] = {"binary": _installer(site, base)}
     if site.docs:
         spec["docs"] = {"files": [str(base / d) for d in site.docs]}
+    if site.agent is not None:
+        spec["site"] = {"name": site.name, "prefix": site.prefix, "settings": site.agent,
+                        "files": [str(base / f) for f in site.agent_files]}
     earlier = [base / r for r in site.reuse_weights_from] + [Path(p) for p in reuse_weights_from]
     if earlier:
         spec["reuse_weights_from"] = [str(p.absolute()) for p in earlier]
     spec_path = work / "build-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2))
     with steps.step("build") as size:
-        manifest = build_bundle(spec_path, out, keys, progress=progress)
+        manifest = build_bundle(spec_path, out, keys, progress=progress,
+                                check_settings=check_settings)
         size[0] = out.stat().st_size
         tell(f"build: {manifest.name} version {manifest.version}, {len(manifest.members)} members"
              + (f"; {len(manifest.references)} model file(s) referenced by hash, not carried "

@@ -9,20 +9,24 @@ the manifest (not the payload: that is ``verify``).
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ._errors import FormatError, SignatureError
-from ._manifest import Manifest, parse_manifest, strict_json
+from ._manifest import Manifest, Member, parse_manifest, strict_json
 from ._minisign import Signature, verify
 from ._sbom import summarize_sbom
+from ._settings import MAX_SETTINGS_BYTES, release_dir, settings_bytes, unexpand
 from ._tar import TarReader
 from ._trust import TrustPolicy, check_threshold
 from ._verify import open_bundle_file, read_head
 
-__all__ = ["BundleDiff", "BundleInfo", "SignerInfo", "diff_bundles", "inspect_bundle"]
+__all__ = ["BundleDiff", "BundleInfo", "SignerInfo", "diff_bundles", "diff_settings",
+           "inspect_bundle"]
 
 MAX_SBOM_BYTES = 64 * 1024 * 1024
 
@@ -48,6 +52,8 @@ class BundleInfo:
         tar_members: (name, size) of every payload member, in tar order.
         problems: differences between the tar and the manifest, found without hashing.
         sbom_summary: SBOM component counts by CycloneDX type.
+        settings: the site's agent settings as carried (``site/settings.json``), checked
+            against the manifest's digest; None when the bundle has none.
     """
 
     manifest: Manifest
@@ -56,6 +62,7 @@ class BundleInfo:
     tar_members: tuple[tuple[str, int], ...]
     problems: tuple[str, ...]
     sbom_summary: dict[str, int]
+    settings: bytes | None = None
 
 
 def _signer(sig: Signature, raw: bytes, trust: TrustPolicy | None) -> SignerInfo:
@@ -74,21 +81,27 @@ def _signer(sig: Signature, raw: bytes, trust: TrustPolicy | None) -> SignerInfo
                       trusted_comment=sig.trusted_comment, status=status)
 
 
-def _read_sbom(reader: TarReader, manifest: Manifest) -> dict[str, int]:
-    member = manifest.member(manifest.sbom)
-    data = reader.read_all(MAX_SBOM_BYTES)
+def _read_small(reader: TarReader, member: Member, cap: int, what: str) -> bytes:
+    """A small member's content, unpacked, capped, and checked against the manifest."""
+    data = reader.read_all(cap)
     if member.compression == "zstd":
         import zstandard
 
         dctx = zstandard.ZstdDecompressor(max_window_size=1 << 27)
         out = io.BytesIO()
-        with dctx.stream_reader(io.BytesIO(data)) as r:
-            while chunk := r.read(1 << 20):
-                out.write(chunk)
-                if out.tell() > MAX_SBOM_BYTES:
-                    raise FormatError("the SBOM unpacks past its 64 MiB cap")
+        try:
+            with dctx.stream_reader(io.BytesIO(data)) as r:
+                while chunk := r.read(1 << 20):
+                    out.write(chunk)
+                    if out.tell() > cap:
+                        raise FormatError(f"{what} unpacks past its {cap:,}-byte cap")
+        except zstandard.ZstdError as exc:
+            raise FormatError(f"{what} is not valid zstd data ({exc})") from None
         data = out.getvalue()
-    return summarize_sbom(strict_json(data, "the SBOM", MAX_SBOM_BYTES))
+    if hashlib.sha256(data).hexdigest() != member.content_sha256:
+        raise FormatError(f"{member.name}: its content's sha256 differs from the manifest: "
+                          f"{what} was altered")
+    return data
 
 
 def inspect_bundle(path: Path, trust: TrustPolicy | None = None) -> BundleInfo:
@@ -112,6 +125,8 @@ def inspect_bundle(path: Path, trust: TrustPolicy | None = None) -> BundleInfo:
         seen: list[tuple[str, int]] = []
         problems: list[str] = []
         summary: dict[str, int] = {}
+        settings_member = manifest.settings_member()
+        settings: bytes | None = None
         try:
             while (header := reader.next_member()) is not None:
                 seen.append((header.name, header.size))
@@ -120,10 +135,17 @@ def inspect_bundle(path: Path, trust: TrustPolicy | None = None) -> BundleInfo:
                 elif declared[header.name] != header.size:
                     problems.append(f"{header.name}: {header.size} bytes in the tar, "
                                     f"{declared[header.name]} in the manifest")
-                if header.name == manifest.sbom and not summary:
-                    summary = _read_sbom(reader, manifest)
-                else:
-                    reader.skip()
+                elif header.name == manifest.sbom and not summary:
+                    sbom = _read_small(reader, manifest.member(manifest.sbom), MAX_SBOM_BYTES,
+                                       "the SBOM")
+                    summary = summarize_sbom(strict_json(sbom, "the SBOM", MAX_SBOM_BYTES))
+                    continue
+                elif settings_member is not None and header.name == settings_member.name \
+                        and settings is None:
+                    settings = _read_small(reader, settings_member, MAX_SETTINGS_BYTES,
+                                           "the site's settings")
+                    continue
+                reader.skip()
         except FormatError as exc:
             problems.append(str(exc))
         names = [n for n, _ in seen]
@@ -136,7 +158,7 @@ def inspect_bundle(path: Path, trust: TrustPolicy | None = None) -> BundleInfo:
             problems.append("members are not in manifest order")
     return BundleInfo(manifest=manifest, signers=tuple(_signer(s, raw, trust) for s in sigs),
                       trusted=trusted, tar_members=tuple(seen), problems=tuple(problems),
-                      sbom_summary=summary)
+                      sbom_summary=summary, settings=settings)
 
 
 @dataclass(frozen=True)
@@ -181,3 +203,23 @@ def diff_bundles(old: Manifest, new: Manifest) -> BundleDiff:
         files_added=tuple(added), files_removed=tuple(sorted(set(fo) - set(fn))),
         files_changed=tuple(changed),
         bytes_to_write=sum(fn[n][1] for n in added + changed if n in carried))
+
+
+def _settings_lines(info: BundleInfo) -> list[str]:
+    if info.settings is None or info.manifest.site is None:
+        return []
+    value = strict_json(info.settings, "the site's settings", MAX_SETTINGS_BYTES)
+    # Each bundle's paths name its own release directory (releases/3, releases/4): shown
+    # as {release} again, so the diff holds the policy's changes, not the version's.
+    # Re-rendered (sorted keys, indent 2), so it depends on the settings alone.
+    release = release_dir(info.manifest.site.prefix, info.manifest.version)
+    return settings_bytes(unexpand(value, release)).decode("utf-8").splitlines()
+
+
+def diff_settings(old: BundleInfo, new: BundleInfo, *, old_label: str = "old",
+                  new_label: str = "new") -> list[str]:
+    """The site's agent settings of two bundles as a unified diff, line by line, each
+    release's own directory written ``{release}`` (empty when they are the same); a
+    bundle without settings counts as having none."""
+    return list(difflib.unified_diff(_settings_lines(old), _settings_lines(new),
+                                     fromfile=old_label, tofile=new_label, lineterm="", n=3))

@@ -19,7 +19,7 @@ from ._errors import FormatError
 from ._tar import check_member_name
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
-           "Input", "Manifest", "Member", "Platform", "Provenance", "Reference",
+           "Input", "Manifest", "Member", "Platform", "Provenance", "Reference", "SiteInfo",
            "canonical_json", "manifest_json", "parse_manifest", "staged_name", "strict_json"]
 
 FORMAT: Final = "abhed-bundle/1"
@@ -30,7 +30,8 @@ MAX_MEMBERS = 100_000
 _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
-ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs"]
+ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs",
+                        "site"]
 
 
 class _Model(BaseModel):
@@ -112,6 +113,19 @@ class Reference(_Model):
         return self
 
 
+class SiteInfo(_Model):
+    """The site's agent settings this bundle carries (docs/bundle.md, ``[agent]``).
+
+    ``settings`` is the member (as unpacked) holding them; ``prefix`` is where they
+    were built to be installed, since their paths name ``PREFIX/releases/<version>``:
+    the installer refuses another prefix.
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    prefix: str = Field(pattern=r"^/[A-Za-z0-9_.+@/-]{1,200}$")
+    settings: Literal["site/settings.json"]
+
+
 class Component(_Model):
     kind: ComponentKind
     name: str
@@ -148,6 +162,7 @@ class Manifest(_Model):
     components: tuple[Component, ...]
     sbom: str
     provenance: Provenance
+    site: SiteInfo | None = None
 
     @model_validator(mode="after")
     def _coherent(self) -> Manifest:
@@ -180,10 +195,27 @@ class Manifest(_Model):
                 owned[name] = c.name
         if self.sbom not in names:
             raise ValueError(f"sbom {self.sbom!r} is not a member")
+        site_members = {n for c in self.components if c.kind == "site" for n in c.members}
+        if self.site is None and site_members:
+            raise ValueError("a site component without the manifest's 'site' entry")
+        if self.site is not None:
+            settings = [m.name for m in self.members if staged_name(m) == self.site.settings]
+            if not settings or settings[0] not in site_members:
+                raise ValueError(f"site settings {self.site.settings!r} is not a member of a "
+                                 "site component")
+        for name in site_members:
+            if not name.startswith("site/"):
+                raise ValueError(f"site component member {name!r} is not under site/")
         orphans = (names | referenced) - set(owned) - {self.sbom}
         if orphans:
             raise ValueError(f"members belong to no component: {sorted(orphans)[:5]}")
         return self
+
+    def settings_member(self) -> Member | None:
+        """The member carrying the site's agent settings, if the bundle has any."""
+        if self.site is None:
+            return None
+        return next(m for m in self.members if staged_name(m) == self.site.settings)
 
     def member(self, name: str) -> Member:
         for m in self.members:
@@ -261,12 +293,14 @@ def parse_manifest(data: bytes) -> Manifest:
 
 
 def manifest_json(manifest: Manifest) -> bytes:
-    """The manifest's signed byte form.  ``references`` is written only when there are
-    some: a bundle that carries everything reads the same as before it existed, so older
-    verifiers still take it (and refuse, by name, one that references)."""
+    """The manifest's signed byte form.  ``references`` and ``site`` are written only when
+    there are some: a bundle that carries everything and no settings reads the same as
+    before they existed, so older verifiers still take it (and refuse, by name, one that
+    has them)."""
     data = manifest.model_dump(mode="json")
-    if not data["references"]:
-        del data["references"]
+    for optional in ("references", "site"):  # absent when empty: older verifiers read it
+        if not data[optional]:
+            del data[optional]
     return canonical_json(data)
 
 

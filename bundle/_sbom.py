@@ -45,7 +45,7 @@ class SbomComponent:
 
 _TYPES = {"agent": "library", "wheel": "library", "vllm": "library", "deb": "library",
           "model": "machine-learning-model", "image": "operating-system",
-          "installer": "application", "docs": "file"}
+          "installer": "application", "docs": "file", "site": "data"}
 
 
 def _hashes(files: tuple[SbomFile, ...]) -> list[dict[str, str]]:

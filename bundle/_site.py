@@ -6,18 +6,25 @@ wheels, the models (local Hugging Face directories) with their family preset,
 the image recipe and the installer.  Paths are relative to the spec file.
 ``bundle/examples/gpu-qwen3-coder.toml`` is a complete one; docs/bundle.md
 lists every key.
+
+The ``[agent]`` table is the site's agent settings (the keys and nesting of the
+agent's ``config.json``): kept here as plain JSON, checked against the agent's
+schema and expanded by the build (``bundle._settings``), and carried signed as
+``site/settings.json``.  ``prefix`` is where the installer will put it, and
+``agent_files`` the files those settings name that the site ships.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._errors import SpecError
 from ._files import read_regular
+from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix, plain_json
 
 __all__ = ["SiteModel", "SiteSpec", "load_site"]
 
@@ -124,6 +131,16 @@ class SiteSpec(_Strict):
         default=(), max_length=64,
         description="earlier bundles of this site: model files they carried are referenced "
                     "by hash, not carried again (an upgrade whose weights did not change)")
+    prefix: str = Field(
+        default=DEFAULT_PREFIX, pattern=PREFIX_PATTERN,
+        description="where abhed-installer will install this bundle; the [agent] settings' "
+                    "{release} and {prefix} expand under it")
+    agent: dict[str, Any] | None = Field(
+        default=None, description="the agent's site settings: config.json's keys and nesting")
+    agent_files: tuple[str, ...] = Field(
+        default=(), max_length=256,
+        description="files the [agent] settings name that the site ships (extension scripts): "
+                    "carried as site/files/<name>, installed at {release}/bundle/site/files/")
 
     @model_validator(mode="after")
     def _coherent(self) -> SiteSpec:
@@ -137,6 +154,10 @@ class SiteSpec(_Strict):
             raise ValueError(f"[[model]] name(s) {', '.join(repr(n) for n in twice)} appear more "
                              "than once; give each model table its own name (it becomes the "
                              "catalog entry's name)")
+        check_prefix(self.prefix)
+        if self.agent_files and self.agent is None:
+            raise ValueError("agent_files are carried for the [agent] settings to name; there "
+                             "is no [agent] table")
         return self
 
 
@@ -150,8 +171,10 @@ def load_site(path: Path) -> SiteSpec:
     try:
         import json
 
-        # TOML arrays arrive as lists; strict JSON validation takes them as tuples.
-        return SiteSpec.model_validate_json(json.dumps(data), strict=True)
+        # TOML arrays arrive as lists; strict JSON validation takes them as tuples.  TOML
+        # dates and nan have no JSON form: refused by key, never a crash.
+        return SiteSpec.model_validate_json(json.dumps(plain_json(data, "(site spec)")),
+                                            strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"

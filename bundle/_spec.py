@@ -39,6 +39,13 @@ Example (``bundle/examples/minimal.toml`` is a complete one)::
     [docs]
     files = ["../../docs/bundle.md"]
 
+    [site]                       # the site's agent settings (docs/bundle.md)
+    name = "plant-7"
+    prefix = "/opt/abhed"        # where the installer puts it; {release} expands under it
+    files = ["site/redact.py"]   # files the settings name, carried as site/files/<name>
+    [site.settings.policy]       # config.json's keys and nesting
+    mode = "ask"
+
 An upgrade whose weights did not change can reference them instead of carrying
 them again: ``reuse_weights_from = ["abhed-3.abhed"]`` (top level) names
 earlier bundles; every model file whose sha256 one of them carried (or itself
@@ -51,15 +58,16 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._errors import SpecError
 from ._manifest import Platform
+from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix, plain_json
 
 __all__ = ["AgentSpec", "BuildSpec", "DocsSpec", "ImageSpec", "InstallerSpec", "ModelSpec",
-           "WheelhouseSpec", "load_spec"]
+           "SiteSettingsSpec", "WheelhouseSpec", "load_spec"]
 
 MAX_SPEC_BYTES = 1024 * 1024
 
@@ -99,6 +107,9 @@ class ImageSpec(_Spec):
     initrd: str | None = None
     rootfs: str
     packages: str | None = None
+    manifest: str | None = Field(
+        default=None, description="the image's own manifest.json (bundle.image writes it): "
+        "with it, the installer lays the image out at {release}/image for the agent")
     version: str | None = None
 
 
@@ -109,6 +120,21 @@ class InstallerSpec(_Spec):
 
 class DocsSpec(_Spec):
     files: tuple[str, ...] = Field(min_length=1)
+
+
+class SiteSettingsSpec(_Spec):
+    """The site's agent settings, carried signed as ``site/settings.json`` (``_settings``)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+                      description="the site's name, recorded beside the installed settings")
+    prefix: str = Field(default=DEFAULT_PREFIX, pattern=PREFIX_PATTERN)
+    settings: dict[str, Any] = Field(description="config.json's keys and nesting")
+    files: tuple[str, ...] = Field(default=(), max_length=256)
+
+    @model_validator(mode="after")
+    def _prefix(self) -> SiteSettingsSpec:
+        check_prefix(self.prefix)
+        return self
 
 
 class BuildSpec(_Spec):
@@ -129,6 +155,7 @@ class BuildSpec(_Spec):
         default=(), max_length=64,
         description="earlier bundles whose model files this one references by hash instead "
                     "of carrying them (an upgrade whose weights did not change)")
+    site: SiteSettingsSpec | None = None
 
     @model_validator(mode="after")
     def _unique_models(self) -> BuildSpec:
@@ -149,12 +176,14 @@ def load_spec(path: Path) -> BuildSpec:
     try:
         text = data.decode("utf-8")
         raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError(f"spec {path} does not parse: {exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
+            RecursionError) as exc:
+        raise SpecError(f"spec {path} does not parse: {exc or 'nested too deeply'}") from None
     try:
         # TOML and JSON arrays arrive as lists: validate in lax mode for containers only,
         # by round-tripping through JSON (strict JSON validation accepts arrays as tuples).
-        return BuildSpec.model_validate_json(json.dumps(raw), strict=True)
+        return BuildSpec.model_validate_json(json.dumps(plain_json(raw, "(spec)")),
+                                             strict=True)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(map(str, first["loc"])) or "(top level)"

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,6 +24,25 @@ from bundle import BundleError, PublicKey, SecretKey, TrustPolicy
 _FILE = click.Path(dir_okay=False, path_type=Path)
 _EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)
 _DIR = click.Path(file_okay=False, path_type=Path)
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    """The site's ``[agent]`` table against the agent's own ``Config``, strictly: unknown
+    keys and wrong types are refused (``bundle`` cannot import the agent, so gather and
+    build are handed this)."""
+    from pydantic import ValidationError
+
+    from appliance import Config
+
+    try:
+        Config.model_validate_json(json.dumps(settings), strict=True)
+    except ValidationError as exc:
+        errors = exc.errors()
+        shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}"
+                          for e in errors[:5])
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise ValueError(f"{shown}{more}; the keys and nesting are config.json's "
+                         "(docs/configuration.md)") from None
 
 
 def _fail(exc: BundleError) -> NoReturn:
@@ -162,7 +181,8 @@ def build(spec: Path, out: Path, keys: tuple[Path, ...]) -> None:
     secret = _secret_keys(keys)
     meter = _Meter()
     try:
-        manifest = bundle.build_bundle(spec, out, secret, progress=meter)
+        manifest = bundle.build_bundle(spec, out, secret, progress=meter,
+                                       check_settings=check_settings)
     except BundleError as exc:
         _fail(exc)
     meter.summary("built")
@@ -198,7 +218,8 @@ def gather(site: Path, out: Path | None, keys: tuple[Path, ...], resolve_only: b
     try:
         result = bundle.gather(site, out, secret, cache=cache_dir, resolve_only=resolve_only,
                                progress=meter, split_size=_size(split_text) if split_text else None,
-                               split_dir=split_out, reuse_weights_from=earlier)
+                               split_dir=split_out, reuse_weights_from=earlier,
+                               check_settings=check_settings)
     except BundleError as exc:
         _fail(exc)
     if lock_out is not None:
@@ -303,7 +324,9 @@ def inspect(file: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     except BundleError as exc:
         _fail(exc)
     if as_json:
-        click.echo(json.dumps(_jsonable(info), sort_keys=True, indent=2))
+        body = _jsonable(info)
+        body["settings"] = json.loads(info.settings) if info.settings is not None else None
+        click.echo(json.dumps(body, sort_keys=True, indent=2))
         return
     m = info.manifest
     p = m.platform
@@ -329,10 +352,24 @@ def inspect(file: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     _say_references(m)
     click.echo("sbom: " + ", ".join(f"{n} {k}" for k, n in info.sbom_summary.items()))
     click.echo(f"built by {m.provenance.builder} from {len(m.provenance.inputs)} inputs")
+    _say_settings(info)
     for problem in info.problems:
         click.echo(f"PROBLEM: {problem}")
     if info.problems:
         sys.exit(1)
+
+
+def _say_settings(info: bundle.BundleInfo) -> None:
+    site, member = info.manifest.site, info.manifest.settings_member()
+    if site is None or member is None:
+        click.echo("site settings: none (engineers' abhed gets no site layer from this bundle)")
+        return
+    click.echo(f"site settings: site {site.name}, for prefix {site.prefix}, {site.settings} "
+               f"(sha256 {member.content_sha256}"
+               + ("" if info.trusted else ", claimed: the signature was not checked") + "):")
+    if info.settings is not None:
+        for line in info.settings.decode("utf-8", "replace").splitlines():
+            click.echo(f"  {line}")
 
 
 @bundle_group.command()
@@ -351,8 +388,12 @@ def diff(old: Path, new: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     if policy is not None and not (a.trusted and b.trusted):
         _fail(bundle.SignatureError("a manifest is not signed by the given keys"))
     d = bundle.diff_bundles(a.manifest, b.manifest)
+    lines = bundle.diff_settings(a, b, old_label=f"{old} {_settings_name(a)}",
+                                 new_label=f"{new} {_settings_name(b)}")
     if as_json:
-        click.echo(json.dumps(_jsonable(d), sort_keys=True, indent=2))
+        body = _jsonable(d)
+        body["settings_diff"] = lines
+        click.echo(json.dumps(body, sort_keys=True, indent=2))
         return
     click.echo(f"version {d.old_version} -> {d.new_version}"
                + ("  (DOWNGRADE)" if d.new_version < d.old_version else ""))
@@ -363,6 +404,17 @@ def diff(old: Path, new: Path, trust: tuple[Path, ...], as_json: bool) -> None:
         for item in items:
             click.echo(f"{title}: {item}")
     click.echo(f"bytes to write: {d.bytes_to_write:,}")
+    if not lines:
+        same = "none in either" if a.settings is None else "unchanged"
+        click.echo(f"site settings: {same}")
+        return
+    click.echo("site settings: changed")
+    for line in lines:
+        click.echo(line)
+
+
+def _settings_name(info: bundle.BundleInfo) -> str:
+    return info.manifest.site.settings if info.manifest.site else "(no site settings)"
 
 
 @bundle_group.command()

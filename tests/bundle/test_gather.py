@@ -183,6 +183,83 @@ def test_an_upgrade_gather_references_the_weights_and_can_bound_the_gate(
     assert gate["params"] == {"max_tokens": 200, "temperature": 0}
 
 
+_AGENT = """
+prefix = "/srv/abhed"
+agent_files = ["redact.py"]
+
+[agent]
+catalog = "{release}/bundle/models/tiny/abhed-catalog.json"
+default_provider = "site"
+
+[[agent.custom_providers]]
+name = "site"
+api = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+model = "tiny"
+catalog_entry = "tiny"
+
+[[agent.extensions]]
+name = "redact"
+command = "{release}/venv/bin/python"
+args = ["{release}/bundle/site/files/redact.py"]
+
+[agent.policy]
+mode = "ask"
+"""
+
+
+def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> None:
+    from appliance.cli.bundle import check_settings
+
+    key = SecretKey.generate()
+    (tmp_path / "redact.py").write_text("print('redact')\n")
+    site = _site(tmp_path)
+    text = site.read_text()
+    # top-level keys must come before the first table
+    site.write_text(text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
+                    + "[agent]" + _AGENT.split("[agent]")[1])
+    spec = load_site(site)
+    assert spec.prefix == "/srv/abhed" and spec.agent is not None
+    assert spec.agent["policy"] == {"mode": "ask"}
+    with pytest.raises(BundleError, match="checked against the agent's schema"):
+        gather(site, tmp_path / "o.abhed", [key], cache=tmp_path / "c", say=lambda s: None)
+    out = tmp_path / "out.abhed"
+    gather(site, out, [key], cache=tmp_path / "c", say=lambda s: None,
+           check_settings=check_settings)
+    vb = verify_bundle(out, TrustPolicy(keys=(key.public_key(),)), stage_to=tmp_path / "s")
+    assert vb.manifest.site is not None and vb.manifest.site.name == "abhed-cpu-test"
+    body = json.loads((tmp_path / "s/site/settings.json").read_text())
+    assert body["catalog"] == "/srv/abhed/releases/1/bundle/models/tiny/abhed-catalog.json"
+    assert (tmp_path / "s/site/files/redact.py").is_file()
+    # a bad [agent] is refused before anything is fetched or built
+    site.write_text(site.read_text().replace('mode = "ask"', 'mode = "anything"'))
+    with pytest.raises(BundleError, match=r"\[agent\].*policy\.mode"):
+        gather(site, out, [key], cache=tmp_path / "c2", say=lambda s: None,
+               check_settings=check_settings)
+    assert not (tmp_path / "c2").exists()
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    ('prefix = "/srv/abhed"', 'prefix = "/srv/abhed/"'),
+    ('prefix = "/srv/abhed"', 'prefix = "srv"'),
+    ('agent_files = ["redact.py"]', 'agent_files = "redact.py"'),
+])
+def test_bad_agent_tables_in_site_specs(tmp_path: Path, edit: str, words: str) -> None:
+    site = _site(tmp_path)
+    text = site.read_text()
+    site.write_text((text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
+                     + "[agent]" + _AGENT.split("[agent]")[1]).replace(edit, words, 1))
+    with pytest.raises(BundleError):
+        load_site(site)
+
+
+def test_agent_files_without_an_agent_table_are_refused(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace("[target]", 'agent_files = ["x.py"]\n[target]', 1))
+    with pytest.raises(BundleError, match="there is no \\[agent\\] table"):
+        load_site(site)
+
+
 def test_resolve_only_and_split_through_the_cli(tmp_path: Path) -> None:
     key_prefix = tmp_path / "k"
     run = [sys.executable, "-m", "appliance.cli", "bundle"]
@@ -254,6 +331,15 @@ def test_the_example_gpu_spec_parses() -> None:
     site = load_site(ROOT / "bundle/examples/gpu-qwen3-coder.toml")
     assert site.target.accelerator == "nvidia" and site.target.python == "3.12"
     assert site.model[0].family == "qwen3-coder" and site.vllm.distribution == "vllm"
+    # its [agent] table is settings the agent takes, pointing into release 1 under /opt/abhed
+    from appliance.cli.bundle import check_settings
+    from bundle._settings import prepare_settings
+
+    assert site.agent is not None
+    body = json.loads(prepare_settings(site.agent, prefix=site.prefix, version=site.version,
+                                       check=check_settings, where="example"))
+    assert body["sandbox"]["image_dir"] == "/opt/abhed/releases/1/image"
+    assert body["custom_providers"][0]["base_url"] == "http://127.0.0.1:8000/v1"
 
 
 @pytest.mark.slow
