@@ -17,6 +17,7 @@ from appliance._errors import AbhedError
 from appliance._home import events_db_path
 from appliance.cli._common import config_option, get_config, open_store
 from appliance.events import (
+    EXPORT_FORMATS,
     ExportCheck,
     Problem,
     VerifyReport,
@@ -132,21 +133,27 @@ def head() -> None:
               "(the others' hashes stay, so the chain is still checkable).")
 @click.option("--since", "since", default=None,
               help="Only events from this UTC time on, ISO 8601 (e.g. 2026-12-01T00:00:00Z).")
-def export(out: Path, session: str | None, since: str | None) -> None:
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="jsonl",
+              show_default=True,
+              help="jsonl: the stored rows, re-verifiable; ocsf: one OCSF 1.8.0 record per "
+                   "event for a SIEM, each naming its seq and hash.")
+def export(out: Path, session: str | None, since: str | None, fmt: str) -> None:
     """Write the events as JSON Lines with a manifest an auditor's own script can re-verify."""
     store = open_store()
     try:
         store.verify()
         if session is not None:
             store.session_info(session)
-        manifest = export_log(store, out, session=session, since=since)
+        manifest = export_log(store, out, session=session, since=since, fmt=fmt)
     except AbhedError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
     finally:
         store.close()
-    click.echo(f"exported {manifest['events']} events (+{manifest['withheld']} withheld) to {out}: "
+    left = "left out" if fmt == "ocsf" else "withheld"
+    click.echo(f"exported {manifest['events']} events (+{manifest['withheld']} {left}) to {out}"
+               f"{' as OCSF 1.8.0 records' if fmt == 'ocsf' else ''}: "
                f"events {manifest['first_seq']}..{manifest['last_seq']}, head "
                f"{manifest['head_seq']} {manifest['head_hash']}")
 

@@ -1,6 +1,12 @@
 """Events and the tamper-evident store they are persisted in."""
 
-from appliance.events._export import ExportCheck, consistency_problems, export_log, verify_export
+from appliance.events._export import (
+    EXPORT_FORMATS,
+    ExportCheck,
+    consistency_problems,
+    export_log,
+    verify_export,
+)
 from appliance.events._models import (
     EVENT_ADAPTER,
     LOG_SESSION,
@@ -63,6 +69,7 @@ from appliance.events._witness import check_witness, collect_heads
 
 __all__ = [
     "EVENT_ADAPTER",
+    "EXPORT_FORMATS",
     "GENESIS",
     "LOG_SESSION",
     "REDACTED",

@@ -18,19 +18,32 @@ from typing import IO, Any
 
 from appliance._errors import ChainBroken
 from appliance.events._chain import ChainWalker
-from appliance.events._models import now_iso
+from appliance.events._models import EVENT_ADAPTER, migrate, now_iso
+from appliance.events._ocsf import OcsfMapper, export_record
 from appliance.events._schema import Row
 from appliance.events._store import EventStore
 
-__all__ = ["EXPORT_FORMAT", "ExportCheck", "consistency_problems", "export_log", "verify_export"]
+__all__ = ["EXPORT_FORMAT", "EXPORT_FORMATS", "ExportCheck", "consistency_problems", "export_log",
+           "verify_export"]
 
 EXPORT_FORMAT = "abhed-export-1"
+EXPORT_FORMATS = ("jsonl", "ocsf")
 _MAX_LINE = 64 << 20  # one event's line; the store caps nothing, but a hostile file must not OOM us
 
 
 def export_log(store: EventStore, out: Path, *, session: str | None = None,
-               since: str | None = None) -> dict[str, Any]:
-    """Write the export to ``out`` (atomically, by rename); returns the manifest."""
+               since: str | None = None, fmt: str = "jsonl") -> dict[str, Any]:
+    """Write the export to ``out`` (atomically, by rename); returns the manifest.
+
+    ``fmt="ocsf"`` writes one OCSF record per event instead of the stored row
+    (docs/event-log.md, "OCSF for the SIEM"): the other sessions' events of a
+    ``--session`` export are left out rather than withheld (a SIEM has no use
+    for a bare hash), and the manifest is the last record, an Event Log
+    Activity "Export", so that every line is an OCSF record.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+    mapper = OcsfMapper(log_name=str(store.path)) if fmt == "ocsf" else None
     head_seq, head_hash = store.head()
     tmp = out.with_name(out.name + ".part")
     first: Row | None = None
@@ -46,14 +59,21 @@ def export_log(store: EventStore, out: Path, *, session: str | None = None,
                 first = row
             last = row
             if session is not None and row.session_id != session:
-                _line(fh, {"seq": row.seq, "withheld": True, "prev_hash": row.prev_hash,
-                           "hash": row.hash})
+                if mapper is None:
+                    _line(fh, {"seq": row.seq, "withheld": True, "prev_hash": row.prev_hash,
+                               "hash": row.hash})
                 withheld += 1
                 continue
-            _line(fh, row.as_json())
+            if mapper is None:
+                _line(fh, row.as_json())
+            else:
+                event = EVENT_ADAPTER.validate_python(migrate(json.loads(row.body)))
+                _line(fh, mapper.record(seq=row.seq, session_seq=row.session_seq,
+                                        prev_hash=row.prev_hash, hash=row.hash, event=event))
             count += 1
         manifest = {
-            "format": EXPORT_FORMAT, "exported_at": now_iso(), "log": str(store.path),
+            "format": EXPORT_FORMAT if mapper is None else "abhed-ocsf-export-1",
+            "exported_at": now_iso(), "log": str(store.path),
             "filter": {"session": session, "since": since},
             "complete": session is None and since is None and (first is None or first.prev_hash
                                                                == "0" * 64),
@@ -63,7 +83,7 @@ def export_log(store: EventStore, out: Path, *, session: str | None = None,
             "last_seq": last.seq if last else None, "last_hash": last.hash if last else None,
             "head_seq": head_seq, "head_hash": head_hash,
         }
-        _line(fh, {"manifest": manifest})
+        _line(fh, {"manifest": manifest} if mapper is None else export_record(mapper, manifest))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, out)

@@ -219,6 +219,10 @@ class ApprovalEvent(_Base):
     decision: Literal["allow", "deny"]
     decided_by: str = Field(description="auto, rpc, tui, headless ...")
     reason: str = ""
+    approver: str = Field(
+        default="", description="The account of the person who answered: the user name and uid "
+        "the session runs as (`ana (uid 1000)`), who saw the question in the TUI or whose rpc "
+        "client answered; empty when no person did (headless, or a log from before it existed).")
 
 
 class RunEnded(_Base):

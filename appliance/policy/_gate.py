@@ -15,6 +15,8 @@ rpc hand it the call and take what it returns.
 
 from __future__ import annotations
 
+import os
+import pwd
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -242,7 +244,8 @@ class Gate:
         allowed = answer.decision == "allow"
         session.append(ApprovalEvent(session_id=session.id, run_id=self.run_id, call_id=call_id,
                                      tool=tool.name, decision="allow" if allowed else "deny",
-                                     decided_by=answer.decided_by, reason=answer.reason))
+                                     decided_by=answer.decided_by, reason=answer.reason,
+                                     approver=_account()))
         if not allowed:
             why = f" ({answer.reason})" if answer.reason else ""
             return failure("approval_denied",
@@ -256,3 +259,16 @@ class Gate:
                                                rule=rule.model_dump(exclude_defaults=True),
                                                added_by=answer.decided_by))
         return None
+
+
+def _account() -> str:
+    """Who answered: the account the session runs as (the TUI's user, or the rpc client's).
+
+    Recorded with each approval so the SIEM's record names a person, not only
+    a channel (claude-code#40634); the channel is ``decided_by``.
+    """
+    uid = os.getuid()
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:  # a uid with no passwd entry (a container's arbitrary user)
+        return f"uid {uid}"

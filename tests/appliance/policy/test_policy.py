@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,7 @@ def test_ask_with_nobody_to_answer_means_deny_with_a_message(workspace: Path) ->
         assert result.error is not None and result.error.code == "approval_unavailable"
         assert "nobody can answer" in result.content and not (workspace / "b.txt").exists()
         assert [a.decided_by for a in r.events(ApprovalEvent)] == ["headless"]
+        assert [a.approver for a in r.events(ApprovalEvent)] == [""]  # no person answered
 
 
 def test_approval_once_then_always_stores_a_scoped_rule(workspace: Path) -> None:
@@ -77,6 +80,9 @@ def test_approval_once_then_always_stores_a_scoped_rule(workspace: Path) -> None
     assert len(approver.requests) == 2
     denied = r.call("bash", {"command": "rm notes.txt", "description": "x"})
     assert denied.error is not None and denied.error.code == "approval_denied"
+    # Each answer names the person's account beside the channel (the SIEM's "who approved").
+    me = f"{pwd.getpwuid(os.getuid()).pw_name} (uid {os.getuid()})"
+    assert {a.approver for a in r.events(ApprovalEvent)} == {me}
 
 
 def test_destructive_commands_ask_even_in_auto_mode(workspace: Path) -> None:
