@@ -61,7 +61,7 @@ def default_agent_source() -> Path:
     spec = importlib.util.find_spec("appliance")  # top level: found, not imported
     if spec is None or spec.origin is None:
         raise ImageError("the appliance package is not installed; pip install abhed")
-    agent = Path(spec.origin).parent / "sandbox" / "_agent.py"
+    agent = Path(spec.origin).parent / "sandbox" / "_guest.py"
     if not agent.is_file():
         raise ImageError(f"{agent} is missing; reinstall abhed")
     return agent
