@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,18 @@ class RunOutcome:
     @property
     def ok(self) -> bool:
         return self.reason == "done"
+
+
+@dataclass
+class _Run:
+    """One run's state while it works: its id, its deadline timer and what it has counted."""
+
+    id: str
+    timer: threading.Timer
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    answer: str | None = None
 
 
 def _signature(tool: dict[str, Any]) -> str:
@@ -153,6 +166,10 @@ class Agent:
         """The conversation so far, as folded from the session's events."""
         return self.history.messages
 
+    def estimate_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        """A request's prompt tokens, by this agent's estimate (calibrated on the server's counts)."""
+        return self.compactor.estimate(messages, tools)
+
     def close(self) -> None:
         """Release what the agent holds: the tooling (sandbox, extensions, MCP) and the provider."""
         for fn in reversed(self.closers):
@@ -193,103 +210,113 @@ class Agent:
         top-level run gets one from its limits.  Subagents this run spawns
         reserve from it, and cancelling it (interrupt) cancels them too.
         """
-        run_id = "r-" + secrets.token_hex(4)
-        self.run_id = run_id
-        self._run_tool_choice = first_tool_choice or self.first_tool_choice
-        gate = self.dispatcher.gate
-        gate.run_id = run_id  # policy's approval events name the run they belong to
-        self._cancel = CancelToken()
-        self.budget = budget or Budget(self.limits.max_tokens, self.limits.max_turns,
-                                       self.limits.deadline_s)
-        cancel = self._cancel
-        self.budget.on_cancel(lambda: self._stop_now(cancel, "cancelled with its parent task"))
-        child = self.budget.parent is not None
-        self.running = True
-        started = time.monotonic()
-        timer = threading.Timer(min(self.limits.deadline_s, max(0.0, self.budget.left_seconds())),
-                                self._cancel.cancel, args=("deadline",))
-        timer.daemon = True
-        timer.start()
-        turns = prompt_tokens = completion_tokens = 0
-        answer: str | None = None
-        sid = self.session.id
+        run = self._begin(prompt, first_tool_choice, budget)
         try:
-            self.session.append(RunStarted(
-                session_id=sid, run_id=run_id, provider=self.provider.name, model=self.provider.model,
-                mode=gate.engine.mode, mode_chosen_by=gate.chosen_by,
-                limits=self.limits.model_dump(mode="json"),
-                sampling=dict(getattr(self.provider, "sampling", {}) or {}),
-                tools=[s["function"]["name"] for s in self.specs],
-                system_prompt_sha256=self.system_prompt.sha256,
-                instructions_file=self.system_prompt.instructions_file,
-                resumed=self._resumed))
-            self._resumed = False
-            self._user(run_id, prompt, "prompt")
             while True:
-                self._check_cancel()
-                self._drain_steers(run_id)
-                if child and (self.budget.left_turns() <= 0 or self.budget.left_tokens() <= 0):
-                    raise StopRun("budget", f"{BUDGET_LIMIT_REACHED}: this subagent used its "
-                                  f"reserved {self.budget.turns} turns / {self.budget.tokens} tokens")
-                if turns >= self.limits.max_turns or self.budget.left_turns() <= 0:
-                    raise StopRun("max_turns", f"stopped after {turns} model turns (limit "
-                                  f"max_turns={self.limits.max_turns}, subagents' turns included); "
-                                  "raise it or split the task")
-                if self.budget.left_tokens() <= 0:
-                    used = self.budget.tokens - self.budget.left_tokens()
-                    raise StopRun("max_tokens", f"stopped after {used} tokens, subagents' included "
-                                  f"(limit max_tokens={self.limits.max_tokens})")
-                turns += 1
-                reply, waited_ms = self._ask(turns)
-                spent = 0
-                if reply.usage is not None:
-                    prompt_tokens += reply.usage.prompt_tokens
-                    completion_tokens += reply.usage.completion_tokens
-                    spent = reply.usage.prompt_tokens + reply.usage.completion_tokens
-                self.budget.charge(tokens=spent, turns=1)
-                call_ids = [f"{run_id}.{turns}.{i}" for i in range(len(reply.tool_calls))]
-                self.session.append(ModelTurn(
-                    session_id=sid, run_id=run_id, turn=turns, text=reply.text,
-                    tool_calls=[TurnToolCall(id=cid, name=c.name, arguments=c.arguments)
-                                for cid, c in zip(call_ids, reply.tool_calls)],
-                    finish_reason=reply.finish_reason,
-                    usage=TurnUsage(prompt_tokens=reply.usage.prompt_tokens,
-                                    completion_tokens=reply.usage.completion_tokens)
-                    if reply.usage else None,
-                    duration_ms=round(waited_ms, 3)))
-                if not reply.tool_calls:
-                    answer = reply.text
-                    raise StopRun("done", "the model finished" + (
-                        " (its reply was cut at the token limit)" if reply.finish_reason == "length" else ""))
-                for batch in _batches(list(zip(call_ids, reply.tool_calls))):
-                    if self._cancel.cancelled:
-                        break  # the fold answers the calls left: "not run"
-                    if len(batch) > 1:  # several task calls in one reply run concurrently
-                        threads = [threading.Thread(target=self._call, args=(run_id, cid, call),
-                                                    name=f"abhed-task-{cid}", daemon=True)
-                                   for cid, call in batch]
-                        for t in threads:
-                            t.start()
-                        for t in threads:
-                            t.join()
-                    else:
-                        self._call(run_id, *batch[0])
-                    repeats, tool = self.history.repeated_failures()
-                    limit = self.limits.max_repeated_failures
-                    if limit and repeats >= limit:
-                        raise StopRun("repeated_failure", (
-                            f"stopped: the same {tool} call failed {repeats} times in a row "
-                            f"(limit loop.max_repeated_failures={limit}). Look at the last error, "
-                            "change the task or the policy, and prompt again."))
+                self.step(run)
         except StopRun as stop:
-            return self._end(run_id, stop.reason, stop.message, turns, prompt_tokens,
-                             completion_tokens, answer)
+            return self._end(run, stop)
         finally:
-            timer.cancel()
+            run.timer.cancel()
             self.running = False
-            _ = started
+
+    def step(self, run: _Run) -> None:
+        """One model turn and the calls it made."""
+        self.execute(run, self.query(run))
+
+    def query(self, run: _Run) -> list[tuple[str, ToolCall]]:
+        """Ask the model for its next turn and record it; ``StopRun`` at a limit or when it answers."""
+        self._check_cancel()
+        self._drain_steers(run.id)
+        self._check_limits(run)
+        reply, waited_ms = self._ask(run.turns + 1)
+        run.turns += 1  # counted once a reply came: a request never sent is not a turn
+        usage = reply.usage
+        if usage is not None:
+            run.prompt_tokens += usage.prompt_tokens
+            run.completion_tokens += usage.completion_tokens
+        self.budget.charge(tokens=usage.prompt_tokens + usage.completion_tokens if usage else 0, turns=1)
+        calls = [(f"{run.id}.{run.turns}.{i}", c) for i, c in enumerate(reply.tool_calls)]
+        self.session.append(ModelTurn(
+            session_id=self.session.id, run_id=run.id, turn=run.turns, text=reply.text,
+            tool_calls=[TurnToolCall(id=cid, name=c.name, arguments=c.arguments) for cid, c in calls],
+            finish_reason=reply.finish_reason,
+            usage=TurnUsage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+            if usage else None, duration_ms=round(waited_ms, 3)))
+        if not calls:
+            run.answer = reply.text
+            raise StopRun("done", "the model finished" + (
+                " (its reply was cut at the token limit)" if reply.finish_reason == "length" else ""))
+        return calls
+
+    def execute(self, run: _Run, calls: list[tuple[str, ToolCall]]) -> None:
+        """Run the calls in order (consecutive ``task`` calls together); ``StopRun`` on repeats."""
+        for batch in _batches(calls):
+            if self._cancel.cancelled:
+                return  # the fold answers the calls left: "not run"
+            if len(batch) == 1:
+                self._call(*batch[0])
+            else:  # several task calls in one reply run concurrently, sharing what is left fairly
+                self.budget.expect(len(batch))
+                with ThreadPoolExecutor(len(batch), thread_name_prefix="abhed-task") as pool:
+                    list(pool.map(lambda item: self._call(*item), batch))
+                self.budget.expect(0)
+            self._check_repeats()
 
     # -- pieces ---------------------------------------------------------------
+    def _begin(self, prompt: str, first_tool_choice: str | dict[str, Any] | None,
+               budget: Budget | None) -> _Run:
+        """Record ``run_started`` and the prompt; arm the deadline."""
+        self._cancel = cancel = CancelToken()
+        self.budget = budget or Budget(self.limits.max_tokens, self.limits.max_turns,
+                                       self.limits.deadline_s)
+        self.budget.on_cancel(lambda: self._stop_now(cancel, "cancelled with its parent task"))
+        # The deadline stops what runs now, as an interrupt does: the model
+        # stream, and this agent's shell commands (their output so far kept).
+        timer = threading.Timer(min(self.limits.deadline_s, max(0.0, self.budget.left_seconds())),
+                                self._stop_now, args=(cancel, "deadline"))
+        timer.daemon = True
+        run = _Run("r-" + secrets.token_hex(4), timer)
+        self.run_id = self.dispatcher.gate.run_id = run.id  # approval events name their run
+        self._run_tool_choice = first_tool_choice or self.first_tool_choice
+        self.running = True
+        timer.start()
+        gate = self.dispatcher.gate
+        self.session.append(RunStarted(
+            session_id=self.session.id, run_id=run.id, provider=self.provider.name,
+            model=self.provider.model, mode=gate.engine.mode, mode_chosen_by=gate.chosen_by,
+            limits=self.limits.model_dump(mode="json"),
+            sampling=dict(getattr(self.provider, "sampling", {}) or {}),
+            tools=[s["function"]["name"] for s in self.specs],
+            system_prompt_sha256=self.system_prompt.sha256,
+            instructions_file=self.system_prompt.instructions_file, resumed=self._resumed))
+        self._resumed = False
+        self._user(run.id, prompt, "prompt")
+        return run
+
+    def _check_limits(self, run: _Run) -> None:
+        """``StopRun`` when the run (or, for a subagent, its reservation) has no turn or token left."""
+        b = self.budget
+        if b.parent is not None and (b.left_turns() <= 0 or b.left_tokens() <= 0):
+            raise StopRun("budget", f"{BUDGET_LIMIT_REACHED}: this subagent used its reserved "
+                          f"{b.turns} turns / {b.tokens} tokens")
+        if run.turns >= self.limits.max_turns or b.left_turns() <= 0:
+            raise StopRun("max_turns", f"stopped after {run.turns} model turns (limit max_turns="
+                          f"{self.limits.max_turns}, subagents' turns included); raise it or split "
+                          "the task")
+        if b.left_tokens() <= 0:
+            raise StopRun("max_tokens", f"stopped after {b.tokens - b.left_tokens()} tokens, "
+                          f"subagents' included (limit max_tokens={self.limits.max_tokens})")
+
+    def _check_repeats(self) -> None:
+        repeats, tool = self.history.repeated_failures()
+        limit = self.limits.max_repeated_failures
+        if limit and repeats >= limit:
+            raise StopRun("repeated_failure", (
+                f"stopped: the same {tool} call failed {repeats} times in a row (limit "
+                f"loop.max_repeated_failures={limit}). Look at the last error, change the task or "
+                "the policy, and prompt again."))
+
     def _check_cancel(self) -> None:
         if self._cancel.cancelled:
             reason = self._cancel.reason
@@ -372,14 +399,14 @@ class Agent:
         self.session.append(event)
         return event
 
-    def _call(self, run_id: str, call_id: str, call: ToolCall) -> ToolResult:
+    def _call(self, call_id: str, call: ToolCall) -> ToolResult:
         return self.dispatcher.call_text(call.name, call.arguments, call_id=call_id, source="model",
                                          expected=self.signatures.get(call.name, ""))
 
-    def _end(self, run_id: str, reason: RunEndReason, message: str, turns: int, prompt_tokens: int,
-             completion_tokens: int, answer: str | None) -> RunOutcome:
+    def _end(self, run: _Run, stop: StopRun) -> RunOutcome:
         # Calls the model made that did not run are answered by the fold at run_ended.
-        self.session.append(RunEnded(session_id=self.session.id, run_id=run_id, reason=reason,
-                                     message=message, turns=turns, prompt_tokens=prompt_tokens,
-                                     completion_tokens=completion_tokens, answer=answer))
-        return RunOutcome(run_id, reason, message, answer, turns)
+        self.session.append(RunEnded(
+            session_id=self.session.id, run_id=run.id, reason=stop.reason, message=stop.message,
+            turns=run.turns, prompt_tokens=run.prompt_tokens,
+            completion_tokens=run.completion_tokens, answer=run.answer))
+        return RunOutcome(run.id, stop.reason, stop.message, run.answer, run.turns)

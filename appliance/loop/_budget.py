@@ -3,10 +3,17 @@
 Each run has a :class:`Budget` (tokens, model turns, a wall-clock deadline).
 A spawn *reserves* part of what the parent has left; the reservation is
 counted as used by the parent at once, so siblings cannot reserve the same
-tokens twice and the parent cannot overspend while children run.  Spend
-rolls up live (``charge`` walks to the root), and when the child ends its
-unspent reservation goes back.  Cancelling a budget cancels every budget
+tokens twice and the parent cannot overspend while children run.  When the
+child ends, what it really spent moves to the parent (all of it: a child
+whose last request went past its reservation is charged for that too) and
+the unspent rest goes back.  Cancelling a budget cancels every budget
 reserved from it, so one interrupt stops the whole tree.
+
+Siblings share fairly: when one model reply makes several ``task`` calls,
+the loop says so (:meth:`Budget.expect`) and each of them reserves at most
+its share of what is left, so the fifth of five is not refused because the
+first four took the default reservation each.  A reservation is never
+smaller than its ``min_tokens`` (what one request of the child needs).
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ class Budget:
     """Tokens, turns and time for one run; thread-safe."""
 
     def __init__(self, tokens: int, turns: int, seconds: float, *, parent: Budget | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 label: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self.tokens = tokens
+        self.label = label  # who holds this reservation, named in a refusal
         self.turns = turns
         self.clock = clock
         self.deadline = clock() + seconds
@@ -38,6 +46,7 @@ class Budget:
         self._children: list[Budget] = []
         self._lock = threading.Lock()
         self._on_cancel: list[Callable[[], None]] = []
+        self._expected = 0  # task calls of the current batch still to reserve
         self.cancelled = False
 
     # -- reading ---------------------------------------------------------
@@ -52,19 +61,43 @@ class Budget:
     def left_seconds(self) -> float:
         return self.deadline - self.clock()
 
-    # -- the tree --------------------------------------------------------
-    def reserve(self, tokens: int, turns: int, seconds: float) -> Budget | None:
-        """A child budget of at most what is left here; None when not even a minimum is left."""
+    def spent(self) -> tuple[int, int]:
+        """(tokens, turns) spent here, finished children's included."""
         with self._lock:
+            return self.spent_tokens, self.spent_turns
+
+    def reservations(self) -> list[tuple[str, int, int]]:
+        """(label, tokens, turns) of each running child's reservation."""
+        with self._lock:
+            return [(c.label, c.tokens, c.turns) for c in self._children]
+
+    # -- the tree --------------------------------------------------------
+    def expect(self, siblings: int) -> None:
+        """The next ``siblings`` reservations are one batch: each takes at most its fair share."""
+        with self._lock:
+            self._expected = max(0, siblings)
+
+    def reserve(self, tokens: int, turns: int, seconds: float, *, label: str = "",
+                min_tokens: int = 1, keep_turns: int = 0) -> Budget | None:
+        """A child budget of at most what is left here; None when not even a minimum is left.
+
+        ``keep_turns`` stay with this budget (a parent keeps one to read the
+        result); ``min_tokens`` is the least a reservation is worth making.
+        """
+        with self._lock:
+            share = max(1, self._expected)
+            self._expected = max(0, self._expected - 1)
             left_tokens = self.tokens - self.spent_tokens - self._reserved_tokens
-            left_turns = self.turns - self.spent_turns - self._reserved_turns
+            left_turns = self.turns - self.spent_turns - self._reserved_turns - keep_turns
             left_s = self.deadline - self.clock()
-            tokens, turns, seconds = min(tokens, left_tokens), min(turns, left_turns), min(seconds, left_s)
-            if self.cancelled or tokens < 1 or turns < 1 or seconds <= 0:
+            tokens = min(tokens, max(min_tokens, left_tokens // share), left_tokens)
+            turns = min(turns, max(1, left_turns // share), left_turns)
+            seconds = min(seconds, left_s)
+            if self.cancelled or tokens < max(1, min_tokens) or turns < 1 or seconds <= 0:
                 return None
             self._reserved_tokens += tokens
             self._reserved_turns += turns
-            child = Budget(tokens, turns, seconds, parent=self, clock=self.clock)
+            child = Budget(tokens, turns, seconds, parent=self, label=label, clock=self.clock)
             self._children.append(child)
             return child
 
@@ -75,7 +108,7 @@ class Budget:
             self.spent_turns += turns
 
     def release(self) -> None:
-        """The child ended: its real spend moves to the parent, the rest is given back."""
+        """The child ended: all it spent moves to the parent, the unspent rest is given back."""
         parent = self.parent
         if parent is None:
             return
@@ -85,8 +118,8 @@ class Budget:
             parent._children.remove(self)
             parent._reserved_tokens -= self.tokens
             parent._reserved_turns -= self.turns
-            parent.spent_tokens += min(self.spent_tokens, self.tokens)
-            parent.spent_turns += min(self.spent_turns, self.turns)
+            parent.spent_tokens += self.spent_tokens
+            parent.spent_turns += self.spent_turns
 
     def on_cancel(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` when this budget is cancelled (at once if it already is)."""

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
+from appliance._session import new_session_id
 from appliance.events import ActionEvent, ObservationEvent, TaskEnded, TaskStarted
 from appliance.loop import (
     BUDGET_LIMIT_REACHED,
     Agent,
+    Budget,
     Limits,
     ObservedSession,
     SystemPrompt,
     build_system_prompt,
+    tool_specs,
 )
 from appliance.sessions import ArtifactStore
 from appliance.tasks._ledger import AgentLedger, TreeLedger
@@ -40,6 +44,30 @@ __all__ = ["SUMMARY_MAX_CHARS", "Subagents"]
 
 #: About 2k tokens: the specification's bound on what a child hands back (§8).
 SUMMARY_MAX_CHARS = 8000
+#: The least reply a reservation must leave room for when the server's reply size is not capped.
+_MIN_REPLY_TOKENS = 1024
+
+
+def _refusal(budget: Budget, need: int) -> str:
+    """Why no subagent could be reserved: what the run has, spent, and who holds the rest."""
+    spent_tokens, spent_turns = budget.spent()
+    held = budget.reservations()
+    lines = [f"{BUDGET_LIMIT_REACHED}: a subagent needs at least 1 turn and about {need} tokens "
+             "(its first request), and this run cannot reserve that now. Nothing was spawned."]
+    lines.append(f"This run's budget is {budget.turns} turns / {budget.tokens} tokens; it has spent "
+                 f"{spent_turns} turns / {spent_tokens} tokens (finished subagents included).")
+    if held:
+        lines.append("Reserved by subagents still running: " + "; ".join(
+            f"{label}: {turns} turns / {tokens} tokens" for label, tokens, turns in held) + ".")
+    else:
+        lines.append("No other subagent holds a reservation.")
+    lines.append(f"Left for subagents: {max(0, budget.left_turns() - 1)} turns / "
+                 f"{max(0, budget.left_tokens())} tokens (one more turn is kept for you to read "
+                 "the results)" + ("; no time is left" if budget.left_seconds() <= 0 else "") + ".")
+    lines.append(("When those subagents finish, what they did not spend comes back; until then "
+                  if held else "")
+                 + "do the subtask yourself, or answer with what you have.")
+    return "\n".join(lines)
 
 
 class Subagents:
@@ -80,25 +108,24 @@ class Subagents:
             with self._lock:
                 self._running -= 1
 
-    def _spawn(self, args: TaskArgs, call_id: str, budget: Any) -> ToolResult:
+    def _spawn(self, args: TaskArgs, call_id: str, budget: Budget) -> ToolResult:
         parent = self.parent
-        turns = min(args.max_turns or self.default_max_turns, budget.left_turns() - 1)
-        reserved = budget.reserve(self.max_tokens, turns, self.max_seconds) if turns >= 1 else None
+        need = self._first_request_tokens(args)
+        child_id = new_session_id()  # named in a sibling's refusal from the moment it reserves
+        label = f"task {args.description!r} (session {child_id})"
+        reserved = budget.reserve(self.max_tokens, args.max_turns or self.default_max_turns,
+                                  self.max_seconds, min_tokens=need, keep_turns=1, label=label)
         if reserved is None:
-            return failure(
-                "budget_limit",
-                f"{BUDGET_LIMIT_REACHED}: this run has {max(0, budget.left_tokens())} tokens and "
-                f"{max(0, budget.left_turns())} turns left, too little to reserve for a subagent. "
-                "Nothing was spawned; finish the work yourself, or answer with what you have.")
+            return failure("budget_limit", _refusal(budget, need))
         started = time.monotonic()
         store = parent.session.store
         ws = parent.dispatcher.ctx.workspace
         child_session = ObservedSession.create(
             store, ws.root, version=version("abhed"), parent=(parent.session.id, call_id),
-            settings={"agent_type": args.agent_type, "description": args.description})
+            settings={"agent_type": args.agent_type, "description": args.description},
+            session_id=child_id)
         assert isinstance(child_session, ObservedSession)
         parent.session.adopt(child_session)  # rpc and --json stream the child's events too
-        label = f"task {args.description!r} (session {child_session.id})"
         self.tree.watch(child_session, label)
         parent.session.append(TaskStarted(
             session_id=parent.session.id, call_id=call_id, child_session_id=child_session.id,
@@ -120,6 +147,20 @@ class Subagents:
                 files_changed=files, commands=commands, spent=spent))
         return _result(args, child_session.id, outcome.reason, outcome.message, outcome.answer,
                        files, commands, spent)
+
+    def _first_request_tokens(self, args: TaskArgs) -> int:
+        """What a child's first request costs at least: its prompt, tools and a short reply.
+
+        A reservation smaller than this could not pay for one turn, so it is
+        refused instead of spawning a child that can only fail.
+        """
+        parent = self.parent
+        tools = child_tools(args.agent_type, parent.tools)
+        base = build_system_prompt(parent.dispatcher.ctx.workspace.root, tools)
+        messages = [{"role": "system", "content": base.text + PROFILE_PROMPTS[args.agent_type]},
+                    {"role": "user", "content": args.prompt}]
+        reply = parent.limits.max_completion_tokens or _MIN_REPLY_TOKENS
+        return parent.estimate_tokens(messages, tool_specs(tools)) + reply
 
     def _child_agent(self, args: TaskArgs, session: ObservedSession, label: str,
                      reserved: Any) -> Agent:
@@ -183,9 +224,26 @@ def _measure(session: ObservedSession) -> tuple[list[str], list[dict[str, Any]]]
                 args = actions.get(e.call_id)
                 command = args.get("command") if isinstance(args, dict) else None
                 if command is not None:
+                    # It ran when the sandbox reported how it ended (or started it in the
+                    # background); otherwise it was refused before running (policy, checks).
+                    ran = e.result.ok or "exit_code" in d or "signal" in d
                     commands.append({"command": str(command)[:500], "exit_code": d.get("exit_code"),
-                                     "ok": e.result.ok})
+                                     "signal": d.get("signal"), "ok": e.result.ok, "ran": ran,
+                                     "error": e.result.error.code if e.result.error else None})
     return files, commands
+
+
+def _ended(command: dict[str, Any]) -> str:
+    if command.get("exit_code") is not None:
+        return f"exit {command['exit_code']}"
+    if command.get("signal") is not None:
+        return f"killed (signal {command['signal']})"
+    return "started in the background" if command.get("ok") else str(command.get("error"))
+
+
+def _listed(commands: list[dict[str, Any]], outcome: Callable[[dict[str, Any]], str]) -> str:
+    shown = "; ".join(f"`{c['command'][:120]}` -> {outcome(c)}" for c in commands[:20])
+    return shown + (f" and {len(commands) - 20} more" if len(commands) > 20 else "")
 
 
 def _result(args: TaskArgs, child_id: str, reason: str, message: str, answer: str | None,
@@ -193,11 +251,14 @@ def _result(args: TaskArgs, child_id: str, reason: str, message: str, answer: st
     lines = [f"Subagent {args.description!r} ({args.agent_type}) ended: {reason}"
              + ("" if reason == "done" else f" ({message})") + f". Its session: {child_id}."]
     lines.append("Files it changed: " + (", ".join(files) if files else "none")
-                 + (" (bash commands may have changed more)" if commands else "") + ".")
-    if commands:
-        shown = "; ".join(f"`{c['command'][:120]}` -> exit {c['exit_code']}" for c in commands[:20])
-        more = f" and {len(commands) - 20} more" if len(commands) > 20 else ""
-        lines.append(f"Commands it ran: {shown}{more}.")
+                 + (" (bash commands may have changed more)"
+                    if any(c.get("ran", True) for c in commands) else "") + ".")
+    ran = [c for c in commands if c.get("ran", True)]
+    refused = [c for c in commands if not c.get("ran", True)]
+    if ran:
+        lines.append(f"Commands it ran: {_listed(ran, _ended)}.")
+    if refused:
+        lines.append(f"Commands refused or not run: {_listed(refused, lambda c: str(c['error']))}.")
     lines.append(f"Spent: {spent['turns']:g} turns, {spent['tokens']:g} tokens, {spent['seconds']:g} s.")
     summary = (answer or "").strip()
     cut = len(summary) > SUMMARY_MAX_CHARS

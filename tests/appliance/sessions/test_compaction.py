@@ -98,6 +98,8 @@ def test_circuit_breaker_ends_the_run_with_context_full(workspace: Path) -> None
     assert out.reason == "context_full" and "context is 300" in out.message
     assert server.requests == []
     assert isinstance(seen[-1].event, RunEnded) and seen[-1].event.reason == "context_full"
+    # No request was sent, so no turn was taken (it used to say 1).
+    assert seen[-1].event.turns == 0 and out.turns == 0
 
 
 def test_manual_compaction_between_runs(workspace: Path) -> None:

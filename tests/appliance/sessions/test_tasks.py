@@ -234,3 +234,74 @@ def test_task_events_are_documented_json(workspace: Path) -> None:
     for e in store.events(sid, types=("task_started", "task_ended")):
         body = json.loads(e.event.model_dump_json())
         assert body["call_id"] and body["child_session_id"]
+
+
+def test_with_the_default_budgets_twenty_concurrent_tasks_all_spawn(workspace: Path) -> None:
+    # docs/tools.md: "At most 20 run at once". With the defaults (50 turns, 2M tokens a run)
+    # each of 20 siblings gets a fair share instead of the first few taking 20 turns each.
+    calls = [_task(f"Look at part {n}.", f"part {n}") for n in range(20)]
+    script = Script([_step(*calls), ScriptStep(text="all seen")], lambda body: ScriptStep(text="seen"))
+    out, store, sid = _run(workspace, script)
+    assert out.ok and out.answer == "all seen"
+    ended = [e.event for e in store.events(sid, types=("task_ended",))]
+    assert len(_children(store, sid)) == 20
+    assert sorted(e.status for e in ended if isinstance(e, TaskEnded)) == ["done"] * 20
+    started = [e.event for e in store.events(sid, types=("task_started",))]
+    assert all(isinstance(e, TaskStarted) and e.reserved["turns"] >= 2 for e in started)
+
+
+def test_a_refused_spawn_names_what_is_reserved_and_by_whom(workspace: Path) -> None:
+    # Three siblings, two turns to share (4 - 1 spent - 1 kept): the third is refused while
+    # the first two hold theirs; the refusal says so instead of "0 tokens left".
+    script = Script([_step(_task("One.", "first"), _task("Two.", "second"), _task("Three.", "third"))],
+                    lambda body: ScriptStep(hang=True))
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [], limits=Limits(max_turns=4)) as (agent, server, seen):
+        server.responder = script
+        agent.dispatcher.ctx.subagents = Subagents(agent)
+        box: list[Any] = []
+        t = threading.Thread(target=lambda: box.append(agent.run("go")))
+        t.start()
+        _wait(lambda: any(isinstance(e.event, ObservationEvent) and e.event.result.error is not None
+                          and e.event.result.error.code == "budget_limit" for e in list(seen)))
+        agent.interrupt("test")
+        t.join(60)
+    [refusal] = [e.event.result.content for e in seen if isinstance(e.event, ObservationEvent)
+                 and e.event.result.error is not None and e.event.result.error.code == "budget_limit"]
+    assert refusal.startswith("Budget limit reached")
+    assert "has 0 tokens" not in refusal and "Reserved by subagents still running" in refusal
+    assert "Left for subagents: 0 turns" in refusal
+    held = refusal.split("Reserved by subagents still running: ")[1].split("\n")[0]
+    assert held.count("1 turns") == 2 and "(session s-" in held
+    assert "spent 1 turns" in refusal
+
+
+def test_the_harness_result_lists_what_ran_apart_from_what_was_refused(workspace: Path) -> None:
+    from appliance.sandbox import HostSandbox
+
+    def child(body: dict[str, Any]) -> ScriptStep:
+        n = sum(m["role"] == "assistant" for m in body["messages"])
+        commands = ["echo hello", "vim notes.txt"]
+        if n < len(commands):
+            return _step({"name": "bash", "arguments": {"command": commands[n], "description": "try"}})
+        return ScriptStep(text="tried both")
+
+    script = Script([_step(_task("Run things.", "run things", "test")), ScriptStep(text="ok")], child)
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, []) as (agent, server, _seen):
+        server.responder = script
+        agent.dispatcher.ctx.sandbox = HostSandbox(str(workspace))
+        agent.dispatcher.ctx.subagents = Subagents(agent)
+        try:
+            agent.run("go")
+        finally:
+            agent.dispatcher.ctx.sandbox.close()
+        sid = agent.session.id
+    res = [e.event for e in store.events(sid, types=("observation",))][0]
+    assert isinstance(res, ObservationEvent)
+    text = res.result.content
+    assert "Commands it ran: `echo hello` -> exit 0." in text
+    assert "Commands refused or not run: `vim notes.txt` -> interactive_command." in text
+    assert "exit None" not in text
+    ran = {c["command"]: c["ran"] for c in res.result.details["commands"]}
+    assert ran == {"echo hello": True, "vim notes.txt": False}
