@@ -101,7 +101,7 @@ def run_gate_step(layout: Layout, release: Path, audit: AuditLog, action: str, r
 
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
     """With systemd: restart the service on the new release and wait for its health."""
-    from ._gate import _get
+    from ._gate import loopback_get
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
@@ -117,7 +117,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         try:
-            if _get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
+            if loopback_get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
                 audit.append(action, "service", "ok", run=run, version=version)
                 return
         except OSError:

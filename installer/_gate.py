@@ -39,7 +39,7 @@ from ._errors import GateFailed
 from ._layout import Layout
 from ._proc import child_env, kill_group, run, tail
 
-__all__ = ["GateStep", "free_port", "release_descriptor", "run_gate"]
+__all__ = ["GateStep", "free_port", "loopback_get", "release_descriptor", "run_gate"]
 
 _HOST = "127.0.0.1"
 
@@ -62,7 +62,8 @@ def _opener() -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _get(url: str, timeout_s: float) -> tuple[int, bytes]:
+def loopback_get(url: str, timeout_s: float) -> tuple[int, bytes]:
+    """GET ``url`` on 127.0.0.1, proxies off: (status, up to 1 MiB of body; empty on an HTTP error)."""
     try:
         with _opener().open(url, timeout=timeout_s) as resp:
             return int(resp.status), bytes(resp.read(1 << 20))
@@ -101,9 +102,9 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
             raise GateFailed(f"the model server exited with code {code} before it was healthy; "
                              f"last log lines: {_last_lines(tail(log))}. Full log: {log}")
         try:
-            status, _ = _get(root + d.health_path, 2.0)
+            status, _ = loopback_get(root + d.health_path, 2.0)
             if status == 200:
-                status, body = _get(base + "/models", 5.0)
+                status, body = loopback_get(base + "/models", 5.0)
                 ids = [m.get("id") for m in json.loads(body).get("data", [])
                        if isinstance(m, dict)] if status == 200 else []
                 if d.served_name in ids:

@@ -1,11 +1,21 @@
-"""DESIGN.md's dependency arrows and the no-private-imports rule, held by an AST walk.
+"""DESIGN's dependency arrows and the no-private-imports rule, held by an AST walk.
 
-    appliance -> tools, models      tui -> appliance (and what it re-exports)
-    installer -> bundle             nothing -> tui, installer
+    foundation -> nothing of ours      tools, models -> foundation
+    bundle -> foundation               installer -> bundle, foundation
+    appliance -> tools, models, foundation
+    tui -> appliance (and what it re-exports)        nothing -> tui, installer
+
+``foundation`` is the floor every package stands on (the strict loader, regular
+files, digests, process groups; see docs/architecture.md), so it may import
+nothing of ours.
 
 A module may import another package's public surface only: ``a.b._c`` is
 importable from inside ``a.b`` (its own package and subpackages) and from
-nowhere else.  Imports inside functions and ``TYPE_CHECKING`` blocks count
+nowhere else, and a private *name* (``from a.b._c import _helper``) is its
+module's own: nothing else imports it.  Relative imports (``from .._x import
+y``) are resolved first and held to the same rules, and so are the scripts in
+``benchmarks/``, which stand outside every package and so may use public
+surfaces only.  Imports inside functions and ``TYPE_CHECKING`` blocks count
 too, since they are dependencies all the same.
 """
 
@@ -18,14 +28,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("appliance", "tools", "models", "bundle", "installer", "tui")
+PACKAGES = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui")
+# Outside every package: may import any package's public surface, and no private module
+# of a package or of the tests (``tests`` is checked as a target for them only).
+SCRIPTS = ("benchmarks",)
 ALLOWED: dict[str, set[str]] = {
-    "appliance": {"tools", "models"},
-    "tools": set(),
-    "models": set(),
-    "bundle": set(),
-    "installer": {"bundle"},
-    "tui": {"appliance", "tools", "models"},
+    "foundation": set(),
+    "appliance": {"tools", "models", "foundation"},
+    "tools": {"foundation"},
+    "models": {"foundation"},
+    "bundle": {"foundation"},
+    "installer": {"bundle", "foundation"},
+    "tui": {"appliance", "tools", "models", "foundation"},
 }
 # Known, deliberate exceptions: (importing module, imported top-level package) -> why.
 EXCEPTIONS: dict[tuple[str, str], str] = {
@@ -38,26 +52,49 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 }
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
 def _modules() -> Iterator[tuple[str, Path]]:
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            yield ".".join(parts), path
+    for top in PACKAGES + SCRIPTS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            yield _module_name(path), path
 
 
-def _imports(path: Path) -> Iterator[tuple[int, str]]:
+def _is_module(dotted: str) -> bool:
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _resolve(name: str, is_package: bool, level: int, module: str | None) -> str:
+    """``from ..x import y`` inside module ``name``: the absolute module it names."""
+    parts = name.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[:len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + ([module] if module else []))
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, imported dotted name) for every import, relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    is_package = path.name == "__init__.py"
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.lineno, node.module
-            for alias in node.names:  # `from a.b import _c` names a private module too
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or "" if node.level == 0 else \
+                _resolve(name, is_package, node.level, node.module)
+            if not source:
+                continue
+            yield node.lineno, source
+            for alias in node.names:  # `from a.b import _c` names a private module or name
                 if alias.name.startswith("_") and not alias.name.startswith("__"):
-                    yield node.lineno, f"{node.module}.{alias.name}"
+                    yield node.lineno, f"{source}.{alias.name}"
 
 
 def _private_owner(target: str) -> str | None:
@@ -72,16 +109,24 @@ def _private_owner(target: str) -> str | None:
 def _check(name: str, path: Path) -> list[str]:
     found: list[str] = []
     top = name.split(".")[0]
-    for line, target in _imports(path):
+    checked = PACKAGES + (("tests",) if top in SCRIPTS else ())
+    for line, target in _imports(name, path):
         target_top = target.split(".")[0]
         where = f"{path.name}:{line}: {name} imports {target}"
-        if target_top in PACKAGES and target_top != top and target_top not in ALLOWED[top] \
-                and (name, target_top) not in EXCEPTIONS:
+        if top in ALLOWED and target_top in PACKAGES and target_top != top \
+                and target_top not in ALLOWED[top] and (name, target_top) not in EXCEPTIONS:
             found.append(f"{where} (the arrow {top} -> {target_top} is not in DESIGN.md)")
-        owner = _private_owner(target)
-        if owner is None or target_top not in PACKAGES:
+        if target_top not in checked:
             continue
-        if not (name == owner or name.startswith(owner + ".")):
+        owner = _private_owner(target)
+        if owner is None:
+            continue
+        head, _, last = target.rpartition(".")
+        if last.startswith("_") and not last.startswith("__") and not _is_module(target):
+            if head != name:
+                found.append(f"{where} (a private name of {head}: make it public, or keep its "
+                             "use inside that module)")
+        elif not (name == owner or name.startswith(owner + ".")):
             found.append(f"{where} (a private module of {owner}; import from {owner})")
     return found
 
@@ -94,19 +139,43 @@ def test_design_arrows_and_no_private_cross_package_imports() -> None:
     assert _violations() == []
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("from appliance.loop._agent import Agent\n", "private module of appliance.loop"),
-    ("def f():\n    import tui\n", "appliance -> tui"),
-    ("from installer import x\n", "appliance -> installer"),
-    ("from tools import _result\n", "private module of tools"),
+@pytest.mark.parametrize("name, source, expected", [
+    ("appliance.mcp.probe", "from appliance.loop._agent import Agent\n",
+     "private module of appliance.loop"),
+    ("appliance.mcp.probe", "def f():\n    import tui\n", "appliance -> tui"),
+    ("appliance.mcp.probe", "from installer import x\n", "appliance -> installer"),
+    ("appliance.mcp.probe", "from tools import _result\n", "private module of tools"),
+    ("foundation.probe", "from tools import Tool\n", "foundation -> tools"),
+    ("models.probe", "from bundle import Manifest\n", "models -> bundle"),
+    # relative imports are resolved before they are judged
+    ("installer._verbs.probe", "from .._health import _get\n",
+     "a private name of installer._health"),
+    ("appliance.mcp.probe", "from ..loop._agent import Agent\n",
+     "private module of appliance.loop"),
+    ("appliance.mcp.probe", "from ...tui import AbhedApp\n", "appliance -> tui"),
+    # scripts outside the packages: public surfaces only, tests' private helpers included
+    ("benchmarks.grep.run", "from tools._grep import find_rg\n", "private module of tools"),
+    ("benchmarks.grep.run", "from tools.grep import _search\n", "a private name of tools.grep"),
+    ("benchmarks.probe.wall", "from tests.models._vllm import shared_vllm\n",
+     "private name of tests.models"),
 ])
-def test_the_checker_catches_what_it_should(tmp_path: Path, source: str, expected: str) -> None:
+def test_the_checker_catches_what_it_should(tmp_path: Path, name: str, source: str,
+                                            expected: str) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(source)
-    assert any(expected in v for v in _check("appliance.mcp.probe", probe))
+    found = _check(name, probe)
+    assert any(expected in v for v in found), found
 
 
 def test_a_package_may_use_its_own_private_modules(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("from appliance.loop._agent import Agent\nfrom appliance._session import Session\n")
+    probe.write_text("from appliance.loop._agent import Agent\nfrom appliance._session import Session\n"
+                     "from . import _agent\nfrom ._agent import Agent\n")
     assert _check("appliance.loop.probe", probe) == []
+
+
+def test_benchmarks_may_use_public_surfaces(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("from tools.grep import Grep\nfrom appliance.sandbox import MicroVM\n"
+                     "from tests.vllm_server import shared_vllm\nimport tui\n")
+    assert _check("benchmarks.x", probe) == []

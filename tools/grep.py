@@ -23,9 +23,12 @@ from tools._grep import (
     MAX_LINES_PER_FILE,
     MAX_MATCH_LINES,
     Engine,
+    PythonEngine,
+    RipgrepEngine,
     collect,
     compile_query,
     content_block,
+    find_rg,
     no_matches,
     select_engine,
 )
@@ -34,7 +37,10 @@ from tools._grep._ripgrep import RipgrepFailed
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
 
-__all__ = ["Grep", "GrepArgs"]
+# The tool, then the engine level beneath it: benchmarks/grep times the engines side by
+# side through these (scripts outside the package use public names only).
+__all__ = ["Engine", "Grep", "GrepArgs", "PythonEngine", "RipgrepEngine", "collect",
+           "compile_query", "find_rg", "search"]
 
 MAX_CONTEXT = 20
 
@@ -97,13 +103,11 @@ class Grep(Tool):
         cands = collect(ws, base, is_dir, args.glob, ctx.settings)
         engine = select_engine(ctx.settings.grep_engine, ws.root)
         try:
-            return _search(engine, query, cands.files, args, cands.secret_skipped, base)
+            return search(engine, query, cands.files, args, cands.secret_skipped, base)
         except RipgrepFailed as exc:
             # The translation to ripgrep's dialect failed for this pattern: the
             # Python engine gives the same answer, only slower.
-            from tools._grep._pyengine import PythonEngine
-
-            result = _search(PythonEngine(), query, cands.files, args, cands.secret_skipped, base)
+            result = search(PythonEngine(), query, cands.files, args, cands.secret_skipped, base)
             result.details["engine_fallback"] = f"ripgrep failed: {exc}"
             return result
 
@@ -127,8 +131,9 @@ class Grep(Tool):
             return loc.path, False
 
 
-def _search(engine: Engine, query: Query, files: list[str], args: GrepArgs,
-            secret_skipped: int, base: str) -> ToolResult:
+def search(engine: Engine, query: Query, files: list[str], args: GrepArgs,
+           secret_skipped: int, base: str) -> ToolResult:
+    """Search ``files`` with ``engine`` and shape the result as the tool returns it."""
     mode = args.output_mode
     scan = engine.scan(files, query, count=(mode == "count"))
     matched = sorted(scan.counts)

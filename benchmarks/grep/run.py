@@ -43,8 +43,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tools import ToolSettings, Workspace  # noqa: E402 (after the sys.path line)
-from tools._grep import Engine, PythonEngine, RipgrepEngine, collect, compile_query, find_rg  # noqa: E402
-from tools.grep import GrepArgs, _search  # noqa: E402
+from tools.grep import (  # noqa: E402
+    Engine,
+    GrepArgs,
+    PythonEngine,
+    RipgrepEngine,
+    collect,
+    compile_query,
+    find_rg,
+    search,
+)
 
 # Outside the repository on purpose: inside it, git's ignore rules (the cache
 # is gitignored) would hide the trees from grep's own walker.
@@ -141,9 +149,9 @@ def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[st
                 res = {}
                 for ename, eng in engines.items():
                     if not cold:
-                        _search(eng, query, cands.files, args, 0, ws.root)  # warm up
+                        search(eng, query, cands.files, args, 0, ws.root)  # warm up
                     res[ename] = timed(
-                        lambda e=eng, q=query, g=args: _search(e, q, cands.files, g, 0, ws.root),
+                        lambda e=eng, q=query, g=args: search(e, q, cands.files, g, 0, ws.root),
                         repeat, cold)
                 raw = [rg, "--no-config", "--no-require-git", "-j", str(threads), "--no-messages"]
                 raw += (["-i"] if ci else []) + (["-l"] if mode == "files_with_matches" else ["-n"])
@@ -210,11 +218,11 @@ def memory_cell(spec: str, threads: int, rg: str) -> None:
     query = compile_query("needle", multiline=False, case_insensitive=False)
     args = GrepArgs.model_validate({"pattern": "needle", "output_mode": mode})
     t = time.perf_counter()
-    r = _search(PythonEngine(threads), query, cands.files, args, 0, ws.root)
+    r = search(PythonEngine(threads), query, cands.files, args, 0, ws.root)
     py_s = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t = time.perf_counter()
-    rr = _search(RipgrepEngine(rg, ws.root, threads), query, cands.files, args, 0, ws.root)
+    rr = search(RipgrepEngine(rg, ws.root, threads), query, cands.files, args, 0, ws.root)
     rg_s = time.perf_counter() - t
     raw = [rg, "--no-config", "--no-require-git", "-j", str(threads), "--no-messages",
            "-l" if mode == "files_with_matches" else "-n", "-e", "needle", str(root)]

@@ -40,8 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tools import ToolContext, ToolSettings, Workspace, run_tool  # noqa: E402
-from tools._grep import find_rg  # noqa: E402
-from tools.grep import Grep  # noqa: E402
+from tools.grep import Grep, find_rg  # noqa: E402
 
 CACHE = Path(os.environ.get("ABHED_BENCH_CACHE", Path.home() / ".cache" / "abhed-bench" / "grep"))
 PATTERNS = {

@@ -63,7 +63,7 @@ def main() -> None:
             n, wall, tokens = _run(srv.base_url, home, entry, (), c, ["temperature", "seed"])
             rows.append(("scripted, all families", c, n, wall, tokens))
     if not ns.scripted_only:
-        from tests.models._vllm import HONOURED, shared_vllm
+        from tests.vllm_server import HONOURED, shared_vllm
 
         vllm = shared_vllm()
         entry = vllm.entry.model_dump(mode="json")

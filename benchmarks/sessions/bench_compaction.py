@@ -39,7 +39,7 @@ from appliance.events import (
     TurnToolCall,
     UserMessage,
 )
-from tests.models._vllm import SERVED, shared_vllm
+from tests.vllm_server import SERVED, shared_vllm
 
 
 def _metrics(base_url: str) -> dict[str, float]:

@@ -32,10 +32,14 @@ sys.path.insert(0, str(ROOT))
 from textual.screen import Screen  # noqa: E402
 
 from models import Delta  # noqa: E402
-from tests.tui.helpers import INFO, fake_app, feed_turn  # noqa: E402
-from tui._app import tune_gc  # noqa: E402
-from tui._render import markdown  # noqa: E402
-from tui._widgets import AssistantBlock  # noqa: E402
+from tests.tui.helpers import (  # noqa: E402
+    INFO,
+    AssistantBlock,
+    fake_app,
+    feed_turn,
+    markdown,
+    tune_gc,
+)
 
 
 def reply(lines: int) -> str:

@@ -32,7 +32,7 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
 
 
 def _service() -> dict[str, Any]:
-    from .._gate import _get
+    from .._gate import loopback_get
     from .._services import DEFAULT_PORT, UNIT_NAME, systemctl, systemd_present
 
     port = int(os.environ.get("ABHED_MODEL_PORT") or DEFAULT_PORT)
@@ -40,7 +40,7 @@ def _service() -> dict[str, Any]:
     state = systemctl("is-active", UNIT_NAME)
     svc["unit_state"] = state if state is not None else "n/a"
     try:
-        svc["health"] = "ok" if _get(f"http://127.0.0.1:{port}/health", 2.0)[0] == 200 \
+        svc["health"] = "ok" if loopback_get(f"http://127.0.0.1:{port}/health", 2.0)[0] == 200 \
             else "unhealthy"
     except OSError:
         svc["health"] = "not answering"

@@ -17,8 +17,7 @@ import pytest
 from appliance import Config
 from appliance.events import EventStore
 from appliance.probe import ProbeOptions, load_report, render_table, run_probe
-
-from ..models._vllm import HONOURED, shared_vllm
+from tests.vllm_server import HONOURED, shared_vllm
 
 pytestmark = pytest.mark.slow
 

@@ -40,11 +40,11 @@ WIRED_BAR = {"families": ["wire"], "quick_families": ["wire"], "min_rate": {}, "
 
 
 def _vllm_helpers() -> ModuleType:
-    """tests/models/_vllm.py (the cached vLLM venv and tiny model), loaded by path."""
+    """tests/vllm_server.py (the cached vLLM venv and tiny model), loaded by path."""
     name = "_installer_vllm_helpers"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests/models/_vllm.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests/vllm_server.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod

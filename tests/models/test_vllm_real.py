@@ -24,7 +24,7 @@ from models import (
     ProviderProtocolError,
     open_provider,
 )
-from tests.models._vllm import HONOURED, SERVED, shared_vllm, stop
+from tests.vllm_server import HONOURED, SERVED, shared_vllm, stop
 from tools import native_tools
 from tools._tool import validate_args
 

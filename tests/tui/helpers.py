@@ -24,7 +24,15 @@ from appliance.events import (
 from models import Delta
 from tools import ToolResult
 from tui import AbhedApp
+
+# tune_gc, markdown and AssistantBlock: the app's insides that benchmarks/tui/frames.py
+# drives (it tunes the collector as run_tui does, and swaps in a naive renderer to
+# compare); scripts outside the packages import public names only, so they come
+# through this test harness.
+from tui._app import tune_gc  # noqa: F401
 from tui._link import LinkInfo, PendingApproval
+from tui._render import markdown  # noqa: F401
+from tui._widgets import AssistantBlock  # noqa: F401
 
 
 def write_config(home: Path, base_url: str, **extra: Any) -> None:

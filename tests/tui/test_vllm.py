@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.models._vllm import SERVED, shared_vllm
 from tests.tui.helpers import real_app, until
+from tests.vllm_server import SERVED, shared_vllm
 from tui._widgets import ToolCard
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]

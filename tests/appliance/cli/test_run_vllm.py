@@ -15,7 +15,7 @@ import pytest
 
 from tests.appliance.helpers import RpcClient as Client
 from tests.appliance.helpers import abhed
-from tests.models._vllm import SERVED, shared_vllm
+from tests.vllm_server import SERVED, shared_vllm
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,7 @@ from appliance.events import (
     TodoUpdated,
 )
 from appliance.tasks import Subagents
-from tests.models._vllm import SERVED, shared_vllm
+from tests.vllm_server import SERVED, shared_vllm
 
 pytestmark = pytest.mark.slow
 

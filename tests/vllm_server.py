@@ -1,4 +1,4 @@
-"""One real vLLM (CPU build) for the whole test session, started through `abhed serve`.
+"""One real vLLM (CPU build) for every slow test and benchmark, started through `abhed serve`.
 
 The first test that needs it pays for it: the cached vLLM venv
 (``scripts/vllm-env``), the tiny model (``tests/models/tiny_model.py``, cached
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from models import CatalogEntry, hash_weights
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("ABHED_CACHE", Path.home() / ".cache" / "abhed"))
 SERVED = "tiny"
 # What makes random weights produce schema-valid calls (see tiny_model.py).

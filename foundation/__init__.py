@@ -1,0 +1,64 @@
+"""What every Abhed package stands on, and which stands on nothing of ours.
+
+Small mechanisms that each package needed and had written for itself (four
+copies of ending a process group, six of hashing a file, two of opening only
+a regular file, seven loaders of config-like files each with its own errors):
+one of each, here, in the one package every other may import.  It imports no
+other Abhed package, and nothing heavier than pydantic, so the frozen
+installer carries it too.
+
+Public surface:
+
+* the strict loader (:func:`load_document`, :func:`parse_document`,
+  :func:`validate_document`, :func:`problems_of`): read once, parse once,
+  every problem reported with its location (see ``foundation._documents``);
+* regular files (:func:`open_regular`, :func:`read_regular`,
+  :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
+* :func:`digest_file` (SHA-256 and size, streamed);
+* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers);
+* :func:`is_within` (a path inside a root, compared as written);
+* the errors::
+
+    FoundationError
+    ├── FileRefused
+    │   ├── FileMissing
+    │   └── NotRegularFile
+    └── DocumentError      (its Problems: where, message)
+"""
+
+from __future__ import annotations
+
+from foundation._digest import CHUNK_BYTES, FileDigest, digest_file
+from foundation._documents import (
+    Syntax,
+    load_document,
+    parse_document,
+    problems_of,
+    validate_document,
+)
+from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
+from foundation._paths import is_within
+from foundation._process import terminate_group
+from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
+
+__all__ = [
+    "CHUNK_BYTES",
+    "DocumentError",
+    "FileDigest",
+    "FileMissing",
+    "FileRefused",
+    "FoundationError",
+    "NotRegularFile",
+    "Problem",
+    "Syntax",
+    "digest_file",
+    "is_within",
+    "load_document",
+    "open_regular",
+    "open_regular_fd",
+    "parse_document",
+    "problems_of",
+    "read_regular",
+    "terminate_group",
+    "validate_document",
+]

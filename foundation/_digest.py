@@ -1,0 +1,37 @@
+"""A file's SHA-256, streamed: the one way every package hashes a file."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CHUNK_BYTES", "FileDigest", "digest_file"]
+
+CHUNK_BYTES = 1 << 20  # large enough that hashing, not the read calls, is the cost
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    """What was hashed: the hex SHA-256 and the number of bytes it covers."""
+
+    sha256: str
+    size: int
+
+
+def digest_file(path: str | Path, progress: Callable[[int], None] | None = None) -> FileDigest:
+    """The SHA-256 and size of the file at ``path``, read in 1 MiB blocks.
+
+    ``progress`` is called with each block's length (for a progress bar over
+    gigabytes of weights).  ``OSError`` is the caller's to word.
+    """
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK_BYTES):
+            h.update(block)
+            size += len(block)
+            if progress is not None:
+                progress(len(block))
+    return FileDigest(h.hexdigest(), size)

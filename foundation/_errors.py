@@ -1,0 +1,56 @@
+"""The foundation package's one error root.
+
+    FoundationError
+    ├── FileRefused       a file that may not be read: missing, unreadable, not a
+    │   │                 regular file (a FIFO, a device, a directory), over its cap
+    │   └── FileMissing   no such file (callers with a default catch this one)
+    └── DocumentError     a config-like file that does not parse, or parses but is
+                          invalid: every problem, each with its location
+
+Each package that uses these raises its own error from them (``ConfigError``,
+``SpecError``...), keeping the message: the message *is* the one format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["DocumentError", "FileMissing", "FileRefused", "FoundationError", "Problem"]
+
+
+class FoundationError(Exception):
+    """Root of every error the foundation raises on purpose."""
+
+
+class FileRefused(FoundationError):
+    """A file that may not be read (the message names it and why)."""
+
+
+class FileMissing(FileRefused):
+    """The file does not exist."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document, at ``where`` (``line 3, column 5`` or ``policy.mode``)."""
+
+    where: str
+    message: str
+
+
+class DocumentError(FoundationError):
+    """A document that does not parse or does not validate.
+
+    The message is one line per problem, each naming the document and where in it,
+    the way a compiler reports (``config /etc/x.json: policy.mode: ...``), then
+    ``hint`` (the next step) on a line of its own when there is one.
+    """
+
+    def __init__(self, what: str, source: str, problems: Sequence[Problem], hint: str = "") -> None:
+        self.what = what
+        self.source = source
+        self.problems = tuple(problems)
+        self.hint = hint
+        lines = [f"{what} {source}: {p.where}: {p.message}" for p in self.problems]
+        super().__init__("\n".join(lines + ([hint] if hint else [])))

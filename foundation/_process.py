@@ -1,0 +1,42 @@
+"""Ending a child and everything it started: the one way every package does it.
+
+Children that may start their own (a shell, vLLM and its workers, an extension,
+a service's health check) are started with ``start_new_session=True``, so the
+child leads a process group of its own and ``killpg`` reaches its descendants.
+(The microVM's guest agent keeps its own copy: it runs inside the guest with
+the standard library only; see ``appliance/sandbox``.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+
+__all__ = ["terminate_group"]
+
+
+def terminate_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s: float = 10.0,
+                    kill_wait_s: float = 5.0) -> int | None:
+    """SIGTERM ``proc``'s process group, SIGKILL it after ``grace_s``; its exit code.
+
+    ``grace_s=0`` skips SIGTERM (for a child that has already misbehaved).  Whatever
+    is left in the group once the leader has exited (workers that outlived their
+    parent) is SIGKILLed too.  Never raises for a group that is already gone or
+    that is not ours to signal; returns ``None`` if the leader still runs after
+    ``kill_wait_s`` (stuck in the kernel: nothing more can be done from here).
+    """
+    if proc.poll() is None:
+        steps = ((signal.SIGTERM, grace_s),) if grace_s > 0 else ()
+        for sig, wait in (*steps, (signal.SIGKILL, kill_wait_s)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # workers left behind by a leader that exited
+    return proc.poll()

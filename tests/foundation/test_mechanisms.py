@@ -1,0 +1,150 @@
+"""The small mechanisms every package shares: regular files, digests, process groups, paths."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from foundation import (
+    FileMissing,
+    FileRefused,
+    NotRegularFile,
+    digest_file,
+    is_within,
+    open_regular,
+    open_regular_fd,
+    read_regular,
+    terminate_group,
+)
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    p = tmp_path / "pipe"
+    os.mkfifo(p)
+    return p
+
+
+def test_open_regular_refuses_a_fifo_a_device_a_directory_and_nothing(fifo: Path,
+                                                                      tmp_path: Path) -> None:
+    with pytest.raises(NotRegularFile, match="named pipe") as info:
+        open_regular(fifo, "bundle")
+    assert info.value.kind == "a named pipe (FIFO)"
+    with pytest.raises(NotRegularFile, match="character device"):
+        open_regular(Path("/dev/null"))
+    with pytest.raises(NotRegularFile, match="directory"):
+        open_regular(tmp_path)
+    with pytest.raises(FileMissing, match=f"^bundle {tmp_path}/absent: no such file$"):
+        open_regular(tmp_path / "absent", "bundle")
+
+
+def test_read_regular_caps_the_size_and_the_descriptor_blocks_again(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_bytes(b"x" * 100)
+    assert read_regular(f, 100) == b"x" * 100
+    with pytest.raises(FileRefused, match="larger than 99 bytes"):
+        read_regular(f, 99)
+    with open_regular(f) as fh:
+        assert not fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
+
+
+def test_open_regular_fd_beneath_a_directory_refuses_a_final_symlink(tmp_path: Path,
+                                                                     fifo: Path) -> None:
+    (tmp_path / "real").write_text("r")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    dir_fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = open_regular_fd("real", dir_fd=dir_fd, follow_symlinks=False)
+        assert os.read(fd, 5) == b"r"
+        os.close(fd)
+        with pytest.raises(OSError):  # ELOOP: the caller words it
+            open_regular_fd("link", dir_fd=dir_fd, follow_symlinks=False)
+        with pytest.raises(NotRegularFile):  # checked on the descriptor, not before opening
+            open_regular_fd("pipe", dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        os.close(dir_fd)
+
+
+def test_digest_file_streams_size_and_progress(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    data = os.urandom(3 * (1 << 20) + 7)
+    f.write_bytes(data)
+    seen: list[int] = []
+    d = digest_file(f, progress=seen.append)
+    assert (d.sha256, d.size) == (hashlib.sha256(data).hexdigest(), len(data))
+    assert seen == [1 << 20] * 3 + [7]
+    empty = tmp_path / "e"
+    empty.write_bytes(b"")
+    assert digest_file(empty).sha256 == hashlib.sha256(b"").hexdigest()
+    with pytest.raises(FileNotFoundError):
+        digest_file(tmp_path / "absent")
+
+
+def _spawn(script: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
+                            stdout=subprocess.PIPE)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_terminate_group_ends_the_leader_and_what_it_left_behind() -> None:
+    # The leader starts a grandchild that ignores SIGTERM, prints its pid, then waits.
+    proc = _spawn(
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import signal, time\\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\\nprint(1, flush=True)\\ntime.sleep(60)'],"
+        " stdout=subprocess.PIPE)\n"
+        "c.stdout.readline()\n"
+        "print(c.pid, flush=True)\n"
+        "time.sleep(60)\n")
+    assert proc.stdout is not None
+    grandchild = int(proc.stdout.readline())
+    code = terminate_group(proc, grace_s=2.0)
+    proc.stdout.close()
+    assert code == -signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.02)  # it is not our child: init reaps it after the SIGKILL
+    assert not _alive(grandchild)
+
+
+def test_terminate_group_with_no_grace_kills_at_once_and_an_exited_child_is_fine() -> None:
+    proc = _spawn("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                  "print(1, flush=True)\ntime.sleep(60)")
+    assert proc.stdout is not None and proc.stdout.readline()
+    t0 = time.monotonic()
+    assert terminate_group(proc, grace_s=0) == -signal.SIGKILL
+    assert time.monotonic() - t0 < 5
+    proc.stdout.close()
+    done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    done.wait()
+    assert terminate_group(done) == 0  # already gone: no error, its code
+
+
+@pytest.mark.parametrize("path, root, inside", [
+    ("/ws", "/ws", True),
+    ("/ws/a/b", "/ws", True),
+    ("/ws/a", "/ws/", True),
+    ("/ws-other/a", "/ws", False),
+    ("/w", "/ws", False),
+    ("/", "/ws", False),
+    ("/anything", "/", True),
+    ("/", "/", True),
+    (Path("/ws/x"), Path("/ws"), True),
+])
+def test_is_within_compares_whole_components(path: str, root: str, inside: bool) -> None:
+    assert is_within(path, root) is inside
