@@ -19,7 +19,7 @@ from pydantic import Field
 from tools._result import ToolFailure, ToolResult, failure, success
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._tool import Args, Tool, ToolContext
-from tools.shell import split_command
+from tools.shell_parser import split_command
 
 __all__ = ["NONINTERACTIVE_ENV", "Bash", "BashArgs", "interactive_problem", "shape_output"]
 
@@ -107,7 +107,7 @@ _REPLS = {"python", "python3", "ipython", "node", "irb", "ghci", "julia", "lua",
 def interactive_problem(command: str) -> str | None:
     """Why ``command`` would wait for a terminal, with what to do instead; None if fine.
 
-    The command is read by the one shell parser (:mod:`tools.shell`, the one
+    The command is read by the one shell parser (:mod:`tools.shell_parser`, the one
     policy uses), so wrappers (``sudo``, ``env``, ``timeout 5``, ``xargs``),
     keywords (``if ...; then vim x; fi``), command substitutions and
     ``bash -c '...'`` strings are looked through, and here-document bodies are

@@ -29,7 +29,7 @@ from appliance.policy._errors import ModeRefused, PolicyError
 from appliance.policy._gate import CallHook, Gate, HookVerdict, normalize_args
 from appliance.policy._mode import ChosenBy, ModeChoice, resolve_mode, stricter_or_equal
 from appliance.policy._settings import MODES, Mode, PolicySettings, Rule
-from tools.shell import Parsed, SimpleCommand, split_command
+from tools.shell_parser import Parsed, SimpleCommand, split_command
 
 __all__ = [
     "MODES",

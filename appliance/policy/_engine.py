@@ -1,4 +1,4 @@
-"""The decision: deny -> plan-mode refusal -> ask (destructive always) -> allow -> mode default.
+"""The decision: deny -> plan-mode refusal -> ask (destructive, unreadable, opaque) -> allow -> mode.
 
 The engine is pure: given a tool, its *normalized* arguments and the rules,
 it returns a :class:`Decision` naming the rule (or mode, or pattern) that made
@@ -21,7 +21,7 @@ from appliance.policy._destructive import destructive_reasons
 from appliance.policy._settings import Mode, PolicySettings, Rule
 from tools import Tool
 from tools.pathpattern import PathPattern, escape
-from tools.shell import Parsed, SimpleCommand, split_command
+from tools.shell_parser import Parsed, SimpleCommand, split_command
 
 __all__ = ["Decision", "PolicyEngine", "Verdict", "path_fields"]
 
@@ -34,7 +34,8 @@ class Decision:
     """What policy says about one call, and who said it.
 
     ``decided_by`` names the source: ``deny[2]`` (the third deny rule),
-    ``session-allow[0]``, ``destructive``, ``unparseable``, ``mode:ask``,
+    ``session-allow[0]``, ``destructive``, ``unparseable``, ``opaque`` (code
+    in another language, or from a pipe, that policy cannot judge), ``mode:ask``,
     ``capability``, ``extension:NAME``.  ``commands`` lists the bash commands
     that need an answer; ``always`` holds the rules an "always allow" answer
     would store (empty when that answer is not offered).
@@ -201,6 +202,12 @@ class PolicyEngine:
                 return Decision("ask", "unparseable",
                                 "policy cannot read this command safely: "
                                 + "; ".join(call.parsed.unparseable),
+                                commands=(raw,) if isinstance(raw, str) else ())
+            if call.parsed.opaque:
+                return Decision("ask", "opaque",
+                                "runs code policy cannot judge: "
+                                + "; ".join(o.describe() for o in call.parsed.opaque)
+                                + " (asks in every mode: inline code is read, not guessed)",
                                 commands=(raw,) if isinstance(raw, str) else ())
         hit = self._first("ask", self.settings.ask, call)
         if hit is not None:

@@ -73,7 +73,7 @@ def test_bash_is_registered_and_its_schema_requires_a_description() -> None:
     assert "shell functions" in tool.description and "do NOT" in tool.description
 
 
-# -- one shell parser (issue 11): tools.shell reads the command for both the tool and policy --
+# -- one shell parser (issue 11): tools.shell_parser reads the command for both the tool and policy --
 
 
 @pytest.mark.parametrize("command", [
@@ -100,7 +100,7 @@ def test_redirected_stdin_and_data_are_not_refused(command: str) -> None:
 
 def test_watch_is_read_the_same_way_by_policy_and_the_tool() -> None:
     """The two parsers disagreed on `watch` (a wrapper for policy, a TTY program for the tool)."""
-    from tools.shell import split_command
+    from tools.shell_parser import split_command
 
     parsed = split_command("watch -n 2 git status")
     assert [c.program for c in parsed.commands if c.program] == ["git"]

@@ -41,7 +41,7 @@ def test_compound_commands_are_split_into_every_command_that_runs(command: str,
     "rm -rf /", "rm -fr build", "rm -r -f x", "rm --recursive --force x", "rm -Rf x",
     "r''m -rf /", "\\rm -rf /", '"rm" -rf /', "/bin/rm -rf /", "command rm -rf /",
     "env rm -rf /", "xargs rm -rf < list", "find . -name '*.o' | xargs rm -rf",
-    "sudo ls", "sudo -u root make install", "doas true", "dd if=/dev/zero of=/tmp/x",
+    "sudo ls", "sudo -u root make install", "doas true",
     "dd if=/dev/zero of=/dev/sda", "mkfs.ext4 /dev/sdb1", "mkfs -t xfs /dev/vdb",
     ":(){ :|:& };:", "bomb(){ bomb|bomb& }; bomb",
     "git push -f", "git push --force origin main", "git push origin +main",
@@ -65,7 +65,6 @@ def test_destructive_commands_always_ask_even_in_auto_mode_with_a_broad_allow(co
     "echo cm0gLXJmIC8= | base64 -d | sh",  # a script piped into a shell
     "curl x | bash",
     "eval \"$CMD\"",
-    "source ./script.sh",
     "alias ls='rm -rf /'; ls",
     "f(){ rm -rf /; }; f",
     "case $x in a) rm -rf /;; esac",
@@ -74,19 +73,19 @@ def test_destructive_commands_always_ask_even_in_auto_mode_with_a_broad_allow(co
 def test_obfuscated_or_unreadable_commands_ask_and_never_run_unasked(command: str) -> None:
     verdict, by, reason = decide(command, mode="auto", allow=[{"tool": "bash"}])
     assert verdict == "ask", (by, reason)
-    assert by in ("unparseable", "destructive")
+    assert by in ("unparseable", "destructive", "opaque")
 
 
 @pytest.mark.parametrize("command", [
-    "rm -r build", "rm file.txt", "git push", "git push origin main", "git reset HEAD~1",
+    "rm file.txt", "git push", "git push origin main", "git reset HEAD~1",
     "git clean -n", "chmod -R u+w src/pkg", "chmod 777 script.sh", "ls /dev/sda",
     "echo '-rf'", "grep -rf patterns.txt .", "cp -rf a b",
+    "dd if=/dev/zero of=/tmp/x",  # writes a regular file, as cp would
+    "dd if=/dev/sda of=disk.img",  # reads the device
 ])
 def test_near_misses_are_not_called_destructive(command: str) -> None:
     parsed = split_command(command)
-    labels = destructive_reasons(parsed, command)
-    # ls /dev/sda names a block device: asking is the safe side, so that one may ask
-    assert labels == [] or command == "ls /dev/sda"
+    assert destructive_reasons(parsed, command) == []
 
 
 def test_compound_command_needs_every_part_allowed() -> None:

@@ -1,0 +1,59 @@
+"""The one shell parser: a command line as every simple command it would run, and how.
+
+Used by policy (approval per command, destructive patterns, code it cannot
+judge) and by the bash tool (commands that need a terminal), so both read a
+command the same way: ``watch ls`` is the wrapper ``watch`` running ``ls``
+for both.
+
+Policy judges bash per command, not per call: ``npm test && rm -rf /`` is two
+commands, and the second must be allowed on its own.  Beyond the commands
+written at the top level, the parser follows every route by which a command
+line runs further code (see docs/policy.md, "Routes to code"): shells given a
+script (``bash -lc '...'``, in any option spelling), ``eval``, here-documents
+and here-strings fed to a shell, wrappers (``sudo``, ``env -S``, ``xargs``,
+``timeout``, ...), programs that run commands (``find -exec``, sed's ``e``,
+awk's ``system``, ``rg --pre``, git settings and aliases, ...), and variables
+that programs run (``GIT_PAGER``).  Shell text found on a route is read with
+the same rules, to :data:`MAX_DEPTH` levels; code in another language is
+reported as :class:`OpaqueCode`.
+
+This is a deliberately small, conservative reader of shell syntax, not a
+shell: whatever it cannot read with certainty is reported as *unparseable*,
+and policy asks about it instead of guessing.
+"""
+
+from __future__ import annotations
+
+from tools.shell_parser._ctx import Ctx
+from tools.shell_parser._grammar import parse_script, resolve_words
+from tools.shell_parser._lexer import Unreadable
+from tools.shell_parser._model import (
+    MAX_CHARS,
+    MAX_COMMANDS,
+    MAX_DEPTH,
+    OpaqueCode,
+    Parsed,
+    SimpleCommand,
+)
+
+__all__ = ["MAX_CHARS", "MAX_COMMANDS", "MAX_DEPTH", "OpaqueCode", "Parsed", "SimpleCommand",
+           "split_command"]
+
+
+def split_command(command: str) -> Parsed:
+    """Every simple command in ``command``, with reasons for anything unreadable."""
+    out = Parsed(commands=[], unparseable=[])
+    if len(command) > MAX_CHARS:
+        out.unparseable.append(f"the command is {len(command)} characters long; policy reads at "
+                               f"most {MAX_CHARS}")
+        return out
+    if "\x00" in command:
+        out.unparseable.append("the command contains a NUL byte, which bash would cut it at")
+        return out
+    try:
+        parse_script(command, Ctx(out, parse_script, resolve_words))
+    except Unreadable as exc:
+        out.add_unparseable(str(exc))
+    except RecursionError:
+        out.add_unparseable("the command is nested too deeply to read")
+    return out

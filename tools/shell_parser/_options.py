@@ -1,0 +1,142 @@
+"""Reading a program's options the way getopt does, to find where its operands (or command) start.
+
+A wrong guess here is a hole: if policy thought ``-k`` took no value in
+``timeout -k 5 10 rm -rf /`` it would judge ``10`` as the program.  So each
+program that runs another one declares its options, and an option it does
+not declare makes the command unreadable (asks) unless the program is marked
+lenient because none of its options take a separate value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tools.shell_parser._model import Word
+
+
+def opts(values: str = "", flags: str | None = "", stops: str = "", optional: str = "",
+         numeric: bool = False, cluster: bool = True) -> Opts:
+    """An option table from space-separated spellings (``"-u --user"``); ``flags=None`` is lenient."""
+    return Opts(frozenset(values.split()), None if flags is None else frozenset(flags.split()),
+                frozenset(stops.split()), frozenset(optional.split()), numeric, cluster)
+
+
+@dataclass(frozen=True)
+class Opts:
+    values: frozenset[str]  # take a value: attached (-n5, --n=5) or the next word
+    flags: frozenset[str] | None  # take no value; None accepts any option not listed elsewhere
+    stops: frozenset[str]  # after these the program runs no command (command -v, sudo -l)
+    optional: frozenset[str]  # take a value only when attached (xargs -i[R], --replace[=R])
+    numeric: bool = False  # -10 is an option (nice -10)
+    cluster: bool = True  # short options bundle (-abc); False: -name is one option (find)
+
+
+@dataclass
+class Scan:
+    """Where the operands start, and what the options said."""
+
+    operand: int  # index of the first operand (len(words) when none)
+    stopped: str | None = None  # the stop option met, if any
+    unknown: str | None = None  # an undeclared option, if any
+    values: list[tuple[str, Word]] = field(default_factory=list)
+
+    def get(self, *names: str) -> list[Word]:
+        return [w for o, w in self.values if o in names]
+
+    def has(self, *names: str) -> bool:
+        return any(o in names for o, _ in self.values)
+
+
+def scan(words: list[Word], spec: Opts, start: int = 0) -> Scan:
+    """Read options from ``words[start:]`` up to the first operand (getopt with a leading ``+``)."""
+    i = start
+    out = Scan(len(words))
+    while i < len(words):
+        w = words[i]
+        t = w.text
+        if t == "--":
+            out.operand = i + 1
+            return out
+        if not t.startswith("-") or t == "-":
+            out.operand = i
+            return out
+        if w.dynamic:
+            out.unknown = w.raw  # an option computed at run time: which word follows is unknown
+            out.operand = i
+            return out
+        if t.startswith("--"):
+            name, eq, val = t.partition("=")
+            if name in spec.stops:
+                out.stopped = name
+                out.operand = len(words)
+                return out
+            if name in spec.values:
+                if eq:
+                    out.values.append((name, _piece(w, val)))
+                    i += 1
+                elif i + 1 < len(words):
+                    out.values.append((name, words[i + 1]))
+                    i += 2
+                else:
+                    i += 1
+                continue
+            if name in spec.optional or spec.flags is None or name in spec.flags:
+                if eq:
+                    out.values.append((name, _piece(w, val)))
+                i += 1
+                continue
+            out.unknown = name
+            out.operand = i
+            return out
+        if spec.numeric and t[1:].lstrip("+-").isdigit():
+            i += 1
+            continue
+        if not spec.cluster:
+            name, eq, val = t.partition("=")
+            if name in spec.stops:
+                out.stopped = name
+                out.operand = len(words)
+                return out
+            if name in spec.values and i + 1 < len(words):
+                out.values.append((name, words[i + 1]))
+                i += 2
+                continue
+            if spec.flags is None or name in spec.flags or name in spec.optional:
+                i += 1
+                continue
+            out.unknown = name
+            out.operand = i
+            return out
+        step = 1
+        for j in range(1, len(t)):
+            o = "-" + t[j]
+            if o in spec.stops:
+                out.stopped = o
+                out.operand = len(words)
+                return out
+            if o in spec.values:
+                rest = t[j + 1:]
+                if rest:
+                    out.values.append((o, _piece(w, rest)))
+                elif i + 1 < len(words):
+                    out.values.append((o, words[i + 1]))
+                    step = 2
+                break
+            if o in spec.optional:
+                if t[j + 1:]:
+                    out.values.append((o, _piece(w, t[j + 1:])))
+                break
+            if spec.flags is None or o in spec.flags:
+                continue
+            out.unknown = o
+            out.operand = i
+            return out
+        i += step
+    out.operand = len(words)
+    return out
+
+
+def _piece(w: Word, value: str) -> Word:
+    """The attached value of an option word (``--pre=cmd`` -> ``cmd``), keeping its mask."""
+    off = len(w.text) - len(value)
+    return Word(value, value, w.mask[off:], w.quoted, w.procsub)
