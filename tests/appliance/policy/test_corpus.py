@@ -1,0 +1,76 @@
+"""The command corpus: every case's verdict, who gives it, and the route its reason names.
+
+The cases (tests/appliance/policy/corpus/shell_commands.toml) come from other
+agents' command-safety tests, issue 22's misses, and the routes bash takes to
+run code; each says the verdict Abhed must give and why.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.policy import PolicyEngine, PolicySettings
+from tools import native_tools
+
+CORPUS = Path(__file__).parent / "corpus" / "shell_commands.toml"
+BASH = native_tools()["bash"]
+SOURCES = {"issue-22", "codex", "goose", "openhands", "opencode", "abhed"}
+ASKERS = {"destructive", "unparseable", "opaque"}
+
+
+def load_corpus() -> list[tuple[str, dict[str, Any]]]:
+    """(command, case) for every case; long commands are spelled prefix + unit * times + suffix."""
+    cases = tomllib.loads(CORPUS.read_text(encoding="utf-8"))["case"]
+    out = []
+    for c in cases:
+        command = c["command"] if "command" in c else c["prefix"] + c["unit"] * c["times"] + c["suffix"]
+        out.append((command, c))
+    return out
+
+
+CASES = load_corpus()
+
+
+def _id(command: str) -> str:
+    return command if len(command) <= 60 else f"{command[:40]}...({len(command)} chars)"
+
+
+def decide(command: str, **settings: Any) -> tuple[str, str, str]:
+    engine = PolicyEngine(PolicySettings.model_validate({"mode": "auto", **settings}))
+    d = engine.decide(BASH, {"command": command, "description": "corpus"}, "/ws")
+    return d.verdict, d.decided_by, d.reason
+
+
+@pytest.mark.parametrize("command, case", CASES, ids=[_id(c) for c, _ in CASES])
+def test_each_case_gets_its_verdict_from_the_rule_it_names(command: str, case: dict[str, Any]) -> None:
+    verdict, by, reason = decide(command)
+    assert (verdict, by) == (case["verdict"], case["by"]), f"{case['why']}: {reason}"
+    if "contains" in case:
+        assert case["contains"] in reason, reason
+
+
+@pytest.mark.parametrize("command, case", [(c, k) for c, k in CASES if k["by"] in ASKERS],
+                         ids=[_id(c) for c, k in CASES if k["by"] in ASKERS])
+def test_what_always_asks_still_asks_under_an_allow_everything_rule(command: str,
+                                                                    case: dict[str, Any]) -> None:
+    verdict, by, reason = decide(command, allow=[{"tool": "bash"}])
+    assert (verdict, by) == ("ask", case["by"]), reason
+
+
+def test_the_corpus_is_well_formed_and_names_its_sources() -> None:
+    assert len(CASES) >= 300
+    header = CORPUS.read_text(encoding="utf-8").split("[[case]]")[0]
+    for source in SOURCES:
+        assert source in header, f"the corpus header does not describe the source {source!r}"
+    for command, case in CASES:
+        assert case["source"] in SOURCES, command
+        assert case["why"].strip(), command
+        assert case["verdict"] == ("allow" if case["by"] == "mode:auto" else "ask"), command
+    commands = [c for c, _ in CASES]
+    assert len(commands) == len(set(commands)), "a command appears twice"
+    for source in SOURCES:
+        assert any(k["source"] == source for _, k in CASES), f"no case from {source}"
