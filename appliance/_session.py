@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -56,9 +57,9 @@ class Session:
         self.id = session_id
         self.workspace = workspace
         self._hashes: dict[str, str] = {}
-        for stored in store.events(session_id, types=("observation",)):
-            assert isinstance(stored.event, ObservationEvent)
-            note_file_state(self._hashes, stored.event.result)
+        self._memory: dict[str, Any] = {}  # "todo" / "plan": as the last accepted call left it
+        for stored in store.events(session_id, types=("observation", "todo_updated", "plan_updated")):
+            self._fold(stored.event)
 
     @classmethod
     def create(cls, store: EventStore, workspace: str, *, version: str = "",
@@ -88,9 +89,21 @@ class Session:
         if event.session_id != self.id:
             raise EventLogError(f"event for session {event.session_id} appended to {self.id}")
         stored = self.store.append(event)
+        self._fold(event)
+        return stored
+
+    def _fold(self, event: Event) -> None:
         if isinstance(event, ObservationEvent):
             note_file_state(self._hashes, event.result)
-        return stored
+        elif isinstance(event, TodoUpdated):
+            self._memory["todo"] = [i.model_dump() for i in event.items]
+        elif isinstance(event, PlanUpdated):
+            self._memory["plan"] = {"title": event.title, "notes": event.notes,
+                                    "steps": [s.model_dump() for s in event.steps]}
+
+    def recalled(self, kind: Literal["todo", "plan"]) -> Any:
+        """The todo list or plan as the last accepted call left it (``tools.todo.WorkingMemory``)."""
+        return self._memory.get(kind)
 
     # FileLedger
     def seen_hash(self, path: str) -> str | None:
@@ -108,6 +121,8 @@ class Session:
         # Working memory gets its own typed events, so a UI (and the history
         # fold) never has to parse a tool result to show the list.
         memory: Event | None = None
+        if result.details.get("changed") is False:
+            return  # the same list again: nothing to record or show
         try:
             if result.ok and tool == "todo" and isinstance(result.details.get("todo"), list):
                 memory = TodoUpdated(session_id=self.id, call_id=call_id, items=result.details["todo"])

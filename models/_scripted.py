@@ -206,7 +206,9 @@ class ScriptedServer:
                     self._whole(step, body)
 
             def _usage(self, step: ScriptStep, body: dict[str, Any]) -> dict[str, int]:
-                prompt = len(json.dumps(body.get("messages", []))) // 4
+                # As a real server counts: the messages and the tool schemas both fill the context.
+                prompt = (len(json.dumps(body.get("messages", [])))
+                          + len(json.dumps(body.get("tools") or []))) // 4
                 done = step.completion_tokens
                 if done is None:
                     done = (len(step.text) + sum(len(c.raw_arguments()) for c in step.tool_calls)) // 4 + 1

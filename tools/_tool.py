@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -24,6 +24,7 @@ __all__ = [
     "ArtifactKeeper",
     "Args",
     "FileLedger",
+    "FoundArtifact",
     "MemoryLedger",
     "Tool",
     "ToolContext",
@@ -50,16 +51,24 @@ class FileLedger(Protocol):
 
 
 class MemoryLedger:
-    """A ledger held in memory, for tests and one-off calls."""
+    """A ledger held in memory, for tests and one-off calls; remembers todo and plan too."""
 
     def __init__(self) -> None:
         self.hashes: dict[str, str] = {}
+        self.memory: dict[str, Any] = {}
 
     def seen_hash(self, path: str) -> str | None:
         return self.hashes.get(path)
 
+    def recalled(self, kind: str) -> Any:
+        """The todo list or plan the last accepted call left (``tools.todo.WorkingMemory``)."""
+        return self.memory.get(kind)
+
     def observe(self, result: ToolResult) -> None:
         note_file_state(self.hashes, result)
+        for kind in ("todo", "plan"):
+            if result.ok and kind in result.details:
+                self.memory[kind] = result.details[kind]
 
 
 def note_file_state(hashes: dict[str, str], result: ToolResult) -> None:
@@ -75,19 +84,32 @@ def note_file_state(hashes: dict[str, str], result: ToolResult) -> None:
 ARTIFACT_PREFIX = "abhed:artifact/"
 
 
+class FoundArtifact(NamedTuple):
+    """A blob of this session: its local file, the file it was taken from, what it is.
+
+    ``kind``: ``output`` (a command's output), ``preimage`` (a file before a
+    change), ``shown`` (a tool result as the model was shown it, kept when it
+    was masked: a ``read`` result already carries its line numbers).
+    """
+
+    path: str
+    source: str
+    kind: str
+
+
 class ArtifactKeeper(Protocol):
     """Where a session keeps blobs whole, beside its event log (``appliance`` provides it).
 
     ``keep`` returns ``{"ref", "sha256", "bytes", "kind", "source"}`` or ``None``
     when the blob could not be kept (over the session's disk budget); it
-    never raises for that.  ``find`` maps a ref to a local file of *this*
-    session and the source it was taken from, or ``None``.
+    never raises for that.  ``find`` maps a ref to a blob of *this* session,
+    or ``None``.
     """
 
     def keep(self, data: bytes | None = None, *, path: str | None = None, kind: str,
              source: str = "") -> dict[str, Any] | None: ...
 
-    def find(self, ref: str) -> tuple[str, str] | None: ...
+    def find(self, ref: str) -> FoundArtifact | None: ...
 
 
 @dataclass

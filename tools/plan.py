@@ -16,7 +16,7 @@ from pydantic import Field
 
 from tools._result import ToolFailure, ToolResult, success
 from tools._tool import Args, Tool, ToolContext
-from tools.todo import STATUS_MARKS
+from tools.todo import STATUS_MARKS, recall
 
 __all__ = ["MAX_STEPS", "Plan", "PlanArgs", "PlanStep", "render_plan"]
 
@@ -77,5 +77,8 @@ class Plan(Tool):
                   "steps": [{"step": " ".join(s.step.split()), "status": s.status} for s in args.steps],
                   "notes": args.notes.strip()}
         done = sum(1 for s in args.steps if s.status in ("done", "skipped"))
+        if stored == recall(ctx, "plan"):
+            return success("Plan unchanged: it is the same as the current plan.\n"
+                           + render_plan(stored), plan=stored, changed=False)
         return success(f"Plan recorded ({len(args.steps)} steps, {done} finished).\n"
-                       + render_plan(stored), plan=stored)
+                       + render_plan(stored), plan=stored, changed=True)

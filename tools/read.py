@@ -94,6 +94,11 @@ class Read(Tool):
                                              settings.read_max_line_chars, nl)
         finally:
             os.close(fd)
+        shown = _shown_artifact(path, ctx)
+        if shown:
+            # A masked read result kept as it was shown: its lines carry the file's own
+            # numbers already, so they are not numbered a second time.
+            lines = [line.split("\t", 1)[1] if "\t" in line else line for line in lines]
         lines, capped = _fit(lines, settings.read_max_output_chars)
         end = start + len(lines) - 1
         body = "\n".join(lines)
@@ -115,6 +120,9 @@ class Read(Tool):
         elif facts.newline == "\r":
             body += ("\n[note: this file uses CR line endings (classic Mac OS); they are shown as "
                      "line breaks, and edit and write keep them (\\n means CR)]")
+        if shown:
+            body += ("\n[this is an earlier read result as it was shown (the numbers are the "
+                     "file's lines then); offset/limit count the lines of this text]")
         return success(body, truncated=truncated or bool(cut), **base, start_line=start,
                        end_line=end, long_lines_cut=[n for n in cut if n <= end],
                        output_capped=capped)
@@ -279,6 +287,14 @@ def _line_offset(fd: int, line: int, nl: bytes = b"\n") -> int:
     return pos
 
 
+def _shown_artifact(path: str, ctx: ToolContext) -> bool:
+    """``path`` is an artifact holding a tool result as it was shown (already numbered)."""
+    if not path.startswith(ARTIFACT_PREFIX) or ctx.artifacts is None:
+        return False
+    found = ctx.artifacts.find(path)
+    return found is not None and found.kind == "shown"
+
+
 def _open_artifact(ref: str, ctx: ToolContext) -> tuple[int, str]:
     """Open a blob this session kept (a cut output, a preimage): never another session's.
 
@@ -291,11 +307,10 @@ def _open_artifact(ref: str, ctx: ToolContext) -> tuple[int, str]:
             "not_found",
             f"There is no artifact {ref[:120]!r} in this session. Artifact paths are given in "
             "truncation notes (\"The whole output is kept: ...\"); copy the path exactly.")
-    local, source = found
-    if source:
-        ctx.workspace.refuse_secret(source)
+    if found.source:
+        ctx.workspace.refuse_secret(found.source)
     try:
-        fd = os.open(local, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(found.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError as exc:
         raise ToolFailure("io_error", f"The artifact {ref} could not be opened ({exc.strerror}).",
                           retryable=True) from None

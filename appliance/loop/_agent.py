@@ -268,6 +268,7 @@ class Agent:
                budget: Budget | None) -> _Run:
         """Record ``run_started`` and the prompt; arm the deadline."""
         self._cancel = cancel = CancelToken()
+        self.compactor.reset()
         self.budget = budget or Budget(self.limits.max_tokens, self.limits.max_turns,
                                        self.limits.deadline_s)
         self.budget.on_cancel(lambda: self._stop_now(cancel, "cancelled with its parent task"))
@@ -380,23 +381,20 @@ class Agent:
         return messages
 
     def compact(self, trigger: str = "manual") -> Compacted | None:
-        """Mask old outputs (then summarise if needed) and record it; None if nothing could be done.
+        """Mask old outputs (then summarise if needed) and record it; None if none would save.
 
         Called before a request that would not fit (``auto``), or by a person
-        (rpc ``compact``, the TUI's ``/compact``) between runs.
+        (rpc ``compact``, the TUI's ``/compact``) between runs; when it records
+        nothing, ``self.compactor.why`` says why.
         """
-        import copy
-
-        c = self.compactor
-        outcome = c.compact(self.history, self.specs, provider=self.provider,
-                            artifacts=self.dispatcher.ctx.artifacts, session_id=self.session.id,
-                            run_id=self.run_id, trigger="manual" if trigger == "manual" else "auto")
-        if outcome.event is None:
-            return None
-        probe = copy.deepcopy(self.history)
-        probe.feed(outcome.event, 1 << 62)
-        event, _tripped = c.measured(outcome.event, c.estimate(probe.outgoing(), self.specs))
-        self.session.append(event)
+        history, specs = self.history, self.specs
+        event = self.compactor.compact(
+            history, specs, provider=self.provider, artifacts=self.dispatcher.ctx.artifacts,
+            session_id=self.session.id, run_id=self.run_id,
+            trigger="manual" if trigger == "manual" else "auto",
+            measure=lambda draft: self.compactor.estimate(history.outgoing(draft), specs))
+        if event is not None:
+            self.session.append(event)
         return event
 
     def _call(self, call_id: str, call: ToolCall) -> ToolResult:

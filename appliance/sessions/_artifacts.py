@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tools import ARTIFACT_PREFIX
+from tools import ARTIFACT_PREFIX, FoundArtifact
 
 __all__ = ["ArtifactStore"]
 
@@ -125,8 +125,8 @@ class ArtifactStore:
         return {"ref": ARTIFACT_PREFIX + sha, "sha256": sha, "bytes": written, "kind": kind,
                 "source": source}
 
-    def find(self, ref: str) -> tuple[str, str] | None:
-        """(local file, source) of this session's artifact ``ref``; None for anything else."""
+    def find(self, ref: str) -> FoundArtifact | None:
+        """This session's artifact ``ref`` (its file, source and kind); None for anything else."""
         if not ref.startswith(ARTIFACT_PREFIX):
             return None
         sha = ref[len(ARTIFACT_PREFIX):]
@@ -137,10 +137,10 @@ class ArtifactStore:
             return None
         try:
             meta = json.loads((self.dir / f"{sha}.json").read_text(encoding="utf-8"))
-            source = str(meta.get("source", "")) if isinstance(meta, dict) else ""
         except (OSError, ValueError):
-            source = ""
-        return str(blob), source
+            meta = {}
+        meta = meta if isinstance(meta, dict) else {}
+        return FoundArtifact(str(blob), str(meta.get("source", "")), str(meta.get("kind", "output")))
 
     def read(self, sha256: str) -> bytes | None:
         """The bytes of one of this session's blobs (for undo), or None."""
@@ -148,6 +148,6 @@ class ArtifactStore:
         if found is None:
             return None
         try:
-            return Path(found[0]).read_bytes()
+            return Path(found.path).read_bytes()
         except OSError:
             return None

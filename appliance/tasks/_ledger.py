@@ -11,6 +11,7 @@ the sibling task*, and the model knows whom its change would have clobbered.
 from __future__ import annotations
 
 import threading
+from typing import Any, Literal
 
 from appliance._session import Session
 from appliance.events import ObservationEvent, StoredEvent
@@ -57,6 +58,10 @@ class AgentLedger:
 
     def seen_hash(self, path: str) -> str | None:
         return self.session.seen_hash(path)
+
+    def recalled(self, kind: Literal["todo", "plan"]) -> Any:
+        """This agent's own todo list or plan (``tools.todo.WorkingMemory``)."""
+        return self.session.recalled(kind)
 
     def changed_by(self, path: str, sha256: str) -> str | None:
         who = self.tree.who(path, sha256)

@@ -120,3 +120,47 @@ def test_todo_and_plan_are_read_only_tools(h: Any) -> None:
     for name in ("todo", "plan"):
         assert h.tools[name].mutates is False
         assert h.tools[name].capabilities == frozenset()
+
+
+def test_the_same_todo_list_again_says_nothing_changed(h: Any) -> None:
+    items = _items(("1", "in_progress"), ("2", "pending"))
+    first = h.ok(h.call("todo", {"items": items}))
+    assert first.details["changed"] is True and first.content.startswith("Todo list updated")
+    again = h.ok(h.call("todo", {"items": items}))
+    assert again.details["changed"] is False
+    assert again.content.startswith("Todo list unchanged: it is the same as the current list.")
+    moved = h.ok(h.call("todo", {"items": _items(("1", "done"), ("2", "in_progress"))}))
+    assert moved.details["changed"] is True
+
+
+def test_the_same_plan_again_says_nothing_changed(h: Any) -> None:
+    plan = {"title": "Port", "steps": [{"step": "read", "status": "in_progress"}]}
+    assert h.ok(h.call("plan", plan)).details["changed"] is True
+    again = h.ok(h.call("plan", plan))
+    assert again.details["changed"] is False and again.content.startswith("Plan unchanged")
+
+
+def test_a_long_todo_list_comes_back_bounded(h: Any) -> None:
+    # 100 items of 500 characters came back as 51,049 characters with truncated: false.
+    items = [{"id": f"t{n}", "content": f"item {n} " + "x" * 490,
+              "status": "done" if n < 40 else ("in_progress" if n == 40 else "pending")}
+             for n in range(MAX_ITEMS)]
+    res = h.ok(h.call("todo", {"items": items}))
+    assert res.truncated and len(res.content) <= 8200
+    assert res.details["todo"] == items  # the list itself is kept whole
+    assert "[>] t40: item 40" in res.content and "[x] done: t0, t1," in res.content
+    assert "also open, not shown:" in res.content and "t99" in res.content  # every id is named
+    # An item sent by id and status keeps its content, so a cut list can be sent again.
+    short = [{"id": i["id"], "status": i["status"]} for i in items]
+    again = h.ok(h.call("todo", {"items": short}))
+    assert again.details["todo"] == items and again.details["changed"] is False
+    new = h.err(h.call("todo", {"items": [*short[:-1], {"id": "new", "status": "pending"}]}),
+                "invalid_arguments")
+    assert "'new' has no content" in new.content
+
+
+def test_render_todo_bounded_keeps_short_lists_whole() -> None:
+    from tools.todo import render_todo_bounded
+
+    items = _items(("a", "in_progress"), ("b", "pending"))
+    assert render_todo_bounded(items) == (render_todo(items), False)

@@ -113,7 +113,8 @@ def test_max_turns_ends_the_run_with_its_reason(workspace: Path) -> None:
 
 def test_max_tokens_ends_the_run(workspace: Path) -> None:
     steps = [{**_read(workspace / "a"), "completion_tokens": 400}] * 3
-    with scripted_agent(workspace, steps, limits=Limits(max_tokens=1000)) as (agent, _, _seen):
+    # Each request is ~4.4k prompt tokens (messages and tool schemas) + 400: two fit in 7k.
+    with scripted_agent(workspace, steps, limits=Limits(max_tokens=7000)) as (agent, _, _seen):
         out = agent.run("go")
     assert out.reason == "max_tokens" and out.turns == 2
 

@@ -46,7 +46,7 @@ def test_keep_is_by_digest_deduplicated_and_bounded(tmp_path: Path) -> None:
     src = tmp_path / "src.txt"
     src.write_bytes(b"from a file")
     by_path = a.keep(path=str(src), kind="preimage", source="/ws/src.txt")
-    assert by_path is not None and a.find(by_path["ref"]) == (str(a.dir / by_path["sha256"]), "/ws/src.txt")
+    assert by_path is not None and a.find(by_path["ref"]) == (str(a.dir / by_path["sha256"]), "/ws/src.txt", "preimage")
 
 
 def test_refs_resolve_only_to_the_sessions_own_blobs(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ def test_interrupted_call_resumes_cleanly_with_its_outcome_reconciled(workspace:
     answers = {m["tool_call_id"]: m["content"] for m in msgs if m["role"] == "tool"}
     assert set(answers) == {"r-dead.1.0", "r-dead.1.1"}
     assert "Outcome unknown" in answers["r-dead.1.0"] and "differs" in answers["r-dead.1.0"]
-    assert answers["r-dead.1.1"].startswith("Not run")
+    # "Not run" is wrapped like every other result: the model reads one shape.
+    assert answers["r-dead.1.1"].startswith('<untrusted tool="bash" ok="false" error="not_run">\nNot run')
     # Resuming again does not record the recovery twice.
     with agent_on(store, workspace, [{"text": "ok"}], session_id=sid) as (agent, _, _seen):
         agent.run("again")
