@@ -295,8 +295,7 @@ class RpcServer:
             raise _Fail("busy", "a run is in progress; compaction by hand happens between runs")
         event = agent.compact("manual")
         if event is None:
-            raise _Fail("nothing_to_compact", "there are no tool outputs old enough to mask and "
-                        "nothing to summarise yet")
+            raise _Fail("nothing_to_compact", f"nothing was compacted: {agent.compactor.why}")
         return {"compacted": event.model_dump(mode="json")}
 
     def _mode(self, req: dict[str, Any]) -> dict[str, Any]:
