@@ -58,6 +58,7 @@ Token = Word | Op | Redir | Arith
 _OPERATORS = (";;&", "&&", "||", ";;", ";&", "|&", ";", "|", "&")
 _REDIRECT = re.compile(r"(\d+|\{[A-Za-z_][A-Za-z0-9_]*\})?(&>>|&>|>>|>\||>&|<&|<<<|<<-|<<|<>|>|<)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
+_PLAIN = re.compile(r"[^\s;|&()<>\\'\"$`]+")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _ASSIGN_PREFIX = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=$")
 # Reserved words after which the next word is again a command.
@@ -146,8 +147,9 @@ class Lexer:
                     toks.append(arith)
                     self.cmdpos = False
                     continue
-            op = None if s.startswith(("&>", "&>>"), self.i) else next(
-                (o for o in _OPERATORS if s.startswith(o, self.i)), None)
+            op = None
+            if c in ";|&" and not s.startswith(("&>", "&>>"), self.i):
+                op = next((o for o in _OPERATORS if s.startswith(o, self.i)), None)
             if op is not None:
                 toks.append(Op(op))
                 self.i += len(op)
@@ -158,7 +160,7 @@ class Lexer:
                 self.i += 1
                 self.cmdpos = True
                 continue
-            m = _REDIRECT.match(s, self.i)
+            m = _REDIRECT.match(s, self.i) if c in "<>&{0123456789" else None
             if m and not (c in "<>" and s.startswith("(", self.i + 1)):
                 toks.append(self._redirect(m))
                 continue
@@ -277,6 +279,11 @@ class Lexer:
             mask.append(kind * len(piece))
 
         while self.i < len(s):
+            plain = _PLAIN.match(s, self.i)
+            if plain:  # a run of characters that mean only themselves
+                add(plain.group(), "u")
+                self.i = plain.end()
+                continue
             c = s[self.i]
             if c in "<>" and s.startswith("(", self.i + 1):
                 self.i += 1

@@ -37,6 +37,8 @@ class Word:
     def glob(self) -> bool:
         """An unquoted ``*``, ``?`` or ``[...]``: the shell turns it into file names."""
         m, t = self.mask, self.text
+        if "*" not in t and "?" not in t and "[" not in t:
+            return False
         for i, c in enumerate(t):
             if m[i] != "u":
                 continue
