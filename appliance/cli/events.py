@@ -51,6 +51,17 @@ def _say_report(report: VerifyReport) -> None:
         click.echo(f"note: repaired at event {r['seq']} ({r['ts']}): kept events up to "
                    f"{r['last_good_seq']}, lost {r['lost_events']}; damaged file kept as "
                    f"{r['damaged_file']} (sha256 {r['damaged_sha256'][:16]}…); damage: {r['damage']}")
+    for f in report.forwarding:
+        if f["state"] == "interrupted":
+            click.echo(f"note: forwarding to {f['destination']} interrupted at event {f['seq']} "
+                       f"({f['ts']}): {f['error']}")
+        else:
+            click.echo(f"note: forwarding to {f['destination']} {f['state']} at event {f['seq']} "
+                       f"({f['ts']}): {f['missed']} event(s) missed, {f['replayed']} sent late, "
+                       f"{f['lost']} never sent" + (f" (events {f['first_missed_seq']}.."
+                                                    f"{f['last_missed_seq']}: export them with "
+                                                    "`abhed events export --format ocsf`)"
+                                                    if f["lost"] else ""))
     for p in sorted(report.problems, key=lambda p: (p.seq is None, p.seq or 0)):
         where = f"BROKEN at event {p.seq}" if p.seq is not None else "DAMAGED"
         click.echo(f"{where} ({p.file}): {p.what}", err=True)

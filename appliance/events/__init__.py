@@ -20,6 +20,7 @@ from appliance.events._models import (
     ExtensionDied,
     ExtensionLog,
     FileRestore,
+    ForwardingChanged,
     LogRepaired,
     ModelTurn,
     ObservationEvent,
@@ -48,7 +49,7 @@ from appliance.events._models import (
 from appliance.events._redact import REDACTED, Redactor
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments
-from appliance.events._settings import EventLogSettings
+from appliance.events._settings import EventLogSettings, ForwardSettings
 from appliance.events._shown import (
     TAIL_LINES,
     CallOutcome,
@@ -80,6 +81,7 @@ __all__ = [
     "Compacted",
     "DecisionBasis",
     "FileRestore",
+    "ForwardingChanged",
     "PlanStepState",
     "PlanUpdated",
     "TaskEnded",
@@ -89,6 +91,7 @@ __all__ = [
     "UndoApplied",
     "Event",
     "EventLogSettings",
+    "ForwardSettings",
     "EventStore",
     "ExportCheck",
     "ExtensionDied",

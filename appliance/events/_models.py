@@ -32,6 +32,7 @@ __all__ = [
     "UndoApplied",
     "ExtensionDied",
     "ExtensionLog",
+    "ForwardingChanged",
     "PolicyDecision",
     "PolicyRuleAdded",
     "ModelTurn",
@@ -452,12 +453,37 @@ class SegmentDeleted(_Base):
     deleted_by: str
 
 
+class ForwardingChanged(_Base):
+    """Live forwarding to syslog or journald stopped, came back, or never came back.
+
+    One event when an outage starts (at most one a minute per process, so a
+    collector that flaps or stays down for hours makes no storm), one when it
+    ends, with what the SIEM missed: events sent late from the backlog, and
+    events it never got (the backlog is bounded), by ``seq`` so they can be
+    exported (``abhed events export --format ocsf --since``).
+    """
+
+    type: Literal["forwarding"] = "forwarding"
+    destination: str = Field(description="syslog:/dev/log, journald:/run/systemd/journal/socket ...")
+    state: Literal["interrupted", "restored", "unrecovered"] = Field(
+        description="interrupted: sends fail; restored: they work again; unrecovered: the process "
+                    "closed the log while they still failed.")
+    error: str = Field(default="", description="Why the first send of the outage failed.")
+    since: str = Field(default="", description="When the outage began (UTC, ISO 8601).")
+    outages: int = Field(default=1, description="Outages folded into this record (rate limit).")
+    missed: int = Field(default=0, description="Events that could not be sent when appended.")
+    replayed: int = Field(default=0, description="Of those, sent late from the backlog.")
+    lost: int = Field(default=0, description="Of those, never sent (backlog full, or unrecovered).")
+    first_missed_seq: int | None = None
+    last_missed_seq: int | None = None
+
+
 Event = Annotated[
     SessionStarted | ActionEvent | ObservationEvent | SessionEnded | StartupNotice
     | RunStarted | UserMessage | ModelTurn | ApprovalEvent | RunEnded
     | PolicyDecision | PolicyRuleAdded | ExtensionLog | ExtensionDied
     | TodoUpdated | PlanUpdated | Compacted | UndoApplied | TaskStarted | TaskEnded
-    | SegmentStarted | LogRepaired | SegmentDeleted | DecisionBasis,
+    | SegmentStarted | LogRepaired | SegmentDeleted | DecisionBasis | ForwardingChanged,
     Field(discriminator="type"),
 ]
 

@@ -37,6 +37,7 @@ from appliance.events._models import (
     Event,
     ExtensionDied,
     ExtensionLog,
+    ForwardingChanged,
     LogRepaired,
     ModelTurn,
     ObservationEvent,
@@ -299,6 +300,15 @@ class OcsfMapper:
                         f"{e.lost_events}; damaged file kept as {e.damaged_file}"), {
                 "damage": e.damage, "damaged_sha256": e.damaged_sha256,
                 "highest_seq_seen": e.highest_seq_seen, "method": e.method}
+        if isinstance(e, ForwardingChanged):
+            severity = _INFO if e.state == "restored" and not e.lost else _MEDIUM
+            text = (f"forwarding to {e.destination} {e.state}"
+                    + (f": {e.error}" if e.error and e.state == "interrupted" else "")
+                    + (f"; {e.missed} event(s) missed, {e.replayed} sent late, {e.lost} never sent"
+                       if e.state != "interrupted" else ""))
+            return 1008, _OTHER, f"Forwarding {e.state.capitalize()}", severity, \
+                self._log_attrs(e, cut, text), e.model_dump(
+                    mode="json", exclude={"schema_version", "session_id", "ts", "type"})
         raise TypeError(f"no OCSF mapping for event type {e.type!r}")  # pragma: no cover
 
     def _session_started(self, e: SessionStarted, cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:

@@ -30,6 +30,7 @@ from appliance.events._models import (
     Event,
     ExtensionDied,
     ExtensionLog,
+    ForwardingChanged,
     LogRepaired,
     ModelTurn,
     ObservationEvent,
@@ -376,5 +377,14 @@ def show(event: Event, *, you: str | None = None) -> Shown:
         case SegmentDeleted():
             return Shown(event.type, f"log segment {event.segment} deleted by "
                          f"{event.deleted_by}", audit=True)
+        case ForwardingChanged():
+            lost = f", {plural(event.lost, 'event')} never sent" if event.lost else ""
+            if event.state == "interrupted":
+                return Shown(event.type, f"forwarding to {event.destination} interrupted: "
+                             f"{event.error}; events are kept in the log and sent when it is "
+                             "back", tone="warning", audit=True)
+            return Shown(event.type, f"forwarding to {event.destination} {event.state}: "
+                         f"{plural(event.missed, 'event')} missed, {event.replayed} sent late"
+                         f"{lost}", tone="warning" if event.lost else "info", audit=True)
         case _:
             assert_never(event)

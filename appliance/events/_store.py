@@ -43,6 +43,7 @@ import sqlite_utils
 
 from appliance._errors import EventLogDamaged, EventLogError, EventLogFull, SessionNotFound
 from appliance.events._files import lock_path, open_ro, sealed_path, sealed_segments, segments_dir
+from appliance.events._forward import Forwarder
 from appliance.events._guards import (
     CORRUPT_CODES,
     check_owner,
@@ -78,6 +79,7 @@ class StoredEvent:
     session_seq: int
     hash: str
     event: Event
+    prev_hash: str = ""
 
 
 class EventStore:
@@ -95,6 +97,8 @@ class EventStore:
         self._appended = False
         self.redactor = Redactor(self.settings.redact)
         self._open()
+        forward = self.settings.forward
+        self._forwarder = Forwarder(forward, str(path)) if forward is not None else None
 
     def _open(self) -> None:
         path = self.path
@@ -154,6 +158,14 @@ class EventStore:
 
     def close(self) -> None:
         """Close; a store that appended posts its head to the witness, if one is configured."""
+        if self._forwarder is not None:
+            forwarder, self._forwarder = self._forwarder, None
+            with self._append_lock:
+                for note in forwarder.close():
+                    try:
+                        self._append(note, note.model_dump_json())
+                    except EventLogError:
+                        break  # the log itself failed: closing must not raise over it
         head = self.head() if self._appended and self.settings.witness_dir else None
         self.conn.close()
         if self._lock_fd >= 0:
@@ -368,7 +380,27 @@ class EventStore:
             event = EVENT_ADAPTER.validate_python(self.redactor.value(event.model_dump(mode="json")))
         body = event.model_dump_json()
         with self._append_lock:
-            return self._append(event, body)
+            stored = self._append(event, body)
+            if self._forwarder is not None:
+                self._forward(self._forwarder, stored)
+            return stored
+
+    def _forward(self, forwarder: Forwarder, stored: StoredEvent) -> None:
+        """Send ``stored`` on (never raises, never blocks); record what the link did.
+
+        Called under the append lock, so events leave in ``seq`` order.  A
+        note about the link is appended and offered to the collector too (the
+        SIEM learns of a gap from the "restored" note); a note's own send
+        makes no further note.
+        """
+        notes = forwarder.forward(stored.seq, stored.session_seq, stored.prev_hash, stored.hash,
+                                  stored.event)
+        for note in notes:
+            try:
+                noted = self._append(note, note.model_dump_json())
+            except EventLogError:
+                return  # the log failed after the caller's event was committed; next append says so
+            forwarder.forward(noted.seq, noted.session_seq, noted.prev_hash, noted.hash, note)
 
     def _append(self, event: Event, body: str) -> StoredEvent:
         conn = self.conn
@@ -400,7 +432,7 @@ class EventStore:
                 raise
         except sqlite3.Error as exc:
             raise write_error(self.path, f"the {event.type} event", exc) from None
-        return StoredEvent(seq, session_seq, digest, event)
+        return StoredEvent(seq, session_seq, digest, event, prev)
 
     # -- reading ---------------------------------------------------------
     def _connections(self) -> Iterator[tuple[Path, sqlite3.Connection]]:
@@ -449,7 +481,7 @@ class EventStore:
         raise SessionNotFound(f"no session {session_id!r} in {self.path}")
 
     def events(self, session_id: str | None = None, *, types: tuple[str, ...] = ()) -> Iterator[StoredEvent]:
-        sql = "SELECT seq, session_seq, hash, body FROM events"
+        sql = "SELECT seq, session_seq, hash, body, prev_hash FROM events"
         where: list[str] = []
         params: list[Any] = []
         if session_id is not None:
@@ -461,13 +493,13 @@ class EventStore:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq"
-        for path, (seq, session_seq, digest, body) in self._query(sql, params):
+        for path, (seq, session_seq, digest, body, prev_hash) in self._query(sql, params):
             try:
                 event = EVENT_ADAPTER.validate_python(migrate(json.loads(body)))
             except (ValueError, TypeError) as exc:
                 raise EventLogDamaged(str(path), f"its body is not a valid event ({exc})",
                                       seq) from None
-            yield StoredEvent(seq, session_seq, digest, event)
+            yield StoredEvent(seq, session_seq, digest, event, prev_hash)
 
     def rows(self) -> Iterator[Row]:
         """Every stored row exactly as in the files, in order (for export)."""

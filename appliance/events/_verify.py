@@ -37,6 +37,7 @@ class VerifyReport:
     problems: list[Problem] = field(default_factory=list)
     repairs: list[dict[str, Any]] = field(default_factory=list)
     deletions: list[dict[str, Any]] = field(default_factory=list)
+    forwarding: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -56,7 +57,7 @@ class VerifyReport:
         return {"ok": self.ok, "events": self.events, "head_seq": self.head_seq,
                 "head_hash": self.head_hash, "segments": self.segments,
                 "problems": [p.as_json() for p in self.problems], "repairs": self.repairs,
-                "deletions": self.deletions}
+                "deletions": self.deletions, "forwarding": self.forwarding}
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -149,6 +150,8 @@ def verify_log(active: Path) -> VerifyReport:
                     seg["last_seq"] = row.seq
                     if row.type == "log_repaired":
                         report.repairs.append({"seq": row.seq, **json.loads(row.body)})
+                    elif row.type == "forwarding":
+                        report.forwarding.append({"seq": row.seq, **json.loads(row.body)})
             except ChainBroken as exc:
                 report.problems.append(Problem(str(path), exc.seq, exc.reason))
                 broken = True

@@ -1,0 +1,238 @@
+"""Live forwarding: each appended event also goes to the host's syslog or journald.
+
+The store calls :meth:`Forwarder.forward` with every event it has just
+committed (already redacted: nothing unredacted leaves).  A send never
+blocks and never raises: the socket is non-blocking, a send that fails
+(no collector, its queue full, its socket gone) keeps the message in a
+bounded backlog that is sent, in order, before the next event once a send
+works again.  What the link did is itself recorded (:class:`ForwardingChanged`),
+at most one "interrupted" a minute per process, so a syslog that flaps or
+stays down for hours leaves two events, not thousands.
+
+Wire formats (docs/event-log.md, "Live forwarding"):
+
+* syslog: RFC 5424, ``<PRI>1 TIMESTAMP HOST APP PID TYPE [meta sequenceId]
+  [origin software swVersion] [abhed@32473 seq hash prev session sseq type
+  class activity] MSG``, MSG being the event's OCSF record as JSON (MSG-ANY,
+  no BOM: a BOM would break the SIEM's JSON parsers);
+* journald: the native protocol (``FIELD=value`` lines, the length-prefixed
+  form for values holding a newline) with ``MESSAGE``, ``PRIORITY``,
+  ``SYSLOG_FACILITY``, ``SYSLOG_IDENTIFIER``, ``ABHED_*`` (the chain) and
+  ``OCSF_RECORD``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from appliance.events._models import LOG_SESSION, Event, ForwardingChanged
+from appliance.events._ocsf import OcsfMapper
+from appliance.events._settings import FACILITIES, ForwardSettings
+
+__all__ = ["Forwarder", "BACKLOG_MAX", "NOTE_INTERVAL_S"]
+
+BACKLOG_MAX = 1000  # messages kept for a collector that is down (at most ~8 MiB at 8 KiB each)
+NOTE_INTERVAL_S = 60.0  # at most one "interrupted" record a minute per process
+# Caps tried in turn until a record fits max_message_bytes (text chars, JSON bytes).
+_CAPS = ((2048, 4096), (512, 1024), (128, 256), (32, 64))
+# OCSF severity_id -> syslog severity: Informational=info, Low=notice, Medium=warning, High=err.
+_SYSLOG_SEVERITY = {1: 6, 2: 5, 3: 4, 4: 3, 5: 2, 6: 0}
+_META_MAX = 2_147_483_647  # RFC 5424 meta sequenceId's range
+
+
+@dataclass
+class _Tally:
+    """One outage (or several folded together by the rate limit)."""
+
+    error: str = ""
+    since: str = ""
+    outages: int = 0
+    missed: int = 0
+    replayed: int = 0
+    lost: int = 0
+    first: int | None = None
+    last: int | None = None
+    recorded: bool = False
+
+    def merge(self, other: _Tally) -> None:
+        self.outages += other.outages
+        self.missed += other.missed
+        self.replayed += other.replayed
+        self.lost += other.lost
+        self.first = other.first if self.first is None else self.first
+        self.last = other.last if other.last is not None else self.last
+        self.error = self.error or other.error
+        self.since = self.since or other.since
+
+
+@dataclass
+class _Sent:
+    seq: int
+    data: bytes
+    late: bool = field(default=False)
+
+
+def _sd_value(value: object) -> str:
+    """An RFC 5424 PARAM-VALUE: backslash before ``\\``, ``"`` and ``]``."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("]", "\\]")
+
+
+def _hostname() -> str:
+    name = "".join(c for c in socket.gethostname() if "!" <= c <= "~")[:255]
+    return name or "-"
+
+
+class Forwarder:
+    """Sends each stored event to one collector; reports when the link changes state."""
+
+    def __init__(self, settings: ForwardSettings, log_name: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.destination = f"{settings.to}:{settings.path}"
+        self._mapper = OcsfMapper(log_name=log_name)
+        self._clock = clock
+        self._host = _hostname()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self._sock.setblocking(False)
+        self._backlog: deque[_Sent] = deque()
+        self._down: _Tally | None = None
+        self._unreported = _Tally()
+        self._last_note = float("-inf")
+
+    # -- what the store calls ------------------------------------------------
+    def forward(self, seq: int, session_seq: int, prev_hash: str, hash: str,
+                event: Event) -> list[Event]:
+        """Send one appended event (and any backlog first); the events to record, if any."""
+        data = self.encode(seq=seq, session_seq=session_seq, prev_hash=prev_hash, hash=hash,
+                           event=event)
+        self._backlog.append(_Sent(seq, data))
+        while len(self._backlog) > BACKLOG_MAX:
+            self._backlog.popleft()
+            assert self._down is not None  # the backlog only grows while sends fail
+            self._down.lost += 1
+        error = self._flush()
+        now = self._clock()
+        if error is None:
+            if self._down is None:
+                return []
+            down, self._down = self._down, None
+            self._unreported.merge(down)
+            if down.recorded or now - self._last_note >= NOTE_INTERVAL_S:
+                return [self._note("restored")]
+            return []
+        if self._down is None:
+            self._down = _Tally(error=error, since=event.ts, outages=1, first=seq)
+        self._down.missed += 1
+        self._down.last = seq
+        if not self._down.recorded and now - self._last_note >= NOTE_INTERVAL_S:
+            self._down.recorded = True
+            self._last_note = now
+            folded = self._unreported.outages
+            return [ForwardingChanged(session_id=LOG_SESSION, destination=self.destination,
+                                      state="interrupted", error=error, since=self._down.since,
+                                      outages=folded + 1, first_missed_seq=seq)]
+        return []
+
+    def close(self) -> list[Event]:
+        """The last word when the log is closed: an outage still on, or short ones unrecorded."""
+        notes: list[Event] = []
+        if self._down is not None:
+            self._down.lost += len(self._backlog)
+            self._backlog.clear()
+            self._unreported.merge(self._down)
+            self._down = None
+            notes.append(self._note("unrecovered"))
+        elif self._unreported.outages:
+            notes.append(self._note("restored"))
+        self._sock.close()
+        return notes
+
+    # -- sending ---------------------------------------------------------------
+    def _flush(self) -> str | None:
+        """Send the backlog in order; the first failure's reason, or None when all went."""
+        while self._backlog:
+            item = self._backlog[0]
+            try:
+                self._sock.sendto(item.data, self.settings.path)
+            except OSError as exc:
+                return f"{exc.strerror or exc} ({self.settings.path})"
+            self._backlog.popleft()
+            if self._down is not None and self._backlog:
+                self._down.replayed += 1  # sent late: it waited for the collector
+        return None
+
+    def _note(self, state: str) -> ForwardingChanged:
+        t, self._unreported = self._unreported, _Tally()
+        self._last_note = self._clock()
+        return ForwardingChanged(
+            session_id=LOG_SESSION, destination=self.destination, state=state,  # type: ignore[arg-type]
+            error=t.error, since=t.since, outages=t.outages, missed=t.missed,
+            replayed=t.replayed, lost=t.lost, first_missed_seq=t.first, last_missed_seq=t.last)
+
+    # -- the wire --------------------------------------------------------------
+    def encode(self, *, seq: int, session_seq: int, prev_hash: str, hash: str,
+               event: Event) -> bytes:
+        """The message for one event, within ``max_message_bytes`` (values cut to fit)."""
+        limit = self.settings.max_message_bytes
+        data = b""
+        for text_cap, data_cap in _CAPS:
+            record = self._mapper.record(seq=seq, session_seq=session_seq, prev_hash=prev_hash,
+                                         hash=hash, event=event, text_cap=text_cap,
+                                         data_cap=data_cap)
+            data = (self._syslog if self.settings.to == "syslog" else self._journal)(
+                record, seq, session_seq, prev_hash, hash, event)
+            if len(data) <= limit:
+                return data
+        return data[:limit]  # pathological (a huge log path): the header and chain data go first
+
+    def _pri(self, record: dict[str, Any]) -> tuple[int, int]:
+        severity = _SYSLOG_SEVERITY.get(int(record["severity_id"]), 6)
+        return FACILITIES[self.settings.facility], severity
+
+    def _syslog(self, record: dict[str, Any], seq: int, session_seq: int, prev_hash: str,
+                hash: str, event: Event) -> bytes:
+        facility, severity = self._pri(record)
+        params = {"seq": seq, "hash": hash, "prev": prev_hash, "session": event.session_id,
+                  "sseq": session_seq, "type": event.type, "class": record["class_uid"],
+                  "activity": record["activity_id"]}
+        sd = "".join([
+            f'[meta sequenceId="{seq}"]' if 0 < seq <= _META_MAX else "",
+            f'[origin software="abhed" swVersion="{_sd_value(record["metadata"]["product"]["version"])}"]',
+            f"[{self.settings.sd_id} "
+            + " ".join(f'{k}="{_sd_value(v)}"' for k, v in params.items()) + "]",
+        ])
+        msgid = event.type[:32]
+        header = (f"<{facility * 8 + severity}>1 {event.ts} {self._host} "
+                  f"{self.settings.app_name} {os.getpid()} {msgid} {sd} ")
+        body = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return header.encode() + body.encode()
+
+    def _journal(self, record: dict[str, Any], seq: int, session_seq: int, prev_hash: str,
+                 hash: str, event: Event) -> bytes:
+        facility, severity = self._pri(record)
+        fields = {
+            "MESSAGE": f"{record['type_name']}: {record.get('message', '')}",
+            "PRIORITY": severity, "SYSLOG_FACILITY": facility,
+            "SYSLOG_IDENTIFIER": self.settings.app_name,
+            "ABHED_SEQ": seq, "ABHED_HASH": hash, "ABHED_PREV_HASH": prev_hash,
+            "ABHED_SESSION_ID": event.session_id, "ABHED_SESSION_SEQ": session_seq,
+            "ABHED_TYPE": event.type, "ABHED_TS": event.ts,
+            "OCSF_CLASS_UID": record["class_uid"], "OCSF_ACTIVITY_ID": record["activity_id"],
+            "OCSF_RECORD": json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+        }
+        out = bytearray()
+        for name, value in fields.items():
+            raw = str(value).encode()
+            if b"\n" in raw:  # the binary-safe form: NAME \n, 64-bit LE length, bytes, \n
+                out += name.encode() + b"\n" + struct.pack("<Q", len(raw)) + raw + b"\n"
+            else:
+                out += name.encode() + b"=" + raw + b"\n"
+        return bytes(out)
