@@ -237,9 +237,17 @@ def test_a_session_reaches_a_real_rsyslog_and_survives_it_stopping(
             run = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "go",
                                     "--workspace", str(ws)], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-            # The first gate's command is running: everything so far reached rsyslog.
-            wait_for(lambda: any("gate1" in json.dumps(m) for m in rsyslog.received()), 120,
-                     "the first gated command at rsyslog")
+            # The first gate's command is running and rsyslog has written every event so far:
+            # stopping it now drops nothing in flight (a datagram the socket accepted but
+            # rsyslog never read is gone for the SIEM, which sees a gap in sequenceId).
+            def settled() -> bool:
+                local = _local(abhed_home)
+                running = any(t == "policy_decision" and "gate1" in json.dumps(e.args)
+                              for _, _, t, e in local)
+                got = [int(m["parsed"]["rfc5424-sd"]["abhed@32473"]["seq"])
+                       for m in rsyslog.received()]
+                return running and got[-1:] == [local[-1][0]]
+            wait_for(settled, 120, "the first gated command, all of it at rsyslog")
             rsyslog.stop()
             (ws / "gate1").touch()
             wait_for(lambda: any(t == "forwarding" for _, _, t, _ in _local(abhed_home)), 120,
