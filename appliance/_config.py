@@ -6,10 +6,9 @@ silently dropped is worse than an agent that will not start.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
@@ -19,6 +18,7 @@ from appliance.loop import Limits, TaskSettings
 from appliance.mcp import McpServerSpec
 from appliance.policy import PolicySettings
 from appliance.sandbox import SandboxSettings
+from foundation import FileMissing, FoundationError, load_document
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
@@ -75,30 +75,27 @@ class Config(BaseModel):
         return self
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few KiB; far more is not one
+
+
 def load_config(path: Path | None = None) -> Config:
-    """Load config from ``path`` (or ``ABHED_HOME/config.json``; absent means defaults)."""
+    """Load config from ``path`` (or ``ABHED_HOME/config.json``; absent means defaults).
+
+    Read strictly (``foundation.load_document``): every invalid key is named with
+    its location, not only the first.
+    """
     explicit = path is not None
     target = path or abhed_home() / "config.json"
     try:
-        text = target.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        config = load_document(target, Config, what="config", cap=MAX_CONFIG_BYTES,
+                               syntax="json",
+                               hint="Fix the file (docs/configuration.md lists every key), or move it "
+                                    "aside to start from the built-in defaults.")
+    except FileMissing:
         if explicit:
             raise ConfigError(f"config file {target} does not exist") from None
         return Config()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config {target}: {exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{target} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    try:
-        config = Config.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"{target} is not a valid Abhed config: {problems}") from None
+    except FoundationError as exc:
+        raise ConfigError(str(exc)) from None
     config._source = str(target)
     return config

@@ -13,7 +13,9 @@ import json
 import re
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from foundation import DocumentError, parse_document, validate_document
 
 from ._errors import FormatError
 from ._tar import check_member_name
@@ -239,57 +241,30 @@ class Manifest(_Model):
         return files
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise FormatError(f"duplicate JSON key {key!r}: refused (two readers could see "
-                              "different values)")
-        out[key] = value
-    return out
-
-
-def _no_constants(name: str) -> Any:
-    raise FormatError(f"non-finite number {name} in JSON: refused")
-
-
-def strict_json(data: bytes, what: str, cap: int) -> Any:
-    """Parse JSON refusing oversize input, duplicate keys and NaN/Infinity."""
+def strict_json(data: bytes, what: str, cap: int) -> dict[str, Any]:
+    """A JSON object from bytes that are no file (a member), strictly (see
+    ``foundation.parse_document``): oversize input, duplicate keys, NaN/Infinity, deep
+    nesting and anything but an object are refused."""
     if len(data) > cap:
         raise FormatError(f"{what} is {len(data)} bytes, over its {cap}-byte cap: refused")
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
-                          parse_constant=_no_constants)
-    except UnicodeDecodeError:
-        raise FormatError(f"{what} is not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise FormatError(f"{what} nests too deeply: refused") from None
+        return parse_document(data, what=what, source="", syntax="json")
+    except DocumentError as exc:
+        raise FormatError(str(exc)) from None
 
 
 def parse_manifest(data: bytes) -> Manifest:
     """Parse and check a manifest; call only after its signature was verified."""
-    raw = strict_json(data, "manifest.json", MAX_MANIFEST_BYTES)
-    if not isinstance(raw, dict):
-        raise FormatError("manifest.json is not a JSON object")
+    raw = strict_json(data, MANIFEST_NAME, MAX_MANIFEST_BYTES)
     if raw.get("format") != FORMAT:
         raise FormatError(f"manifest format {raw.get('format')!r} is not {FORMAT!r}: this "
                           "bundle needs a newer (or different) verifier")
     try:
-        # Validate the bytes themselves (lists stay JSON arrays in strict mode); strict_json
-        # above has already refused duplicate keys and non-finite numbers.
-        return Manifest.model_validate_json(data, strict=True)
-    except ValidationError as exc:
-        unknown = [".".join(map(str, e["loc"])) for e in exc.errors()
-                   if e["type"] == "extra_forbidden"]
-        if unknown:
-            raise FormatError(f"manifest.json has fields this verifier does not know: "
-                              f"{', '.join(unknown[:5])}; it was made by a newer builder, "
-                              "verify it with that version") from None
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "(top level)"
-        raise FormatError(f"manifest.json is invalid at {where}: {first['msg']}") from None
+        return validate_document(raw, Manifest, what=MANIFEST_NAME, source="")
+    except DocumentError as exc:
+        newer = any(p.message.startswith("unknown key") for p in exc.problems)
+        raise FormatError(str(exc) + ("\nunknown fields mean a newer builder made this bundle: "
+                                      "verify it with that version" if newer else "")) from None
 
 
 def manifest_json(manifest: Manifest) -> bytes:

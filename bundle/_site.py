@@ -16,15 +16,15 @@ schema and expanded by the build (``bundle._settings``), and carried signed as
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from foundation import FoundationError, load_document
 
 from ._errors import SpecError
-from ._files import read_regular
-from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix, plain_json
+from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
 
 __all__ = ["SiteModel", "SiteSpec", "load_site"]
 
@@ -162,20 +162,12 @@ class SiteSpec(_Strict):
 
 
 def load_site(path: Path) -> SiteSpec:
-    """Parse a site spec (TOML), strictly: unknown keys and wrong types are refused."""
-    raw = read_regular(path, _MAX_SITE_BYTES, "site spec")
+    """Parse a site spec (TOML), strictly: unknown keys and wrong types are refused, every
+    one named with its location."""
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"{path} is not TOML: {exc}") from None
-    try:
-        import json
-
-        # TOML arrays arrive as lists; strict JSON validation takes them as tuples.  TOML
-        # dates and nan have no JSON form: refused by key, never a crash.
-        return SiteSpec.model_validate_json(json.dumps(plain_json(data, "(site spec)")),
-                                            strict=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "(top level)"
-        raise SpecError(f"{path}: {where}: {first['msg']}") from None
+        return load_document(path, SiteSpec, what="site spec", cap=_MAX_SITE_BYTES,
+                             syntax="toml",
+                             hint="Fix the site spec (docs/bundle.md lists its keys) and "
+                                  "gather again.")
+    except FoundationError as exc:
+        raise SpecError(str(exc)) from None

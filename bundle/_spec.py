@@ -54,17 +54,17 @@ referenced) becomes a manifest ``references`` entry.
 
 from __future__ import annotations
 
-import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from foundation import FoundationError, load_document
 
 from ._errors import SpecError
 from ._manifest import Platform
-from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix, plain_json
+from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
 
 __all__ = ["AgentSpec", "BuildSpec", "DocsSpec", "ImageSpec", "InstallerSpec", "ModelSpec",
            "SiteSettingsSpec", "WheelhouseSpec", "load_spec"]
@@ -166,28 +166,12 @@ class BuildSpec(_Spec):
 
 
 def load_spec(path: Path) -> BuildSpec:
-    """Read a TOML (``.toml``) or JSON spec; SpecError says what to fix."""
+    """Read a TOML (``.toml``) or JSON spec strictly; SpecError lists every problem, located."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"spec {path} is over {MAX_SPEC_BYTES} bytes: refused")
-    try:
-        text = data.decode("utf-8")
-        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
-            RecursionError) as exc:
-        raise SpecError(f"spec {path} does not parse: {exc or 'nested too deeply'}") from None
-    try:
-        # TOML and JSON arrays arrive as lists: validate in lax mode for containers only,
-        # by round-tripping through JSON (strict JSON validation accepts arrays as tuples).
-        return BuildSpec.model_validate_json(json.dumps(plain_json(raw, "(spec)")),
-                                             strict=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(map(str, first["loc"])) or "(top level)"
-        raise SpecError(f"spec {path}: {where}: {first['msg']}") from None
+        return load_document(path, BuildSpec, what="spec", cap=MAX_SPEC_BYTES,
+                             hint="Fix the spec (docs/bundle.md lists its keys) and build again.")
+    except FoundationError as exc:
+        raise SpecError(str(exc)) from None
 
 
 _LOCK_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(.*)$")

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from foundation import DocumentError, validate_document
 
 from ._build import BuildProgress
 from ._errors import BundleError, FormatError, VolumeError
@@ -145,13 +147,11 @@ def read_index(index_path: Path, trust: TrustPolicy) -> VolumeIndex:
         raise VolumeError(f"cannot read the volume index or its signature ({exc}); copy "
                           "NAME.volumes.json and its .minisig from the first medium") from None
     check_threshold(raw, parse_signatures(sig), trust, "the volume index")
-    strict_json(raw, "the volume index", MAX_INDEX_BYTES)
     try:
-        return VolumeIndex.model_validate_json(raw, strict=True)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise FormatError(f"the volume index is invalid at "
-                          f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        return validate_document(strict_json(raw, "the volume index", MAX_INDEX_BYTES),
+                                 VolumeIndex, what="the volume index", source=str(index_path))
+    except DocumentError as exc:
+        raise FormatError(str(exc)) from None
 
 
 @dataclass(frozen=True)

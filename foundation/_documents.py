@@ -8,8 +8,9 @@ and record) goes through the same three steps:
    blocks on a FIFO, refuses devices and directories), at most ``cap`` bytes;
 2. **parse** (:func:`parse_document`): JSON or TOML, UTF-8 without a BOM, a
    table at the top; JSON refuses duplicate keys (two readers could see
-   different values) and ``NaN``/``Infinity``; a syntax error names its line
-   and column;
+   different values); both refuse ``NaN``/``Infinity``, TOML's dates and times
+   and nesting past :data:`MAX_DEPTH`, each by its key; a syntax error names its
+   line and column;
 3. **validate** (:func:`validate_document`): the pydantic model in strict
    mode (no ``"5"`` for 5, no ``1`` for ``true``; unknown keys are the model's
    to refuse), reporting *every* invalid field with its dotted location, not
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable
@@ -41,12 +43,16 @@ __all__ = ["Syntax", "load_document", "parse_document", "problems_of", "validate
 Syntax = Literal["json", "toml"]
 M = TypeVar("M", bound=BaseModel)
 
-_TOML_AT = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 _TOP = "(top level)"
+_TOML_AT = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
 
 
 class _Refused(ValueError):
-    """Raised inside the JSON parser's hooks; becomes one Problem."""
+    """Raised while parsing (the JSON hooks, TOML's values); becomes one Problem at ``where``."""
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.where = where or _TOP
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -59,23 +65,31 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constants(name: str) -> Any:
-    raise _Refused(f"{name} is not a JSON number: refused")
-
-
 def _line_col(text: str, pos: int) -> str:
     line = text.count("\n", 0, pos) + 1
     return f"line {line}, column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
-def _plain(value: Any) -> Any:
-    """TOML's dates and times as their ISO text, so the model (and JSON) can take them."""
+MAX_DEPTH = 64  # tables within tables: no config-like file needs more
+
+
+def _plain(value: Any, where: str = "", depth: int = 0) -> Any:
+    """``value`` as plain JSON data, or ``_Refused`` naming its key.
+
+    TOML has dates, times and ``nan``/``inf``, which no Abhed file takes and JSON
+    cannot hold; refusing them by key beats a crash or a silent string.
+    """
+    if depth > MAX_DEPTH:
+        raise _Refused(f"nested more than {MAX_DEPTH} levels deep: refused", where)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, f"{where}.{k}" if where else k, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Refused(f"{value} has no JSON form: give a finite number", where)
     if isinstance(value, datetime.date | datetime.time):  # datetime is a date
-        return value.isoformat()
+        raise _Refused("a TOML date or time: no setting takes one; write it as a quoted "
+                       "string if the setting is text", where)
     return value
 
 
@@ -109,7 +123,8 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
         if syntax == "toml":
             raw: Any = _plain(tomllib.loads(text))
         else:
-            raw = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+            # NaN and Infinity parse as floats, to be refused by key below with TOML's nan.
+            raw = _plain(json.loads(text, object_pairs_hook=_no_duplicates))
     except json.JSONDecodeError as exc:
         raise refuse(f"line {exc.lineno}, column {exc.colno}",
                      f"not valid JSON: {exc.msg}") from None
@@ -118,7 +133,7 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
         where, msg = (f"line {m['line']}, column {m['col']}", m["msg"]) if m else (_TOP, str(exc))
         raise refuse(where, f"not valid TOML: {msg}") from None
     except _Refused as exc:
-        raise refuse(_TOP, str(exc)) from None
+        raise refuse(exc.where, str(exc)) from None
     except RecursionError:
         raise refuse(_TOP, "nests too deeply: refused") from None
     if not isinstance(raw, dict):
@@ -140,6 +155,8 @@ def _message(error: Any) -> str:
         return "unknown key: refused (a typo, or a file written for a newer version)"
     if kind == "missing":
         return "required, and missing"
+    if kind in ("value_error", "assertion_error"):  # the model's own words, not pydantic's frame
+        msg = str(msg).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if isinstance(value, str | int | float | bool) or value is None:
         shown = repr(value)
         return f"{msg} (got {shown[:60] + '…' if len(shown) > 60 else shown})"

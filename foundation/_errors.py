@@ -52,5 +52,6 @@ class DocumentError(FoundationError):
         self.source = source
         self.problems = tuple(problems)
         self.hint = hint
-        lines = [f"{what} {source}: {p.where}: {p.message}" for p in self.problems]
+        named = f"{what} {source}" if source else what  # bytes that are no file: a member
+        lines = [f"{named}: {p.where}: {p.message}" for p in self.problems]
         super().__init__("\n".join(lines + ([hint] if hint else [])))

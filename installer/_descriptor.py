@@ -21,14 +21,15 @@ program must lie inside the release directory.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from foundation import FoundationError, load_document
 
 from ._errors import StepFailed
 
@@ -81,27 +82,15 @@ def find_descriptor(bundle_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def load_descriptor(path: Path) -> ServeDescriptor:
+    """The bundle's model-server declaration, read strictly: every problem, located."""
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StepFailed(f"cannot read {path}: {exc.strerror}") from None
-    if len(data) > _MAX_BYTES:
-        raise StepFailed(f"{path} is over {_MAX_BYTES} bytes: refused")
-    try:
-        json.loads(data, parse_constant=_no_constant)
-        return ServeDescriptor.model_validate_json(data, strict=True)
-    except ValueError as exc:
-        if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "(top level)"
-            raise StepFailed(f"{path} is invalid at {where}: {first['msg']}; the bundle's "
-                             "model-server declaration must be fixed by its publisher") from None
-        raise StepFailed(f"{path} is not valid JSON ({exc})") from None
+        return load_document(path, ServeDescriptor, what="model-server declaration",
+                             cap=_MAX_BYTES, syntax="json",
+                             hint="The bundle's model-server declaration must be fixed by its "
+                                  "publisher.")
+    except FoundationError as exc:
+        raise StepFailed(str(exc)) from None
 
 
 def expand_values(value: Any, values: Mapping[str, str], *, what: str, depth: int = 0) -> Any:

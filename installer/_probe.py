@@ -32,9 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation import FoundationError
+
 from ._errors import GateFailed
 from ._layout import Layout, atomic_write
 from ._proc import run, tail
+from ._record import RECORD_NAME, load_record
 
 __all__ = ["ProbeOutcome", "probe_key", "run_probe_step"]
 
@@ -52,8 +55,8 @@ class ProbeOutcome:
 def probe_key(release: Path, model_dir: Path) -> str:
     """What the probe result stands for: the model's files and the serving stack, by digest."""
     try:
-        files = json.loads((release / "record.json").read_bytes())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        files: dict[str, Any] = load_record(release / RECORD_NAME).files
+    except FoundationError:
         files = {}
     prefix = str(model_dir.relative_to(release)) + "/" if model_dir.is_relative_to(release) else ""
     h = hashlib.sha256()

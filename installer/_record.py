@@ -12,29 +12,24 @@ without breaking the audit chain.  ``check`` re-hashes every file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["RECORD_NAME", "CheckResult", "compare_tree", "load_record", "record_tree",
-           "sha256_file"]
+from pydantic import BaseModel, ConfigDict, Field
+
+from foundation import digest_file, parse_document, read_regular, validate_document
+
+__all__ = ["RECORD_NAME", "CheckResult", "LoadedRecord", "compare_tree", "load_record",
+           "record_tree"]
 
 RECORD_NAME = "record.json"
 COMPLETE_NAME = ".complete"  # written last, at commit: not part of the record
 _SKIP = {RECORD_NAME, COMPLETE_NAME}
 RECORD_FORMAT = "abhed-installer-record/1"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
@@ -59,7 +54,7 @@ def record_tree(root: Path, known: Mapping[str, tuple[str, int]]) -> dict[str, A
             files[rel] = {"type": "link", "target": os.readlink(root / rel)}
         elif stat.S_ISREG(st.st_mode):
             digest = known[rel][0] if rel in known and known[rel][1] == st.st_size \
-                else sha256_file(root / rel)
+                else digest_file(root / rel).sha256
             files[rel] = {"type": "file", "sha256": digest, "size": st.st_size,
                           "mode": oct(stat.S_IMODE(st.st_mode))}
         else:
@@ -67,14 +62,45 @@ def record_tree(root: Path, known: Mapping[str, tuple[str, int]]) -> dict[str, A
     return {"format": RECORD_FORMAT, "files": files}
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    raw = json.loads(path.read_bytes())
-    if not isinstance(raw, dict) or raw.get("format") != RECORD_FORMAT:
-        raise ValueError(f"{path} is not an {RECORD_FORMAT} file")
-    files = raw.get("files")
-    if not isinstance(files, dict):
-        raise ValueError(f"{path} has no files table")
-    return files
+MAX_RECORD_BYTES = 256 << 20  # a file per line of the venv and the bundle: tens of MiB at most
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["file", "link", "other"]
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    size: int | None = Field(default=None, ge=0)
+    mode: str | None = Field(default=None, pattern=r"^0o[0-7]{1,4}$")
+    target: str | None = None
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["abhed-installer-record/1"]
+    files: dict[str, _Entry]
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    """A record's files (as :func:`record_tree` wrote them) and the sha256 of the very bytes read."""
+
+    files: dict[str, dict[str, Any]]
+    sha256: str
+
+
+def load_record(path: Path) -> LoadedRecord:
+    """Read ``record.json`` once, strictly; the digest is of the bytes that were parsed.
+
+    Raises:
+        FoundationError: unreadable, not a regular file, or invalid (every problem, located).
+    """
+    data = read_regular(path, MAX_RECORD_BYTES, "release record")
+    raw = parse_document(data, what="release record", source=path, syntax="json")
+    record = validate_document(raw, _Record, what="release record", source=path)
+    return LoadedRecord({rel: e.model_dump(exclude_none=True) for rel, e in record.files.items()},
+                        hashlib.sha256(data).hexdigest())
 
 
 @dataclass
@@ -114,7 +140,7 @@ def compare_tree(root: Path, expected: Mapping[str, Mapping[str, Any]]) -> Check
             reasons = []
             if st.st_size != want.get("size"):
                 reasons.append(f"size {st.st_size}, expected {want.get('size')}")
-            digest = sha256_file(root / rel)
+            digest = digest_file(root / rel).sha256
             if digest != want.get("sha256"):
                 reasons.append(f"sha256 {digest[:16]}…, expected {str(want.get('sha256'))[:16]}…")
             mode = oct(stat.S_IMODE(st.st_mode))

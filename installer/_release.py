@@ -15,11 +15,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundation import digest_file
+
 from ._audit import AuditLog
 from ._errors import BundleRefused, DowngradeRefused, InstallerError, StepFailed
 from ._layout import Layout, State, atomic_write
 from ._proc import child_env, run
-from ._record import RECORD_NAME, record_tree, sha256_file
+from ._record import RECORD_NAME, record_tree
 from ._txn import gc_store, remove_tree
 
 if TYPE_CHECKING:
@@ -87,7 +89,7 @@ def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[in
         obj = layout.store / r.content_sha256
         path = release / "bundle" / r.name
         kept = obj.is_file() and obj.stat().st_size == r.content_size
-        if not kept or sha256_file(obj) != r.content_sha256:
+        if not kept or digest_file(obj).sha256 != r.content_sha256:
             head = (f"the bundle does not carry {r.name} (sha256 {r.content_sha256}); it "
                     f"expects it from {r.carried_by}, but {layout.store} ")
             if not kept:
@@ -108,7 +110,7 @@ def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[in
         obj = layout.store / m.content_sha256
         if obj.is_file() and obj.stat().st_size == m.content_size:
             # Re-hashed before it is trusted: a tampered kept copy must not spread.
-            if sha256_file(obj) == m.content_sha256:
+            if digest_file(obj).sha256 == m.content_sha256:
                 path.unlink()
                 os.link(obj, path)
                 files += 1
@@ -231,7 +233,7 @@ def write_record(release: Path, manifest: Manifest) -> tuple[str, str]:
     record = record_tree(release, known)
     data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     atomic_write(release / RECORD_NAME, data, 0o444)
-    return hashlib.sha256(data).hexdigest(), sha256_file(release / RELEASE_NAME)
+    return hashlib.sha256(data).hexdigest(), digest_file(release / RELEASE_NAME).sha256
 
 
 def recover(layout: Layout, audit: AuditLog, action: str, run_id: str) -> None:

@@ -8,19 +8,22 @@ altered file is refused by name instead of being served.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from foundation import FileMissing, FoundationError, digest_file, load_document
 from models._errors import ProviderConfigError, ServeError
 from models._probe_bar import ProbeBar
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
 
-__all__ = ["REASONING_PARSERS", "TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
+__all__ = ["MAX_CATALOG_BYTES", "REASONING_PARSERS", "TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
+
+# A catalog lists a few models, each with a digest per weight file: a few KiB to a
+# few hundred. Far more is not a catalog, and is refused before it is parsed.
+MAX_CATALOG_BYTES = 16 << 20
 
 TOOL_CALL_PARSERS: tuple[str, ...] = (
     "hermes", "qwen3_coder", "qwen3_xml", "llama3_json", "llama4_pythonic", "mistral",
@@ -115,7 +118,7 @@ class CatalogEntry(BaseModel):
         for rel, want in sorted(self.files.items()):
             f = root / rel
             try:
-                got = _sha256(f)
+                got = digest_file(f).sha256
             except FileNotFoundError:
                 raise ServeError(f"weights file {f} is missing (catalog entry {self.name!r}); "
                                  "reinstall the model.", reason="weights_missing") from None
@@ -126,14 +129,6 @@ class CatalogEntry(BaseModel):
         return root
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def hash_weights(root: Path) -> dict[str, str]:
     """sha256 of every regular file under ``root`` (for writing a catalog entry)."""
     out: dict[str, str] = {}
@@ -142,7 +137,7 @@ def hash_weights(root: Path) -> dict[str, str]:
         for name in sorted(filenames):
             p = Path(dirpath) / name
             if p.is_file() and not p.is_symlink():
-                out[p.relative_to(root).as_posix()] = _sha256(p)
+                out[p.relative_to(root).as_posix()] = digest_file(p).sha256
     return out
 
 
@@ -171,18 +166,20 @@ class Catalog(BaseModel):
 
 
 def load_catalog(path: Path) -> Catalog:
-    """Read a catalog JSON file (``{"models": [...]}``); absent means empty."""
+    """Read a catalog JSON file (``{"models": [...]}``) strictly; absent means empty.
+
+    Raises:
+        ProviderConfigError: unreadable, not JSON, or invalid; every problem, located.
+    """
+    def base_dir(raw: dict[str, Any]) -> None:
+        raw.setdefault("base_dir", str(path.parent))
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        return load_document(path, Catalog, what="model catalog", cap=MAX_CATALOG_BYTES,
+                             syntax="json", prepare=base_dir,
+                             hint="Fix the catalog (docs/providers.md), or write its entries with "
+                                  "`abhed catalog add`.")
+    except FileMissing:
         return Catalog(base_dir=str(path.parent))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProviderConfigError(f"cannot read the model catalog {path}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ProviderConfigError(f"{path} must hold a JSON object {{\"models\": [...]}}")
-    raw.setdefault("base_dir", str(path.parent))
-    try:
-        return Catalog.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise ProviderConfigError(f"{path} is not a valid model catalog: {problems}") from None
+    except FoundationError as exc:
+        raise ProviderConfigError(str(exc)) from None

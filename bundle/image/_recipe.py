@@ -9,13 +9,19 @@ so a changed agent can never hide behind a cached image.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from bundle.image._errors import ImageError
+from foundation import (
+    FileMissing,
+    FoundationError,
+    parse_document,
+    read_regular,
+    validate_document,
+)
 
 __all__ = ["BUILD_FORMAT", "Recipe", "load_recipe", "recipe_path"]
 
@@ -65,18 +71,22 @@ def recipe_path(name_or_path: str) -> Path:
     return _HERE / "recipes" / f"{name_or_path}.json"
 
 
+MAX_RECIPE_BYTES = 1 << 20
+
+
 def load_recipe(name_or_path: str) -> tuple[Recipe, bytes]:
-    """The recipe and its exact bytes (hashed into the image key)."""
+    """The recipe and its exact bytes (hashed into the image key), read strictly."""
     path = recipe_path(name_or_path)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
+        raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
+        recipe = validate_document(parse_document(raw, what="recipe", source=path,
+                                                  syntax="json"),
+                                   Recipe, what="recipe", source=path)
+    except FileMissing as exc:
         shipped = ", ".join(sorted(p.stem for p in (_HERE / "recipes").glob("*.json")))
-        raise ImageError(f"cannot read recipe {path}: {exc.strerror}; shipped recipes: {shipped}") from None
-    try:
-        recipe = Recipe.model_validate(json.loads(raw))
-    except (ValueError, ValidationError) as exc:
-        raise ImageError(f"recipe {path} is not valid: {exc}") from None
+        raise ImageError(f"{exc}; shipped recipes: {shipped}") from None
+    except FoundationError as exc:
+        raise ImageError(str(exc)) from None
     recipe.check()
     return recipe, raw
 

@@ -7,14 +7,18 @@ chain is verified first), so neither file can be edited to hide a change.
 from __future__ import annotations
 
 import argparse
-import json
+import hashlib
 from typing import Any
+
+from foundation import FoundationError, parse_document, read_regular
 
 from .._audit import AuditLog
 from .._errors import CheckFailed, NotInstalled
 from .._layout import Layout
-from .._record import RECORD_NAME, compare_tree, load_record, sha256_file
+from .._record import RECORD_NAME, compare_tree, load_record
 from .._ui import emit_json, out
+
+MAX_RELEASE_BYTES = 64 << 20  # the signed manifest and a few fields
 
 
 def _recorded(audit: AuditLog, version: int) -> dict[str, Any] | None:
@@ -40,24 +44,31 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"the audit log has no record entry for release {version}")
     record_path = rel / RECORD_NAME
     try:
-        files = load_record(record_path)
-    except (OSError, ValueError) as exc:
-        raise CheckFailed(f"cannot read {record_path} ({exc}); the release cannot be checked: "
+        record = load_record(record_path)
+    except FoundationError as exc:
+        raise CheckFailed(f"cannot read {record_path}: {exc}\nThe release cannot be checked: "
                           "reinstall it from its bundle") from None
-    if entry is not None and sha256_file(record_path) != entry.get("record_sha256"):
+    files = record.files
+    if entry is not None and record.sha256 != entry.get("record_sha256"):
         problems.append(f"{RECORD_NAME} differs from the one recorded in the audit log "
                         f"(seq {entry.get('seq')}): it was edited")
     result = compare_tree(rel, files)
-    # The record's bundle files must be exactly the signed manifest's members.
+    # The record's bundle files must be exactly the signed manifest's members, as release.json
+    # holds them: read once, its digest held to the audit log's, then parsed.
+    release_path = rel / "release.json"
     try:
-        manifest = json.loads((rel / "release.json").read_bytes())["manifest"]
+        data = read_regular(release_path, MAX_RELEASE_BYTES, "release.json")
+        if entry is not None and hashlib.sha256(data).hexdigest() != entry.get("release_sha256"):
+            problems.append(f"release.json differs from the one recorded in the audit log "
+                            f"(seq {entry.get('seq')}): it was edited")
+        manifest = parse_document(data, what="release.json", source=release_path)["manifest"]
         expected = {("bundle/" + (m["name"][:-4] if m["compression"] == "zstd" else m["name"])):
                     m["content_sha256"] for m in manifest["members"]}
         for path, digest in expected.items():
             if files.get(path, {}).get("sha256") != digest:
                 problems.append(f"{path}: the record disagrees with the signed manifest")
-    except (OSError, ValueError, KeyError, TypeError):
-        problems.append("release.json is unreadable: the manifest cannot be compared")
+    except (FoundationError, KeyError, TypeError) as exc:
+        problems.append(f"release.json is unreadable ({exc}): the manifest cannot be compared")
     report = {"release": version, "added": result.added, "missing": result.missing,
               "altered": [{"path": p, "why": w} for p, w in result.altered],
               "problems": problems, "ok": result.clean and not problems}

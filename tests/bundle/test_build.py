@@ -74,7 +74,7 @@ def _spec_with(tmp_path: Path, change: str, old: str) -> Path:
     ('accelerator = "nvidia"', 'accelerator = "tpu"', "accelerator"),
     ('[docs]', '[docs]\nextra = 1', "extra"),
     ('format = "abhed-bundle-spec/1"', 'format = "abhed-bundle-spec/9"', "format"),
-    ('name = "abhed"', 'name = "abhed', "does not parse"),
+    ('name = "abhed"', 'name = "abhed', "line 3, column 14: not valid TOML"),
     ('wheel = "dist/abhedagent-0.1.0-py3-none-any.whl"',
      'wheel = "dist/abhedagent-0.1.0-py3-none-any.whl"\nproject = "."', "exactly one"),
 ])

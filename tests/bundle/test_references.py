@@ -145,7 +145,7 @@ _MEMBERS = [("sbom.cdx.json", b"{}"), ("docs/a.md", b"# a\n")]
     (lambda m: m["references"][0].update(content_sha256="XYZ"), "references"),
     (lambda m: m["references"][0].update(content_size=-1), "references"),
     (lambda m: m["references"][0].update(carried_by=""), "references"),
-    (lambda m: m["references"][0].update(extra=1), "does not know"),
+    (lambda m: m["references"][0].update(extra=1), r"references\[0\].extra: unknown key"),
     (lambda m: m["references"].append(dict(m["references"][0])), "collides"),
     (lambda m: m["components"][0]["members"].append("models/m/w.bin"), "only model components"),
     (lambda m: m["components"].pop(), "belong to no component"),

@@ -225,10 +225,10 @@ def test_signed_manifest_with_unknown_fields_or_duplicate_keys_is_refused(
     ms = _members(1)
     man = manifest_for(ms)
     man["expires"] = "2030-01-01"
-    with pytest.raises(FormatError, match="does not know: expires"):
+    with pytest.raises(FormatError, match="expires: unknown key(.|\n)*a newer builder"):
         verify_bundle(forge(tmp_path / "u.abhed", man, ms, [key]), trust)
     raw = canonical_json(manifest_for(ms)).replace(b'"version": 1', b'"version": 1, "version": 9')
-    with pytest.raises(FormatError, match="duplicate JSON key"):
+    with pytest.raises(FormatError, match="duplicate key .version."):
         verify_bundle(forge(tmp_path / "k.abhed", raw, ms, [key]), trust)
     for bad in (b"[]", b"not json", b"\xff", b'{"format": "abhed-bundle/99"}',
                 b"[" * 100_000 + b"]" * 100_000, b'{"format": "abhed-bundle/1", "version": NaN}'):

@@ -43,9 +43,9 @@ def test_a_valid_json_and_a_valid_toml_document_load(tmp_path: Path) -> None:
     j.write_text(json.dumps({"mode": "plan", "limits": {"max_turns": 3, "names": ["a", "b"]}}))
     assert _load(j) == Doc(mode="plan", limits=Limits(max_turns=3, names=("a", "b")))
     t = tmp_path / "c.toml"
-    t.write_text('mode = "auto"\nwhen = 2026-01-02T03:04:05Z\n[limits]\nmax_turns = 4\n')
+    t.write_text('mode = "auto"\nwhen = "today"\n[limits]\nmax_turns = 4\nnames = ["x"]\n')
     doc = _load(t)
-    assert (doc.mode, doc.limits.max_turns, doc.when) == ("auto", 4, "2026-01-02T03:04:05+00:00")
+    assert (doc.mode, doc.limits, doc.when) == ("auto", Limits(max_turns=4, names=("x",)), "today")
 
 
 def test_every_invalid_field_is_reported_each_with_its_location(tmp_path: Path) -> None:
@@ -70,7 +70,8 @@ def test_every_invalid_field_is_reported_each_with_its_location(tmp_path: Path) 
 @pytest.mark.parametrize("body, where, says", [
     (b'{"mode": "ask",\n "limits": }', "line 2, column 12", "not valid JSON"),
     (b'{"mode": "ask", "mode": "plan"}', "(top level)", "duplicate key 'mode'"),
-    (b'{"limits": {"max_turns": NaN}}', "(top level)", "NaN is not a JSON number"),
+    (b'{"limits": {"max_turns": NaN}}', "limits.max_turns", "nan has no JSON form"),
+    (b'{"when": [-Infinity]}', "when[0]", "-inf has no JSON form"),
     (b'[1, 2]', "(top level)", "must be a JSON object, not list"),
     (b'"text"', "(top level)", "must be a JSON object, not str"),
     (b'', "line 1, column 1", "not valid JSON"),
@@ -102,6 +103,30 @@ def test_a_toml_document_that_does_not_parse_names_the_line(tmp_path: Path, body
         _load(p)
     (problem,) = info.value.problems
     assert (problem.where, problem.message.startswith("not valid TOML: ")) == (where, True)
+
+
+@pytest.mark.parametrize("body, where, says", [
+    (b'when = 2026-01-02T03:04:05Z\n', "when", "a TOML date or time"),
+    (b'[limits]\nnames = [1979-05-27]\n', "limits.names[0]", "a TOML date or time"),
+    (b'[limits]\nmax_turns = nan\n', "limits.max_turns", "nan has no JSON form"),
+    (b'when = -inf\n', "when", "-inf has no JSON form"),
+    (b'a = ' + b'[' * 70 + b']' * 70 + b'\n', "a" + "[0]" * 64, "nested more than 64"),
+])
+def test_toml_values_json_cannot_hold_are_refused_by_key(tmp_path: Path, body: bytes, where: str,
+                                                         says: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_bytes(body)
+    with pytest.raises(DocumentError) as info:
+        _load(p)
+    (problem,) = info.value.problems
+    assert problem.where == where and says in problem.message, str(info.value)
+
+
+def test_json_nested_past_the_limit_is_refused_by_key(tmp_path: Path) -> None:
+    p = tmp_path / "c.json"
+    p.write_bytes(b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}")
+    with pytest.raises(DocumentError, match=r"a(\[0\]){64}: nested more than 64"):
+        _load(p)
 
 
 def test_the_file_is_read_only_if_regular_and_small(tmp_path: Path) -> None:

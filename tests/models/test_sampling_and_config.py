@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from models import (
     hash_weights,
     load_catalog,
 )
+from models._catalog import MAX_CATALOG_BYTES
 
 
 def test_undeclared_value_names_the_parameter_and_the_list() -> None:
@@ -142,8 +144,25 @@ def test_load_catalog_errors_and_lookup(tmp_path: Path) -> None:
     with pytest.raises(ProviderConfigError, match="JSON object"):
         load_catalog(tmp_path / "c.json")
     (tmp_path / "c.json").write_text("{bad")
-    with pytest.raises(ProviderConfigError, match="cannot read"):
+    with pytest.raises(ProviderConfigError, match="line 1, column 2: not valid JSON"):
         load_catalog(tmp_path / "c.json")
+    # every invalid field, each at its location, strictly (no "5" for a number)
+    (tmp_path / "c.json").write_text(json.dumps({"models": [
+        {"name": "a", "served_name": "A"},
+        {"name": "b", "served_name": "B", "weights_dir": "wb", "max_model_len": "5"}],
+        "typo": 1}))
+    with pytest.raises(ProviderConfigError) as info:
+        load_catalog(tmp_path / "c.json")
+    text = str(info.value)
+    for where in ("models[0].weights_dir: required", "models[1].max_model_len: Input should be "
+                  "a valid integer", "typo: unknown key"):
+        assert f"model catalog {tmp_path / 'c.json'}: {where}" in text, text
+    os.mkfifo(tmp_path / "fifo.json")  # refused at once, never waited on
+    with pytest.raises(ProviderConfigError, match="named pipe"):
+        load_catalog(tmp_path / "fifo.json")
+    (tmp_path / "big.json").write_bytes(b" " * (MAX_CATALOG_BYTES + 1))
+    with pytest.raises(ProviderConfigError, match="larger than"):
+        load_catalog(tmp_path / "big.json")
     (tmp_path / "c.json").write_text(json.dumps({"models": [{"name": "a", "served_name": "A",
                                                              "weights_dir": "wa"}]}))
     cat = load_catalog(tmp_path / "c.json")

@@ -73,7 +73,7 @@ def test_unreadable_rule_is_refused_at_config_load_naming_it(abhed_home: Path) -
     with pytest.raises(ConfigError) as info:
         load_config()
     text = str(info.value)
-    assert "policy.deny.1.path" in text and "never closed" in text
+    assert "policy.deny[1].path: Pattern" in text and "never closed" in text
     (abhed_home / "config.json").write_text(json.dumps({"tools": {"secret_paths": ["[z-a]"]}}))
     with pytest.raises(ConfigError, match=r"secret_paths\[0\].*backwards"):
         load_config()
