@@ -5,8 +5,15 @@ Inside a git work tree the list comes from git itself
 ``git check-ignore`` by construction: nested ``.gitignore`` files, negation,
 ``.git/info/exclude`` and tracked-but-ignored files all behave as git says.
 Elsewhere a ``scandir`` walker applies the ``.gitignore`` files it meets with
-git's rules (pathspec's ``GitIgnoreSpec``), so a copied tree without ``.git``
-gives the same answer.
+git's rules, so a copied tree without ``.git`` gives the same answer.
+
+``.ignore`` and ``.rgignore`` files are honoured in both cases, with
+ripgrep's precedence (a decision in ``.rgignore`` beats ``.ignore``'s, which
+beats ``.gitignore``'s; within a kind the deepest file wins).  Inside a work
+tree they only take files away from git's list: a negation there does not
+bring back a file git ignores (docs/grep.md).  Every ignore file is read
+with :func:`tools.pathpattern.gitignore_spec`, the one matcher the
+operator's patterns use too.
 
 On top of either come the operator's ignore list and the default excluded
 directory names.  Hidden files are included (``.github/``, ``.env.example`` are
@@ -40,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from tools._paths import Workspace
 from tools._settings import ToolSettings
-from tools.pathpattern import PathRules
+from tools.pathpattern import PathRules, gitignore_spec
 
 if TYPE_CHECKING:
     import pathspec
@@ -126,8 +133,8 @@ class _IgnoreCache:
         self._lock = threading.Lock()
         self._items: OrderedDict[tuple[str, int, int, int, int], _Ignore | None] = OrderedDict()
 
-    def load(self, directory: str) -> _Ignore | None:
-        path = directory.rstrip("/") + "/.gitignore"
+    def load(self, directory: str, name: str = ".gitignore") -> _Ignore | None:
+        path = directory.rstrip("/") + "/" + name
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
@@ -169,13 +176,12 @@ def _compile(lines: list[str]) -> _Ignore | None:
 
 
 def _spec(lines: list[str]) -> pathspec.GitIgnoreSpec:
-    import pathspec
     import re2
 
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines)
+        return gitignore_spec(lines)
     except re2.error:  # pathspec's RE2 set outgrew its memory (tens of thousands of lines)
-        return pathspec.GitIgnoreSpec.from_lines(lines, backend="simple")
+        return gitignore_spec(lines, backend="simple")
 
 
 def _valid(line: str) -> bool:
@@ -267,24 +273,33 @@ def _git_list(start: str, root: str) -> list[str] | None:
 
 
 def _from_git(start: str, listed: list[str], filters: _Filters) -> Iterator[WalkEntry]:
-    bad_dirs: dict[str, bool] = {}
+    """git's list, minus what the operator, the default excludes, ``.ignore`` and ``.rgignore``
+    leave out.  (git already applied ``.gitignore``; a negation in ``.ignore`` cannot bring
+    back a file git ignores here, see docs/grep.md.)"""
+    dirs: dict[str, tuple[bool, _Specs]] = {}
+    top = _specs_for_ancestors(start, filters.ws, _RG_KINDS)
+
+    def state(directory: str) -> tuple[bool, _Specs]:
+        """(excluded, ignore files in force inside) for a directory at or under ``start``."""
+        known = dirs.get(directory)
+        if known is not None:
+            return known
+        if directory == start:
+            result = (False, top + _own(directory, _RG_KINDS))
+        else:
+            parent_excluded, specs = state(os.path.dirname(directory))
+            if parent_excluded or filters.dir_excluded(os.path.basename(directory), directory) \
+                    or (specs and _ignored(specs, directory + "/")):
+                result = (True, ())
+            else:
+                result = (False, specs + _own(directory, _RG_KINDS))
+        dirs[directory] = result
+        return result
+
     for rel in listed:
-        parts = rel.split("/")
-        skip = False
-        prefix = start
-        for comp in parts[:-1]:
-            prefix = prefix + "/" + comp if prefix != "/" else "/" + comp
-            verdict = bad_dirs.get(prefix)
-            if verdict is None:
-                verdict = filters.dir_excluded(comp, prefix)
-                bad_dirs[prefix] = verdict
-            if verdict:
-                skip = True
-                break
-        if skip:
-            continue
         path = os.path.join(start, rel)
-        if filters.file_excluded(path):
+        excluded, specs = state(os.path.dirname(path))
+        if excluded or (specs and _ignored(specs, path)) or filters.file_excluded(path):
             continue
         try:
             st = os.lstat(path)  # also drops tracked files deleted from the work tree
@@ -294,25 +309,45 @@ def _from_git(start: str, listed: list[str], filters: _Filters) -> Iterator[Walk
             yield WalkEntry(path, rel, st)
 
 
-# Each ignore file in force: its compiled patterns and the length of its base
-# directory's path plus the slash, so a walked path's part relative to it is a slice.
-_Specs = tuple[tuple[int, _Ignore], ...]
+# Each ignore file in force: its kind (an index into _KINDS: precedence), the length of
+# its base directory's path plus the slash (so a walked path's part relative to it is a
+# slice), and its compiled patterns.
+_Specs = tuple[tuple[int, int, _Ignore], ...]
+# ripgrep's precedence: a decision in .rgignore beats one in .ignore, which beats
+# .gitignore's; within one kind the deepest deciding file wins (docs/grep.md).
+_KINDS = (".rgignore", ".ignore", ".gitignore")
+_ALL_KINDS = (0, 1, 2)
+_RG_KINDS = (0, 1)  # inside a git work tree git has applied .gitignore already
+
+
+def _own(directory: str, kinds: tuple[int, ...], names: frozenset[str] | None = None) -> _Specs:
+    """The ignore files ``directory`` itself holds (``names``: its entries, when listed)."""
+    base = len(directory.rstrip("/")) + 1
+    found = []
+    for kind in kinds:
+        if names is not None and _KINDS[kind] not in names:
+            continue
+        ignore = _IGNORES.load(directory, _KINDS[kind])
+        if ignore is not None:
+            found.append((kind, base, ignore))
+    return tuple(found)
 
 
 def _scan(start: str, filters: _Filters) -> Iterator[WalkEntry]:
     excluded = filters.excluded_names
     operator = filters.operator is not None
-    stack: list[tuple[str, str, _Specs]] = [(start, "", _specs_for_ancestors(start, filters.ws))]
+    stack: list[tuple[str, str, _Specs]] = [(start, "", _specs_for_ancestors(start, filters.ws,
+                                                                           _ALL_KINDS))]
     while stack:
         directory, rel_dir, specs = stack.pop()
-        own = _IGNORES.load(directory)
-        if own is not None:
-            specs = specs + ((len(directory.rstrip("/")) + 1, own),)
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
         except OSError:
             continue
+        names = frozenset(e.name for e in entries if e.name in _KINDS)
+        if names:
+            specs = specs + _own(directory, _ALL_KINDS, names)
         prefix = rel_dir + "/" if rel_dir else ""
         for entry in entries:
             name = entry.name
@@ -338,27 +373,29 @@ def _scan(start: str, filters: _Filters) -> Iterator[WalkEntry]:
 
 
 def _ignored(specs: _Specs, path: str) -> bool:
-    """git's verdict for ``path`` (a directory's ends in '/'): the deepest deciding file wins."""
-    verdict: bool | None = None
-    for base_len, ignore in specs:
+    """The verdict for ``path`` (a directory's ends in '/'), ripgrep's way: the kind of file
+    with the highest precedence that decides wins, and within it the deepest file."""
+    verdicts: list[bool | None] = [None, None, None]
+    for kind, base_len, ignore in specs:
         # Every walked path lies beneath each spec's base (an ancestor), so a
         # slice gives the relative path; os.path.relpath cost more than the match.
         result = ignore.verdict(path[base_len:])
         if result is not None:
-            verdict = result
-    return bool(verdict)
+            verdicts[kind] = result
+    for verdict in verdicts:
+        if verdict is not None:
+            return verdict
+    return False
 
 
-def _specs_for_ancestors(start: str, ws: Workspace) -> _Specs:
-    """The .gitignore files between the workspace root and ``start`` (exclusive)."""
-    specs: list[tuple[int, _Ignore]] = []
+def _specs_for_ancestors(start: str, ws: Workspace, kinds: tuple[int, ...]) -> _Specs:
+    """The ignore files between the workspace root and ``start`` (exclusive)."""
+    specs: list[tuple[int, int, _Ignore]] = []
     if start == ws.root or not ws.contains(start):
         return ()
     parts = ws.relative(start).split("/")
     current = ws.root
     for comp in [""] + parts[:-1]:
         current = os.path.join(current, comp) if comp else current
-        ignore = _IGNORES.load(current)
-        if ignore is not None:
-            specs.append((len(current.rstrip("/")) + 1, ignore))
+        specs.extend(_own(current, kinds))
     return tuple(specs)

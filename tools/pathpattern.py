@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import bracex
 from pathspec import GitIgnoreSpec
@@ -47,7 +48,7 @@ from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from tools._result import ToolFailure
 
-__all__ = ["PathPattern", "PathRules", "PatternError", "check_patterns", "escape"]
+__all__ = ["PathPattern", "PathRules", "PatternError", "check_patterns", "escape", "gitignore_spec"]
 
 MAX_PATTERN_CHARS = 4096  # no path is longer, so neither is a useful pattern
 MAX_EXPANSIONS = 256  # braces of one pattern; more is a typo or an attack, not a rule
@@ -176,9 +177,49 @@ class _GitPattern(GitIgnoreSpecPattern):
 
     source = ""  # the pattern as written, for error messages (set just before translating)
 
+    def __init__(self, pattern: Any, include: bool | None = None) -> None:
+        super().__init__(_inside_only(pattern) if isinstance(pattern, str) else pattern, include)
+
     @staticmethod
     def _translate_segment_glob(pattern: str, range_error: object) -> str:
         return _segment_regex(pattern, _GitPattern.source)
+
+
+def _inside_only(line: str) -> str:
+    """A trailing ``/**`` means "everything inside", as git reads it: never the directory itself.
+
+    pathspec turns ``vendor/**`` into ``^vendor/``, which also matches the
+    directory ``vendor/``; a walker that asks about the directory then skips
+    it whole, and ``!vendor/manifest`` can never re-include the file (git and
+    ripgrep do re-include it).  ``vendor/*`` means the same for every path
+    beneath (a matched child directory covers its own subtree) and does not
+    match ``vendor/`` itself; likewise ``vendor/**/`` becomes ``vendor/*/``.
+    """
+    body = line.rstrip(" ") if not line.endswith("\\ ") else line
+    for tail, short in (("/**/", "/*/"), ("/**", "/*")):
+        if body.endswith(tail) and not body.endswith("\\" + tail):
+            return body[: -len(tail)] + short
+    return line
+
+
+def gitignore_spec(lines: Iterable[str], *, backend: str | None = None) -> GitIgnoreSpec:
+    """A ``.gitignore`` (or ``.ignore``, ``.rgignore``) file's lines as one spec, git's way.
+
+    The same translation as every other pattern here (no braces: ignore files
+    have none), so the walker's ignore files and the operator's lists cannot
+    drift apart.  A line git would skip (a lone ``!``, a trailing backslash)
+    raises ``ValueError``; the walker drops such lines.
+    """
+    patterns: list[GitIgnoreSpecPattern] = []
+    for line in lines:
+        _GitPattern.source = line
+        try:
+            patterns.append(_GitPattern(line))
+        except re.error as exc:
+            raise ValueError(f"{line!r}: {exc.msg}") from None
+        except PatternError as exc:
+            raise ValueError(exc.message) from None
+    return GitIgnoreSpec(patterns, backend=backend)
 
 
 def _lines(pattern: str, *, negated: bool) -> list[GitIgnoreSpecPattern]:

@@ -168,3 +168,21 @@ def test_brace_free_patterns_agree_with_git_check_ignore(tmp_path: Path, pattern
         source, path = out[i], out[i + 3]
         git_says = bool(source)
         assert (ours.match(path) is not None) == git_says, (pattern, path)
+
+
+def test_a_trailing_star_star_matches_inside_a_directory_never_the_directory_itself() -> None:
+    """git's reading (issue 22): ``vendor/**`` leaves ``vendor/`` itself alone, so a walker
+    still enters it and ``!vendor/manifest`` can re-include; ``vendor/**/`` is the
+    directories inside."""
+    rules = PathRules(["vendor/**", "!vendor/manifest"])
+    assert rules.match("vendor", is_dir=True) is None
+    assert rules.match("vendor/lib.c") == "vendor/**"
+    assert rules.match("vendor/manifest") is None
+    assert rules.match("vendor/sub", is_dir=True) == "vendor/**"
+    assert rules.match("vendor/sub/x") == "vendor/**"
+    dirs = PathRules(["vendor/**/"])
+    assert dirs.match("vendor", is_dir=True) is None
+    assert dirs.match("vendor/lib.c") is None
+    assert dirs.match("vendor/sub", is_dir=True) == "vendor/**/"
+    assert PathPattern("src/**").match("src/a/b.py") and not PathPattern("src/**").match(
+        "src", is_dir=True)

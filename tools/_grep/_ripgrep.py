@@ -11,10 +11,11 @@ engine with ``grep_engine``:
 A candidate counts only if ``rg --version`` runs and reports 13 or newer.
 
 ripgrep is given the exact file list (ignore rules are ours, not its) and
-flags that make it read files as Abhed does: no config file, no encoding
-sniffing (``--encoding none``: bytes as they are), binary files searched as
-text (``--text``; the tool drops them afterwards by the same 8 KiB NUL rule
-the Python engine uses).  The pattern is rewritten into ripgrep's dialect by
+flags that make it read files as Abhed does: no config file, bytes as they
+are except that a byte-order mark is honoured (``--encoding auto``: a UTF-8
+BOM is not part of line 1, a UTF-16 file is searched as its text, as ``read``
+shows them), binary files searched as text (``--text``; the tool drops them
+afterwards by the same rule the Python engine uses, :func:`sniff`).  The pattern is rewritten into ripgrep's dialect by
 :mod:`tools._grep._syntax` so it keeps RE2's meaning.
 """
 
@@ -30,7 +31,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
-from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine, ScanResult
+from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine, ScanResult, sniff
 from tools._grep._query import Query
 
 __all__ = ["RipgrepEngine", "RipgrepFailed", "find_rg"]
@@ -111,7 +112,7 @@ class RipgrepEngine:
     # -- running rg ----------------------------------------------------------------
     def _base(self, query: Query) -> list[str]:
         args = [
-            self.rg, "--no-config", "--no-ignore", "--hidden", "--text", "--encoding", "none",
+            self.rg, "--no-config", "--no-ignore", "--hidden", "--text", "--encoding", "auto",
             "--color", "never", "--with-filename", "--threads", str(self.threads),
         ]
         if query.multiline:
@@ -212,7 +213,7 @@ def _is_binary(path: str) -> bool:
     except OSError:
         return False
     try:
-        return b"\0" in os.read(fd, BINARY_SNIFF_BYTES)
+        return sniff(os.read(fd, BINARY_SNIFF_BYTES)) == "binary"
     except OSError:
         return False
     finally:

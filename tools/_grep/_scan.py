@@ -30,7 +30,7 @@ from typing import Any
 
 from re2 import _re2
 
-from tools._grep._engine import BINARY_SNIFF_BYTES, MatchLine
+from tools._grep._engine import UTF8_BOM, MatchLine, sniff
 from tools._grep._query import Query
 
 __all__ = ["FileOutcome", "nowait_supported", "open_file", "search_cached", "search_fd", "search_file"]
@@ -149,9 +149,22 @@ def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out
     if n == 0:
         return
     final = n < len(buf)
+    kind = sniff(buf, n)
+    if kind.startswith("utf-16") or (kind == "utf-8-bom" and q.multiline and not final):
+        # the text the file encodes, whole (rare files, and read decodes them the same way)
+        raw = bytes(buf[:n]) + _rest(fd, n)
+        if kind == "utf-8-bom":
+            text = bytearray(raw[len(UTF8_BOM):])
+        else:
+            text = bytearray(raw[2:].decode(kind, "replace").encode("utf-8", "surrogateescape"))
+        _search_text(text, q, mode, max_lines, out)
+        return
+    if kind == "utf-8-bom":  # read shows no BOM: line 1 starts after it
+        n -= len(UTF8_BOM)
+        buf[0:n] = buf[len(UTF8_BOM):n + len(UTF8_BOM)]
     if final and q.literals is not None and not any(buf.find(lit, 0, n) >= 0 for lit in q.literals):
         return  # the whole file is in view and holds no required literal: no line can match
-    out.binary = buf.find(b"\0", 0, min(n, BINARY_SNIFF_BYTES)) >= 0
+    out.binary = kind == "binary"
     want = "any" if out.binary else mode
     if q.multiline:
         if final:
@@ -189,6 +202,27 @@ def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out
         final = n < len(buf)
         if n == 0:
             return
+
+
+def _rest(fd: int, offset: int) -> bytes:
+    """The file from ``offset`` on (by position: the cached first read leaves none behind)."""
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.pread(fd, CHUNK, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _search_text(data: bytearray, q: Query, mode: str, max_lines: int, out: FileOutcome) -> None:
+    """Search a whole decoded file held in memory (a UTF-16 file, or one with a BOM)."""
+    if q.literals is not None and not any(data.find(lit) >= 0 for lit in q.literals):
+        return
+    if q.multiline:
+        _multiline(data, len(data), q, mode, max_lines, out)
+    else:
+        _line_chunk(data, len(data), True, q, mode, max_lines, 0, out)
 
 
 def _match_spans(data: Any, end: int, final: bool, q: Query) -> Iterator[tuple[int, int]]:
