@@ -195,6 +195,11 @@ class Agent:
         if budget is not None:
             budget.cancel()
 
+    def _out_of_time(self, cancel: CancelToken) -> None:
+        """The deadline: stop as on an interrupt (subagents too), the reason being the deadline."""
+        self._stop_now(cancel, "deadline")
+        self.budget.cancel()
+
     def _stop_now(self, cancel: CancelToken, reason: str) -> None:
         cancel.cancel(reason)
         sandbox = self.dispatcher.ctx.sandbox
@@ -275,7 +280,7 @@ class Agent:
         # The deadline stops what runs now, as an interrupt does: the model
         # stream, and this agent's shell commands (their output so far kept).
         timer = threading.Timer(min(self.limits.deadline_s, max(0.0, self.budget.left_seconds())),
-                                self._stop_now, args=(cancel, "deadline"))
+                                self._out_of_time, args=(cancel,))
         timer.daemon = True
         run = _Run("r-" + secrets.token_hex(4), timer)
         self.run_id = self.dispatcher.gate.run_id = run.id  # approval events name their run

@@ -8,8 +8,10 @@ Backends (see ``docs/sandbox.md``):
 * :class:`BwrapSandbox` (``bwrap``): bubblewrap + Landlock + seccomp;
 * :class:`HostSandbox` (``host``): no isolation, only when set explicitly.
 
-:func:`open_sandbox` picks one from the config; :func:`check_backends` is what
-``abhed sandbox check`` prints.  Errors: :class:`SandboxError` (tree in
+:func:`open_sandbox` picks one from the config and returns the session's
+first :class:`AgentShell`; :func:`shell_for` gives each subagent a shell of
+its own in the same sandbox (its own working directory, commands and jobs).
+:func:`check_backends` is what ``abhed sandbox check`` prints.  Errors: :class:`SandboxError` (tree in
 ``appliance.sandbox._errors``).
 """
 
@@ -21,8 +23,10 @@ from appliance.sandbox._local import BwrapSandbox, HostSandbox
 from appliance.sandbox._microvm import MicroVM, VMImage
 from appliance.sandbox._open import open_sandbox
 from appliance.sandbox._settings import SandboxSettings
+from appliance.sandbox._shell import AgentShell, SessionSandbox, shell_for
 
 __all__ = [
+    "AgentShell",
     "BackendReport",
     "BwrapSandbox",
     "HostSandbox",
@@ -31,7 +35,9 @@ __all__ = [
     "SandboxError",
     "SandboxSettings",
     "SandboxUnavailable",
+    "SessionSandbox",
     "VMImage",
     "check_backends",
     "open_sandbox",
+    "shell_for",
 ]

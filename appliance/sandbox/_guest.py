@@ -25,23 +25,31 @@ Process lifecycle (every command, foreground or background):
   ``output_limited`` (an overflow, not a failure of the command);
 * the working directory the shell ends in is reported on a private pipe
   (an ``EXIT`` trap writes ``pwd -P`` to it), so the caller can carry the cwd
-  to the next call while shell state (variables, functions) does not carry.
+  to the next call while shell state (variables, functions) does not carry;
+* every command and job names its ``owner`` (the agent that ran it: a
+  session's parent agent or one of its subagents), so an interrupt or a
+  deadline stops only that agent's commands, and ``release`` ends only that
+  agent's background jobs, while all of them share one machine.
 
 Wire protocol (guest agent; one JSON object per line, UTF-8, both ways, over a
 virtio-serial port; requests carry an integer ``id`` the reply repeats)::
 
     -> {"id": 1, "op": "hello"}
     <- {"id": 1, "ok": true, "result": {"agent": "abhed-guest-agent",
-                                         "protocol": 1, "kernel": "6.1.0-...", "pid": 1}}
+                                         "protocol": 2, "kernel": "6.1.0-...", "pid": 1}}
     -> {"id": 2, "op": "run", "command": "make test", "cwd": "/ws", "env": {...},
-        "timeout_s": 120}
+        "timeout_s": 120, "owner": "s-..."}
     <- {"id": 2, "ok": true, "result": RUN}
-    -> {"id": 3, "op": "start", "command": "...", "cwd": "/ws", "env": {...}}
+    -> {"id": 3, "op": "start", "command": "...", "cwd": "/ws", "env": {...}, "owner": "s-..."}
     <- {"id": 3, "ok": true, "result": {"job_id": "job-1", "pid": 42}}
     -> {"id": 4, "op": "job", "job_id": "job-1", "offset": 0, "kill": false}
     <- {"id": 4, "ok": true, "result": JOB}
-    -> {"id": 5, "op": "shutdown"}
-    <- {"id": 5, "ok": true, "result": {}}          (then the VM powers off)
+    -> {"id": 5, "op": "interrupt", "owner": "s-..."}   (no owner: every command)
+    <- {"id": 5, "ok": true, "result": {"stopped": 1}}
+    -> {"id": 6, "op": "release", "owner": "s-..."}      (that owner's jobs are killed)
+    <- {"id": 6, "ok": true, "result": {"killed": 0}}
+    -> {"id": 7, "op": "shutdown"}
+    <- {"id": 7, "ok": true, "result": {}}          (then the VM powers off)
 
     RUN = {"exit_code": int|null, "signal": int|null, "timed_out": bool,
            "output_limited": bool, "head_b64": str, "tail_b64": str,
@@ -72,7 +80,8 @@ from typing import Any
 
 __all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
 
-PROTOCOL_VERSION = 1
+#: 2: commands and jobs name their owner (one shell per agent); ``release``.
+PROTOCOL_VERSION = 2
 AGENT_NAME = "abhed-guest-agent"
 
 Wrap = Callable[[list[str], str], list[str]]
@@ -172,8 +181,10 @@ class _Log:
 
 
 class _Job:
-    def __init__(self, job_id: str, proc: subprocess.Popen[bytes], log: _Log) -> None:
+    def __init__(self, job_id: str, proc: subprocess.Popen[bytes], log: _Log,
+                 owner: str = "") -> None:
         self.id = job_id
+        self.owner = owner
         self.proc = proc
         self.log = log
         self.killed = False
@@ -246,7 +257,7 @@ class Runner:
         self._jobs: dict[str, _Job] = {}
         self._next_job = 1
         self._lock = threading.Lock()
-        self._foreground: set[int] = set()  # process groups of running foreground commands
+        self._foreground: dict[int, str] = {}  # process group -> owner, of running commands
 
     # -- spawning ---------------------------------------------------------
     def _spawn(self, command: str, cwd: str, env: dict[str, str],
@@ -274,7 +285,8 @@ class Runner:
         proc.wait()
 
     # -- foreground -------------------------------------------------------
-    def run(self, command: str, cwd: str, env: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    def run(self, command: str, cwd: str, env: dict[str, str], timeout_s: float,
+            owner: str = "") -> dict[str, Any]:
         started = time.monotonic()
         cwd_r, cwd_w = os.pipe()
         try:
@@ -287,7 +299,7 @@ class Runner:
         assert proc.stdout is not None
         pgid = proc.pid
         with self._lock:
-            self._foreground.add(pgid)
+            self._foreground[pgid] = owner
 
         def on_limit() -> None:
             # Called from the reader thread: stop the group without waiting for
@@ -310,7 +322,7 @@ class Runner:
         if timed_out:
             self._stop(proc)
         with self._lock:
-            self._foreground.discard(pgid)
+            self._foreground.pop(pgid, None)
         # Anything the shell left behind in its group goes with it.
         _signal_group(proc.pid, signal.SIGKILL)
         if not cap.done.wait(2.0):
@@ -347,16 +359,16 @@ class Runner:
             **({"spill_path": spill_path} if spill_path else {}),
         }
 
-    def interrupt(self) -> int:
-        """Stop every running foreground command (the user interrupted the run).
+    def interrupt(self, owner: str | None = None) -> int:
+        """Stop the running foreground commands of ``owner`` (None: every one).
 
         SIGTERM to each command's process group now, SIGKILL after the grace
-        period; the waiting ``run`` then returns with the signal.  Background
-        jobs are left alone: they have their own handles.  Returns how many
-        commands were signalled.
+        period; the waiting ``run`` then returns with the signal, and the
+        output so far.  Background jobs are left alone: they have their own
+        handles.  Returns how many commands were signalled.
         """
         with self._lock:
-            groups = list(self._foreground)
+            groups = [g for g, o in self._foreground.items() if owner is None or o == owner]
         for pgid in groups:
             _signal_group(pgid, signal.SIGTERM)
             timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
@@ -365,14 +377,15 @@ class Runner:
         return len(groups)
 
     # -- background -------------------------------------------------------
-    def start(self, command: str, cwd: str, env: dict[str, str]) -> dict[str, Any]:
+    def start(self, command: str, cwd: str, env: dict[str, str],
+              owner: str = "") -> dict[str, Any]:
         proc = self._spawn(command, cwd, env, None)
         assert proc.stdout is not None
         log = _Log(self.job_log_bytes)
         with self._lock:
             job_id = f"job-{self._next_job}"
             self._next_job += 1
-            job = _Job(job_id, proc, log)
+            job = _Job(job_id, proc, log, owner)
             self._jobs[job_id] = job
         fd = proc.stdout.fileno()
 
@@ -427,13 +440,23 @@ class Runner:
     def jobs(self) -> list[str]:
         return sorted(self._jobs)
 
+    def release(self, owner: str) -> int:
+        """Kill ``owner``'s background jobs (that agent ended); returns how many were running."""
+        return self._kill([j for j in list(self._jobs.values()) if j.owner == owner])
+
     def close(self) -> None:
         """Kill every background job (jobs die with the session)."""
-        for job in list(self._jobs.values()):
+        self._kill(list(self._jobs.values()))
+
+    def _kill(self, jobs: list[_Job]) -> int:
+        running = 0
+        for job in jobs:
             if job.proc.poll() is None:
+                running += 1
                 job.killed = True
                 self._stop(job.proc)
             self._reap(job)
+        return running
 
 
 # -- the guest agent ------------------------------------------------------
@@ -490,20 +513,24 @@ class Server:
         if op == "hello":
             return {"agent": AGENT_NAME, "protocol": PROTOCOL_VERSION, "kernel": os.uname().release,
                     "pid": os.getpid()}
+        owner = str(req.get("owner") or "")
         if op == "run":
             return self.runner.run(str(req["command"]), str(req["cwd"]), dict(req["env"]),
-                                   float(req["timeout_s"]))
+                                   float(req["timeout_s"]), owner)
         if op == "start":
-            return self.runner.start(str(req["command"]), str(req["cwd"]), dict(req["env"]))
+            return self.runner.start(str(req["command"]), str(req["cwd"]), dict(req["env"]), owner)
         if op == "job":
             return self.runner.job(str(req["job_id"]), int(req.get("offset", 0)),
                                    bool(req.get("kill", False)))
         if op == "interrupt":
-            return {"stopped": self.runner.interrupt()}
+            return {"stopped": self.runner.interrupt(owner if "owner" in req else None)}
+        if op == "release":
+            return {"killed": self.runner.release(owner)}
         if op == "shutdown":
             self.runner.close()
             return {}
-        raise ValueError(f"unknown op {op!r}; ops: hello, run, start, job, interrupt, shutdown")
+        raise ValueError(f"unknown op {op!r}; ops: hello, run, start, job, interrupt, release, "
+                         "shutdown")
 
     def loop(self) -> None:
         buf = b""

@@ -87,17 +87,21 @@ class _RunnerSandbox:
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         return base_env(self.settings, env, self._home)
 
-    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float) -> ShellRun:
-        return to_run(self._runner.run(command, cwd, self._env(env), timeout_s))
+    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
+            owner: str = "") -> ShellRun:
+        return to_run(self._runner.run(command, cwd, self._env(env), timeout_s, owner))
 
-    def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
-        return str(self._runner.start(command, cwd, self._env(env))["job_id"])
+    def start(self, command: str, *, cwd: str, env: Mapping[str, str], owner: str = "") -> str:
+        return str(self._runner.start(command, cwd, self._env(env), owner)["job_id"])
 
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
         return to_job(self._runner.job(job_id, offset, kill))
 
-    def interrupt(self) -> None:
-        self._runner.interrupt()
+    def interrupt(self, owner: str | None = None) -> None:
+        self._runner.interrupt(owner)
+
+    def release(self, owner: str) -> None:
+        self._runner.release(owner)
 
     def close(self) -> None:
         if not self._closed:

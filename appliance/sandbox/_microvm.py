@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +144,14 @@ class _Guest:
         self.vfsd: subprocess.Popen[bytes] | None = None
         self.qemu: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
-        self.buf = b""
         self.next_id = 0
-        self.lock = threading.Lock()
-        self.send_lock = threading.Lock()  # writes only: notify() may send while request() waits
+        self.lock = threading.Lock()  # the waiting table and the id counter
+        self.send_lock = threading.Lock()  # one writer at a time on the channel
+        # Requests are answered concurrently and out of order (the agent serves each in a
+        # thread), so a reader thread hands each reply to the request waiting for its id:
+        # a subagent's `sleep 30` does not hold up its sibling's `ls`.
+        self._waiting: dict[int, _Reply] = {}
+        self._lost = False  # the channel closed: every waiting request fails
         self.hello: dict[str, Any] = {}
         started = time.monotonic()
         try:
@@ -227,6 +231,8 @@ class _Guest:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 sock.connect(agent_sock)
                 self.sock = sock
+                threading.Thread(target=self._read_replies, args=(sock,), name="abhed-vm-replies",
+                                 daemon=True).start()
                 break
             except OSError:
                 sock.close()
@@ -267,27 +273,61 @@ class _Guest:
             raise SandboxCrashed(f"the session VM ({self.accel}) stopped; console:\n"
                                  f"{self._log_tail('console.log')}\nA new one starts on the next call.")
 
-    def notify(self, op: str) -> None:
-        """Send a request without waiting (``request`` may hold the channel meanwhile).
+    def notify(self, op: str, **fields: Any) -> None:
+        """Send a request without waiting for its reply (an interrupt, from another thread).
 
-        Its reply carries an id nobody waits for and is skipped by ``request``.
+        Its reply carries an id nobody waits for, and the reader drops it.
         """
         if self.sock is None:
             return
-        line = json.dumps({"id": f"notify-{op}", "op": op}, separators=(",", ":")) + "\n"
+        line = json.dumps({"id": f"notify-{op}", "op": op, **fields}, separators=(",", ":")) + "\n"
         with self.send_lock:
             try:
                 self.sock.sendall(line.encode())
             except OSError:
                 pass  # the VM is gone: nothing left to interrupt
 
+    def _read_replies(self, sock: socket.socket) -> None:
+        """Hand each reply line to the request waiting for its id, until the channel closes."""
+        buf = b""
+        while True:
+            try:
+                chunk = sock.recv(1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                try:
+                    reply = json.loads(raw)
+                except ValueError:
+                    continue
+                rid = reply.get("id") if isinstance(reply, dict) else None
+                with self.lock:
+                    waiter = self._waiting.get(rid) if isinstance(rid, int) else None
+                if waiter is not None:  # else a notify's, or an abandoned request's
+                    waiter.reply = reply
+                    waiter.done.set()
+        with self.lock:
+            self._lost = True
+            waiters = list(self._waiting.values())
+        for waiter in waiters:
+            waiter.done.set()
+
     def request(self, op: str, *, wait_s: float, **fields: Any) -> dict[str, Any]:
         """Send one request, wait for its reply (``TimeoutError`` if none in time)."""
+        self._alive()
+        assert self.sock is not None
+        waiter = _Reply()
         with self.lock:
-            self._alive()
-            assert self.sock is not None
+            if self._lost:
+                raise SandboxCrashed("the guest agent closed its channel")
             self.next_id += 1
             rid = self.next_id
+            self._waiting[rid] = waiter
+        try:
             line = json.dumps({"id": rid, "op": op, **fields}, separators=(",", ":")) + "\n"
             try:
                 with self.send_lock:
@@ -295,34 +335,21 @@ class _Guest:
             except OSError as exc:
                 raise SandboxCrashed(f"lost the guest agent ({exc})") from None
             deadline = time.monotonic() + wait_s
-            while True:
-                while b"\n" in self.buf:
-                    raw, self.buf = self.buf.split(b"\n", 1)
-                    try:
-                        reply = json.loads(raw)
-                    except ValueError:
-                        continue
-                    if not isinstance(reply, dict) or reply.get("id") != rid:
-                        continue  # a reply to an earlier, abandoned request
-                    if not reply.get("ok"):
-                        raise _AgentRefused(str(reply.get("error")))
-                    result = reply.get("result")
-                    return result if isinstance(result, dict) else {}
-                left = deadline - time.monotonic()
-                if left <= 0:
+            while not waiter.done.wait(max(0.0, min(deadline - time.monotonic(), 0.5))):
+                self._alive()
+                if time.monotonic() >= deadline:
                     raise TimeoutError(f"no reply to {op} in {wait_s:.0f}s")
-                self.sock.settimeout(min(left, 0.5))
-                try:
-                    chunk = self.sock.recv(1 << 20)
-                except TimeoutError:
-                    self._alive()
-                    continue
-                except OSError as exc:
-                    raise SandboxCrashed(f"lost the guest agent ({exc})") from None
-                if not chunk:
-                    self._alive()
-                    raise SandboxCrashed("the guest agent closed its channel")
-                self.buf += chunk
+        finally:
+            with self.lock:
+                self._waiting.pop(rid, None)
+        reply = waiter.reply
+        if reply is None:  # woken because the channel closed
+            self._alive()
+            raise SandboxCrashed("the guest agent closed its channel")
+        if not reply.get("ok"):
+            raise _AgentRefused(str(reply.get("error")))
+        result = reply.get("result")
+        return result if isinstance(result, dict) else {}
 
     def stop(self) -> None:
         if self.sock is not None and self.qemu is not None and self.qemu.poll() is None:
@@ -340,6 +367,14 @@ class _Guest:
 
 class _AgentRefused(Exception):
     pass
+
+
+@dataclass
+class _Reply:
+    """One request waiting for its reply."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict[str, Any] | None = None
 
 
 def _rust_virtiofsd(path: str) -> bool:
@@ -501,31 +536,38 @@ class MicroVM:
     def _env(self, env: Mapping[str, str]) -> dict[str, str]:
         return base_env(self.settings, env, "/root")
 
-    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float) -> ShellRun:
+    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
+            owner: str = "") -> ShellRun:
         guest = self.boot()
         wait = timeout_s + self.settings.kill_grace_s + 30
         try:
             raw = guest.request("run", wait_s=wait, command=command, cwd=cwd,
-                                env=self._env(env), timeout_s=timeout_s)
+                                env=self._env(env), timeout_s=timeout_s, owner=owner)
         except TimeoutError as exc:
             raise SandboxCrashed(f"the guest agent stopped answering ({exc})") from None
         except _AgentRefused as exc:
             raise ValueError(str(exc)) from None
         return to_run(raw)
 
-    def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
+    def start(self, command: str, *, cwd: str, env: Mapping[str, str], owner: str = "") -> str:
         guest = self.boot()
         try:
             raw = guest.request("start", wait_s=30, command=command, cwd=cwd,
-                                env=self._env(env))
+                                env=self._env(env), owner=owner)
         except _AgentRefused as exc:
             raise ValueError(str(exc)) from None
         return str(raw["job_id"])
 
-    def interrupt(self) -> None:
+    def interrupt(self, owner: str | None = None) -> None:
         guest = self._guest
         if guest is not None:
-            guest.notify("interrupt")
+            guest.notify("interrupt", **({} if owner is None else {"owner": owner}))
+
+    def release(self, owner: str) -> None:
+        guest = self._guest
+        if guest is not None and guest.qemu is not None and guest.qemu.poll() is None:
+            with contextlib.suppress(SandboxCrashed, TimeoutError, _AgentRefused):
+                guest.request("release", wait_s=self.settings.kill_grace_s + 30, owner=owner)
 
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
         if self._guest is None:

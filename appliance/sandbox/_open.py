@@ -11,7 +11,7 @@ from appliance.sandbox._errors import SandboxUnavailable
 from appliance.sandbox._local import BwrapSandbox, HostSandbox
 from appliance.sandbox._microvm import MicroVM, VMImage
 from appliance.sandbox._settings import SandboxSettings
-from tools import ShellSandbox
+from appliance.sandbox._shell import AgentShell, SessionSandbox
 
 __all__ = ["image_dir", "open_sandbox"]
 
@@ -22,17 +22,25 @@ def image_dir(settings: SandboxSettings) -> Path:
 
 def open_sandbox(workspace: str | os.PathLike[str],
                  settings: SandboxSettings | None = None, *,
-                 on_fallback: Callable[[str], None] | None = None) -> ShellSandbox:
-    """The sandbox for one session (a microVM starts booting now, in the background,
-    unless ``boot_at_open`` is off; then it boots on its first command).
+                 on_fallback: Callable[[str], None] | None = None,
+                 owner: str = "") -> AgentShell:
+    """The sandbox for one session, as its first agent's shell (``owner``, e.g. the session id).
+
+    A microVM starts booting now, in the background, unless ``boot_at_open``
+    is off; then it boots on its first command.  Subagents get shells of
+    their own in it (:func:`shell_for`).
 
     ``auto`` picks the microVM when an image is installed, else bubblewrap,
     and tells ``on_fallback`` why (the doors say it, the event log records
     it); it never falls back to ``host``.  Close it when the session ends:
     that kills its background jobs and stops the VM.
     """
-    settings = settings or SandboxSettings()
-    ws = os.fspath(workspace)
+    return AgentShell(_backend(os.fspath(workspace), settings or SandboxSettings(), on_fallback),
+                      owner)
+
+
+def _backend(ws: str, settings: SandboxSettings,
+             on_fallback: Callable[[str], None] | None) -> SessionSandbox:
     if settings.backend == "host":
         return HostSandbox(ws, settings)
     if settings.backend == "bwrap":

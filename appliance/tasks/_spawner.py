@@ -30,6 +30,7 @@ from appliance.loop import (
     build_system_prompt,
     tool_specs,
 )
+from appliance.sandbox import shell_for
 from appliance.sessions import ArtifactStore
 from appliance.tasks._ledger import AgentLedger, TreeLedger
 from appliance.tasks._profiles import PROFILE_PROMPTS, child_tools
@@ -137,6 +138,9 @@ class Subagents:
         try:
             outcome = child.run(args.prompt, budget=reserved)
         finally:
+            shell = child.dispatcher.ctx.sandbox
+            if shell is not None and shell is not parent.dispatcher.ctx.sandbox:
+                shell.close()  # the child's background jobs end with it
             spent = {"turns": reserved.spent_turns, "tokens": reserved.spent_tokens,
                      "seconds": round(time.monotonic() - started, 3)}
             reserved.release()
@@ -172,7 +176,8 @@ class Subagents:
         ctx = ToolContext(
             workspace=pctx.workspace, settings=pctx.settings,
             ledger=AgentLedger(session, self.tree, label),
-            sandbox=pctx.sandbox if "bash" in tools else None,
+            # Its own shell in the session's sandbox: a `cd` here moves no one else.
+            sandbox=shell_for(pctx.sandbox, session.id) if "bash" in tools else None,
             sandbox_problem=pctx.sandbox_problem,
             artifacts=ArtifactStore.beside(session.store.path, session.id))
         dispatcher: Dispatcher = Dispatcher(session, tools, ctx, _child_gate(parent, tools))

@@ -299,3 +299,34 @@ def test_cli_sandbox_check_fails_when_the_configured_backend_cannot_run(abhed_ho
     result = CliRunner().invoke(main, ["sandbox", "check", "--no-boot"])
     assert result.exit_code == 1
     assert "FAIL microvm" in result.output
+
+
+def test_agent_interrupt_with_an_owner_stops_only_that_owners_command(
+        agent: AgentPeer, tmp_path: Path) -> None:
+    # One shell per agent: a subagent's deadline stops its own command, never its sibling's.
+    env = {"PATH": "/usr/bin:/bin"}
+    agent.send_raw((json.dumps({"id": 1, "op": "run", "owner": "child-a", "env": env,
+                                "command": "echo started-a; touch a.ready; sleep 30; echo after",
+                                "cwd": str(tmp_path), "timeout_s": 60}) + "\n").encode())
+    agent.send_raw((json.dumps({"id": 2, "op": "run", "owner": "child-b", "env": env,
+                                "command": "touch b.ready; sleep 1.5; echo done-b",
+                                "cwd": str(tmp_path), "timeout_s": 60}) + "\n").encode())
+    wait_for(lambda: (tmp_path / "a.ready").exists() and (tmp_path / "b.ready").exists(), 20,
+             what="both commands to start")
+    agent.send_raw(b'{"id": 3, "op": "interrupt", "owner": "child-a"}\n')
+    replies = {r["id"]: r for r in (agent.reply(), agent.reply(), agent.reply())}
+    assert replies[3]["result"] == {"stopped": 1}
+    a, b = replies[1]["result"], replies[2]["result"]
+    assert a["signal"] == 15 and base64.b64decode(a["head_b64"]) == b"started-a\n"  # output kept
+    assert b["exit_code"] == 0 and base64.b64decode(b["head_b64"]) == b"done-b\n"
+
+
+def test_agent_release_ends_only_that_owners_jobs(agent: AgentPeer, tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    mine = agent.call(id=1, op="start", owner="child", command="sleep 300", cwd=str(tmp_path),
+                      env=env)["result"]["job_id"]
+    theirs = agent.call(id=2, op="start", owner="parent", command="sleep 300", cwd=str(tmp_path),
+                        env=env)["result"]["job_id"]
+    assert agent.call(id=3, op="release", owner="child")["result"] == {"killed": 1}
+    assert agent.call(id=4, op="job", job_id=mine)["result"]["state"] == "killed"
+    assert agent.call(id=5, op="job", job_id=theirs)["result"]["state"] == "running"

@@ -1,0 +1,124 @@
+"""One shell per agent in the session's sandbox: a working directory, jobs and commands of its own.
+
+A session's agents (the parent and each subagent) share one sandbox: the
+same machine, the same workspace, the same ``/tmp``.  What a person would
+call "my shell" is each agent's own, so one cannot move or stop another:
+
+* the **working directory**: a subagent's ``cd childdir`` moves neither its
+  parent's next ``pwd`` nor a sibling's (each agent's shell starts in the
+  workspace root and carries its own ``cd`` from call to call);
+* its **running commands**: an interrupt, a cancelled parent or a deadline
+  stops this agent's commands (their output so far is kept), never a
+  sibling's;
+* its **background jobs**: a job id belongs to the agent that started it (a
+  sibling's id is "unknown"), and the jobs end when that agent's shell is
+  released, or with the session.
+
+The environment is the same for every agent and fresh for every command:
+environment variables never carry from one call to the next (docs/tools.md).
+
+:class:`AgentShell` implements :class:`tools.ShellSandbox` over a
+:class:`SessionSandbox` backend (microVM, bubblewrap, host), naming its
+owner on every command so the backend can tell the agents apart.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Mapping
+from typing import Protocol, cast
+
+from tools import JobOutput, ShellRun, ShellSandbox
+
+__all__ = ["AgentShell", "SessionSandbox", "shell_for"]
+
+
+class SessionSandbox(Protocol):
+    """A sandbox backend that several agents' shells share; each call names its owner."""
+
+    backend: str
+    workspace: str
+
+    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
+            owner: str = "") -> ShellRun: ...
+
+    def start(self, command: str, *, cwd: str, env: Mapping[str, str], owner: str = "") -> str: ...
+
+    def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput: ...
+
+    def interrupt(self, owner: str | None = None) -> None: ...
+
+    def release(self, owner: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class AgentShell:
+    """One agent's shell (``tools.ShellSandbox``); :meth:`for_agent` makes a subagent's.
+
+    The first shell of a session owns the sandbox: closing it closes the
+    sandbox.  A subagent's shell only ends its own jobs when it closes.
+    """
+
+    def __init__(self, sandbox: SessionSandbox, owner: str = "", *, owns_sandbox: bool = True,
+                 ) -> None:
+        self.sandbox = sandbox
+        self.owner = owner or "agent-" + secrets.token_hex(4)
+        self.backend = sandbox.backend
+        self.workspace = sandbox.workspace
+        self.cwd = sandbox.workspace
+        self._owns_sandbox = owns_sandbox
+        self._jobs: list[str] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def for_agent(self, owner: str) -> AgentShell:
+        """A shell for another agent of this session (a subagent): same sandbox, its own state."""
+        return AgentShell(self.sandbox, owner, owns_sandbox=False)
+
+    # -- tools.ShellSandbox ------------------------------------------------------
+    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float) -> ShellRun:
+        return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s, owner=self.owner)
+
+    def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
+        job_id = self.sandbox.start(command, cwd=cwd, env=env, owner=self.owner)
+        with self._lock:
+            self._jobs.append(job_id)
+        return job_id
+
+    def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
+        with self._lock:
+            mine = job_id in self._jobs
+            known = ", ".join(self._jobs) or "none"
+        if not mine:
+            raise KeyError(f"no background job {job_id!r} in this agent's shell (jobs: {known})")
+        return self.sandbox.job(job_id, offset=offset, kill=kill)
+
+    def interrupt(self) -> None:
+        """Stop this agent's running command (the agent was interrupted or ran out of time)."""
+        self.sandbox.interrupt(self.owner)
+
+    def close(self) -> None:
+        """The agent is done: its background jobs end (and the sandbox, for the session's own)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_sandbox:
+            self.sandbox.close()
+        else:
+            self.sandbox.release(self.owner)
+
+
+def shell_for(sandbox: ShellSandbox | None, owner: str) -> ShellSandbox | None:
+    """The shell a subagent named ``owner`` gets in the session's ``sandbox`` (None: none).
+
+    Its own working directory, commands and jobs (:class:`AgentShell`); a
+    sandbox that cannot tell agents apart (a test double) is shared as it is.
+    """
+    if isinstance(sandbox, AgentShell):
+        return sandbox.for_agent(owner)
+    if sandbox is not None and callable(getattr(sandbox, "release", None)):
+        return AgentShell(cast(SessionSandbox, sandbox), owner, owns_sandbox=False)
+    return sandbox
