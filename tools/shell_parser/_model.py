@@ -48,6 +48,17 @@ class Word:
                 return True
         return False
 
+    def computed_where(self, mark: str) -> Word:
+        """This word with each ``mark`` in it computed (``{}`` filled in by find or xargs)."""
+        if mark not in self.text:
+            return self
+        mask = list(self.mask)
+        start = self.text.find(mark)
+        while start >= 0:
+            mask[start:start + len(mark)] = "x" * len(mark)
+            start = self.text.find(mark, start + len(mark))
+        return Word(self.text, self.raw, "".join(mask), self.quoted, self.procsub)
+
     @staticmethod
     def literal(text: str) -> Word:
         """A word with no expansions (what a wrapper such as ``env -S`` or an alias spells)."""

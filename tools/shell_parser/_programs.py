@@ -229,6 +229,8 @@ INTERPRETERS: dict[str, Interp] = {
     "gdb": _interp("gdb", "-ex --eval-command -iex --init-eval-command", "-x --command -p --pid "
                    "-cd --directory -s --symbols -e --exec -se -c --core", cluster=False,
                    stdin=False),
+    "jrunscript": _interp("JavaScript", "-e", "-cp -classpath -l -f", stdin=False),
+    "jjs": _interp("JavaScript", "", "-cp -classpath"),
     "emacs": _interp("Emacs Lisp", "--eval -eval --execute", "-l --load -f --funcall -L "
                      "--directory --insert --chdir -t --terminal", cluster=False, stdin=False),
 }
@@ -363,22 +365,10 @@ def _find(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
             u = words[j].text
             if u == ";" or (u == "+" and cmd and cmd[-1].text.endswith("{}")):
                 break
-            cmd.append(_mark_placeholder(words[j], "{}"))
+            cmd.append(words[j].computed_where("{}"))
             j += 1
         ctx.command(cmd, f"the command of find {t}", computed=True)
         k = j + 1
-
-
-def _mark_placeholder(w: Word, mark: str) -> Word:
-    if mark not in w.text:
-        return w
-    mask = list(w.mask)
-    start = w.text.find(mark)
-    while start >= 0:
-        for i in range(start, start + len(mark)):
-            mask[i] = "x"
-        start = w.text.find(mark, start + len(mark))
-    return Word(w.text, w.raw, "".join(mask), w.quoted, w.procsub)
 
 
 _SED = opts("-e --expression -f --file -l --line-length", "-n --quiet --silent -E -r "
@@ -616,6 +606,68 @@ def _crontab(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
             ctx.script(fields[-1], "a job crontab installs")
 
 
+def _option_values(words: list[Word], names: tuple[str, ...]) -> list[tuple[str, Word]]:
+    """``--opt=VALUE``, ``--opt VALUE`` and ``-oVALUE`` for the given spellings, anywhere."""
+    found: list[tuple[str, Word]] = []
+    for k, w in enumerate(words[1:], start=1):
+        t = w.text
+        if t == "--":
+            break
+        for name in names:
+            if t == name and k + 1 < len(words):
+                found.append((name, words[k + 1]))
+            elif name.startswith("--") and t.startswith(name + "="):
+                off = len(name) + 1
+                found.append((name, Word(t[off:], w.raw, w.mask[off:])))
+            elif len(name) == 2 and t.startswith(name) and len(t) > 2 and not t.startswith("--"):
+                found.append((name, Word(t[2:], w.raw, w.mask[2:])))
+    return found
+
+
+def _tar(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+    """tar runs commands: ``--to-command``, ``--checkpoint-action=exec=``, ``-I PROG``."""
+    for name, value in _option_values(words, ("--to-command", "--checkpoint-action",
+                                              "--use-compress-program", "-I", "--rsh-command")):
+        if name == "--checkpoint-action":
+            if value.text.startswith("exec="):
+                ctx.script(Word(value.text[5:], value.raw, value.mask[5:]),
+                           "the checkpoint action of tar")
+        elif name == "--to-command":
+            ctx.script(value, "the command of tar --to-command")
+        else:
+            ctx.script(value, f"the program of tar {name}")
+
+
+def _zip(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+    for name, value in _option_values(words, ("-TT", "--unzip-command")):
+        ctx.script(value, f"the test command of zip {name}")
+
+
+def _rsync(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+    for name, value in _option_values(words, ("-e", "--rsh", "--rsync-path")):
+        ctx.script(value, f"the command of rsync {name}")
+
+
+def _socat(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+    """socat's ``EXEC:`` and ``SYSTEM:`` addresses run a program or a shell command."""
+    for w in words[1:]:
+        head, colon, rest = w.text.partition(":")
+        if not colon:
+            continue
+        tail = Word(rest.split(",")[0], w.raw, w.mask[len(head) + 1:][:len(rest.split(",")[0])])
+        if head.lower() == "system":
+            ctx.script(tail, "the SYSTEM address of socat")
+        elif head.lower() == "exec":
+            ctx.script(tail, "the EXEC address of socat")
+
+
+def _rpm(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+    """``rpm --eval`` expands macros, and ``%(...)`` and ``%{lua:...}`` run code."""
+    for _, value in _option_values(words, ("--eval", "-E")):
+        if "%(" in value.text or "lua:" in value.text:
+            ctx.opaque("rpm --eval (macros that run commands)", value.text)
+
+
 def _prompt_expansions(text: str, ctx: Ctx, label: str) -> None:
     """Command substitutions in a value the shell expands later (PS4, PS1, PROMPT_COMMAND)."""
     Lexer(text, lambda inner: ctx.script(inner, label)).scan_expansions(text)
@@ -634,7 +686,9 @@ HANDLERS: dict[str, Handler] = {
     **{name: _vim for name in _VIM}, "ed": _ed, "red": _ed,
     **{name: _pager for name in ("less", "more", "most", "man")},
     **{name: _db for name in ("sqlite3", "psql", "mysql", "mariadb")},
-    "at": _at, "batch": _at, "crontab": _crontab,
+    "at": _at, "batch": _at, "crontab": _crontab, "tar": _tar, "gtar": _tar, "bsdtar": _tar,
+    "zip": _zip, "rsync": _rsync, "socat": _socat, "rpm": _rpm,
+    "jrunscript": _interpreter, "jjs": _interpreter,
 }
 
 

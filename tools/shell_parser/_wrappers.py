@@ -145,6 +145,12 @@ WRAPPERS: dict[str, Wrapper] = {
     "sccache": Wrapper(opts(stops="-s --show-stats -z --zero-stats --start-server --stop-server "
                                   "--dist-status --dist-auth " + _HELP)),
     "distcc": Wrapper(opts(stops="-j --show-hosts --show-principal " + _HELP)),
+    "linux32": Wrapper(opts(flags=None, stops=_HELP)),
+    "linux64": Wrapper(opts(flags=None, stops=_HELP)),
+    "rlwrap": Wrapper(opts("-a -b -C -D -e -f -g -H -l -O -p -P -q -s -S -t -w -z", None, _HELP)),
+    "logsave": Wrapper(opts(flags="-a -v"), positionals=1),
+    "cpulimit": Wrapper(opts("-l --limit -p --pid -e --exe", "-z --lazy -i --include-children "
+                             "-v --verbose -q --quiet -k --kill -r --restore", "-h --help")),
     "gosu": Wrapper(opts(), positionals=1),
     "su-exec": Wrapper(opts(), positionals=1),
     "setuidgid": Wrapper(opts(), positionals=1),
@@ -214,8 +220,29 @@ _PARALLEL = opts("-j --jobs -P --max-procs -S --sshlogin --joblog -a --arg-file 
                  None, "--version --help --number-of-cpus --number-of-cores --citation")
 
 
+_LOADER = opts("--library-path --preload --argv0 --audit --inhibit-rpath", None, "--list --verify "
+               "--help --version --list-tunables --list-diagnostics")
+
+
+def _setarch(words: list[Word]) -> Peeled:
+    """``setarch ARCH [options] [PROGRAM [ARG]...]``: the options follow the architecture."""
+    if len(words) < 2 or words[1].text.startswith("-"):
+        return Peeled()
+    sc = scan(words, opts(flags=None, stops="--list " + _HELP), 2)
+    return Peeled(words=words[sc.operand:] if sc.stopped is None else [], unknown=sc.unknown)
+
+
+def _loader(words: list[Word]) -> Peeled:
+    """The dynamic loader run by hand (``/lib64/ld-linux-x86-64.so.2 /bin/rm -rf x``) runs
+    the program that follows its options."""
+    sc = scan(words, _LOADER, 1)
+    return Peeled(words=words[sc.operand:] if sc.stopped is None else [], unknown=sc.unknown)
+
+
 def peel(name: str, words: list[Word]) -> Peeled | None:
     """What the wrapper ``words[0]`` (base name ``name``) runs; ``None`` if ``name`` is no wrapper."""
+    if name.startswith(("ld-linux", "ld.so", "ld64.so", "ld-musl")):
+        return _loader(words)
     special = _SPECIAL.get(name)
     if special is not None:
         return special(words)
@@ -266,20 +293,9 @@ def _xargs_replace(cmd: list[Word], sc: Scan) -> list[Word]:
         if any(m and m in w.text for m in marks):
             for m in marks:
                 if m:
-                    w = _computed_piece(w, m)
+                    w = w.computed_where(m)
         out.append(w)
     return out
-
-
-def _computed_piece(w: Word, mark: str) -> Word:
-    """Mark each occurrence of ``mark`` in ``w`` as computed (a value only known at run time)."""
-    mask = list(w.mask)
-    start = w.text.find(mark)
-    while start >= 0:
-        for k in range(start, start + len(mark)):
-            mask[k] = "x"
-        start = w.text.find(mark, start + len(mark))
-    return Word(w.text, w.raw, "".join(mask), w.quoted, w.procsub)
 
 
 def _env(words: list[Word]) -> Peeled:
@@ -539,7 +555,7 @@ def _parallel(words: list[Word]) -> Peeled:
 _SPECIAL: dict[str, Callable[[list[Word]], Peeled]] = {
     "env": _env, "npm": _npm, "mise": _mise, "nix": _nix, "cmake": _cmake, "bwrap": _bwrap,
     "parallel": _parallel, "sem": _parallel,
-    "flock": _flock, "su": _su, "runuser": _su, "sg": _sg, "npx": _npx,
+    "setarch": _setarch, "flock": _flock, "su": _su, "runuser": _su, "sg": _sg, "npx": _npx,
     "script": _string_option("script", _SCRIPT),
     "nix-shell": _string_option("nix-shell", _NIX_SHELL),
 }
