@@ -23,6 +23,8 @@ from tools.glob import Glob
 from tools.grep import Grep
 from tools.read import Read
 
+pytestmark = pytest.mark.slow  # real rg and git as oracles (about 4 s)
+
 RG = os.path.join(os.path.dirname(sys.executable), "rg")
 
 
