@@ -38,6 +38,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import BinaryIO
 
+from foundation import digest_file
+
 from ._errors import BundleError, SpecError
 from ._manifest import (
     FORMAT,
@@ -111,18 +113,6 @@ class _Prepared:
     member: Member
     path: Path  # where the stored bytes are (the input, or its compressed copy)
     ours: bool = False  # a work file this build wrote (and hashed as it wrote it)
-
-
-def _sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-            if progress is not None:
-                progress(len(chunk))
-    return h.hexdigest(), size
 
 
 def _resolve(base: Path, rel: str, what: str) -> Path:
@@ -271,7 +261,7 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
     for wheel in sorted(house.glob("*.whl")):
         name, ver, lic = _wheel_info(wheel)
         key = normalize(name)
-        digest, wheel_size = _sha256_file(wheel)
+        digest, wheel_size = digest_file(wheel)
         locked = lock.get(key)
         if locked is None:
             raise SpecError(f"{wheel.name} is in the wheelhouse but not in the lock file: "
@@ -408,7 +398,7 @@ def _prepare(spec: BuildSpec, source: _Source, work: Path, index: int,
         content_sha, content_size = source.known
         tick(content_size)
     else:
-        content_sha, content_size = _sha256_file(source.path, tick)
+        content_sha, content_size = digest_file(source.path, tick)
     member = Member(name=source.member, size=content_size, sha256=content_sha,
                     compression="none", content_size=content_size, content_sha256=content_sha)
     return _Prepared(member, source.path)
@@ -494,7 +484,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             if source.member in prepared or source.member in references:
                 raise SpecError(f"two inputs would both be stored as {source.member!r}")
             if carried and source.member in model_files:
-                sha, size = _sha256_file(source.path, tick("hash"))
+                sha, size = digest_file(source.path, tick("hash"))
                 hit = carried.get(sha)
                 if hit is not None and hit[0] == size:
                     references[source.member] = Reference(
@@ -526,7 +516,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         members = [Member(name=SBOM_NAME, size=len(sbom), sha256=sbom_sha, compression="none",
                           content_size=len(sbom), content_sha256=sbom_sha)]
         members += [prepared[s.member].member for s in sources if s.member in prepared]
-        spec_sha, _ = _sha256_file(spec_path)
+        spec_sha = digest_file(spec_path).sha256
         if spec.site is not None and site_bytes is not None:
             # Every path the settings name inside the release's bundle/ must be carried.
             check_carried(json.loads(site_bytes), release_dir(spec.site.prefix, spec.version),

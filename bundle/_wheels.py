@@ -46,6 +46,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from foundation import digest_file
+
 from ._errors import SpecError
 from ._spec import normalize
 
@@ -278,7 +280,7 @@ def _choose(pin: str, python: str, plats: Sequence[str], index_url: str,
     best = min(candidates, key=lambda c: c[0])[1]
     if isinstance(best, Path):
         return LockedWheel(name=key, version=version, filename=best.name,
-                           url=best.resolve().as_uri(), sha256=_sha256(best),
+                           url=best.resolve().as_uri(), sha256=digest_file(best).sha256,
                            size=best.stat().st_size)
     return best
 
@@ -303,14 +305,6 @@ def select_files(pins: Sequence[str], *, python: str, arch: str, glibc: str, say
 def lock_text(wheels: Sequence[LockedWheel]) -> str:
     """pip's hash-locked requirements, the format a bundle's ``[wheelhouse] lock`` checks."""
     return "".join(f"{w.name}=={w.version} --hash=sha256:{w.sha256}\n" for w in wheels)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _download(w: LockedWheel, blobs: Path) -> None:

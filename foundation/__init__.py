@@ -15,7 +15,8 @@ Public surface:
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
 * :func:`digest_file` (SHA-256 and size, streamed);
-* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers);
+* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
+  :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
 * the errors::
 
@@ -38,11 +39,12 @@ from foundation._documents import (
 )
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._paths import is_within
-from foundation._process import terminate_group
+from foundation._process import OFFLINE_ENV, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
     "CHUNK_BYTES",
+    "OFFLINE_ENV",
     "DocumentError",
     "FileDigest",
     "FileMissing",

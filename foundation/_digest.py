@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = ["CHUNK_BYTES", "FileDigest", "digest_file"]
 
 CHUNK_BYTES = 1 << 20  # large enough that hashing, not the read calls, is the cost
 
 
-@dataclass(frozen=True)
-class FileDigest:
-    """What was hashed: the hex SHA-256 and the number of bytes it covers."""
+class FileDigest(NamedTuple):
+    """What was hashed: the hex SHA-256 and the number of bytes it covers (unpacks as a pair)."""
 
     sha256: str
     size: int

@@ -1,4 +1,4 @@
-"""Ending a child and everything it started: the one way every package does it.
+"""Children: the environment that keeps them offline, and ending one with all it started.
 
 Children that may start their own (a shell, vLLM and its workers, an extension,
 a service's health check) are started with ``start_new_session=True``, so the
@@ -14,7 +14,19 @@ import os
 import signal
 import subprocess
 
-__all__ = ["terminate_group"]
+__all__ = ["OFFLINE_ENV", "terminate_group"]
+
+# What a child that may load models or phone home (vLLM, transformers, the agent
+# the installer probes) gets, so that it never tries to reach a hub or send usage
+# statistics: the appliance works with no route out (DESIGN, contract 9).
+OFFLINE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "DO_NOT_TRACK": "1",
+}
 
 
 def terminate_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s: float = 10.0,

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from foundation import FoundationError, load_document
+from foundation import FoundationError, is_within, load_document
 
 from ._errors import StepFailed
 
@@ -131,7 +131,7 @@ def expand(argv: tuple[str, ...], values: Mapping[str, str], *, release: Path,
     # The program's directory is resolved (venv/bin/python is a link to the host's CPython,
     # and that is allowed); the name itself must be the release's.
     where = os.path.realpath(program.parent)
-    if where != root and not where.startswith(root + os.sep):
+    if not is_within(where, root):
         raise StepFailed(f"{what}: program {out[0]} is outside the release {release}; the "
                          "installer only runs commands that the release itself carries")
     return out

@@ -34,10 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation import terminate_group
+
 from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor, load_descriptor
 from ._errors import GateFailed
 from ._layout import Layout
-from ._proc import child_env, kill_group, run, tail
+from ._proc import child_env, run, tail
 
 __all__ = ["GateStep", "free_port", "loopback_get", "release_descriptor", "run_gate"]
 
@@ -264,5 +266,5 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
         steps.append(step)
         on_step(f"capability probe: {step.detail}")
     finally:
-        kill_group(proc)
+        terminate_group(proc)
     return steps

@@ -20,21 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+import foundation
+from foundation import terminate_group
+
 from ._errors import Interrupted
 
-__all__ = ["OFFLINE_ENV", "Completed", "child_env", "handle_signals", "kill_group", "run",
-           "signals_blocked"]
+__all__ = ["OFFLINE_ENV", "Completed", "child_env", "handle_signals", "run", "signals_blocked"]
 
-# The model server and the agent must not try to reach a hub or phone home.
-# models._serve.OFFLINE_ENV is the twin (installer may not import models);
-# tests/test_offline_env.py keeps this a superset of it.
+# The model server and the agent must not try to reach a hub or phone home
+# (foundation's OFFLINE_ENV, which vLLM gets too), nor write bytecode into the
+# root-owned release or read a user's site-packages.
 OFFLINE_ENV: dict[str, str] = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-    "DO_NOT_TRACK": "1",
+    **foundation.OFFLINE_ENV,
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONNOUSERSITE": "1",
 }
@@ -60,22 +57,6 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> int | None:
-    """SIGTERM the child's process group, SIGKILL after ``grace_s``; its exit code."""
-    if proc.poll() is None:
-        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # workers left behind by a parent that exited
-    return proc.poll()
-
-
 @dataclass(frozen=True)
 class Completed:
     returncode: int
@@ -97,9 +78,9 @@ def run(argv: Sequence[str], *, log: Path, env: Mapping[str, str], timeout_s: fl
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_group(proc)
+        terminate_group(proc)
     except BaseException:
-        kill_group(proc)
+        terminate_group(proc)
         raise
     return Completed(returncode=proc.returncode if proc.returncode is not None else -9,
                      output=tail(log), timed_out=timed_out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,20 +20,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from foundation import OFFLINE_ENV, terminate_group
 from models._catalog import CatalogEntry
 from models._credentials import ApiKey, read_api_key
 from models._errors import ProviderConfigError, ServeError
 
 __all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer"]
-
-OFFLINE_ENV: dict[str, str] = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-    "DO_NOT_TRACK": "1",
-}
 
 _DIAGNOSES: list[tuple[str, tuple[str, ...], str]] = [
     ("port_taken", ("address already in use", "errno 98"),
@@ -243,26 +234,9 @@ class VllmServer:
 
     def stop(self, timeout_s: float = 20.0) -> int | None:
         """SIGTERM the process group, then SIGKILL after ``timeout_s``; returns the exit code."""
-        proc = self.proc
-        if proc is None:
+        if self.proc is None:
             return None
-        if proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        # Workers left in the group after the parent exited.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return proc.poll()
+        return terminate_group(self.proc, grace_s=timeout_s, kill_wait_s=10.0)
 
     def __enter__(self) -> VllmServer:
         self.start()

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from foundation import NotRegularFile, open_regular_fd
 from tools._result import ToolFailure
 
 __all__ = [
@@ -293,10 +294,21 @@ def encode_new(text: str, *, what: str) -> bytes:
         ) from None
 
 
-def open_regular(dir_fd: int, name: str, path: str, flags: int = os.O_RDONLY) -> int:
-    """Open a regular file beneath ``dir_fd`` without following a final symlink."""
+def open_regular(dir_fd: int, name: str, path: str) -> int:
+    """Open a regular file beneath ``dir_fd`` for reading, never following a final symlink.
+
+    The rule is foundation's (checked on the opened descriptor, so a file swapped for a
+    FIFO between the caller's ``lstat`` and this open is refused, never waited on); the
+    words are the model's.
+    """
     try:
-        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+        return open_regular_fd(name, what=path, dir_fd=dir_fd, follow_symlinks=False)
+    except NotRegularFile as exc:
+        if exc.kind == "a directory":
+            raise ToolFailure("is_directory", f"{path} is a directory. Use glob to list it.") from None
+        raise ToolFailure("not_a_regular_file", f"{path} is {exc.kind}, not a regular file; "
+                          "it was replaced while being opened, or cannot be read without "
+                          "blocking. Check it and retry.", retryable=True) from None
     except FileNotFoundError:
         raise ToolFailure("not_found", f"{path} disappeared while being opened; check it and retry.",
                           retryable=True) from None
@@ -313,8 +325,6 @@ def open_regular(dir_fd: int, name: str, path: str, flags: int = os.O_RDONLY) ->
         if exc.errno == errno.EISDIR:
             raise ToolFailure("is_directory", f"{path} is a directory. Use glob to list it.") from None
         raise ToolFailure("io_error", f"Could not open {path}: {exc.strerror}.", retryable=True) from None
-    os.set_blocking(fd, True)
-    return fd
 
 
 def atomic_write(

@@ -18,6 +18,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from foundation import is_within
 from tools._result import ToolFailure
 from tools.pathpattern import PathRules
 
@@ -140,7 +141,8 @@ class Workspace:
         return norm
 
     def contains(self, abs_path: str) -> bool:
-        return abs_path == self.root or abs_path.startswith(self.root.rstrip("/") + "/")
+        """Whether ``abs_path`` (absolute, normalized) is the root or lies beneath it."""
+        return is_within(abs_path, self.root)
 
     def relative(self, abs_path: str) -> str:
         if abs_path == self.root:

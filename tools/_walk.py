@@ -45,6 +45,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from foundation import is_within
 from tools._paths import Workspace
 from tools._settings import ToolSettings
 from tools.pathpattern import PathRules, gitignore_spec
@@ -254,7 +255,7 @@ def _git_list(start: str, root: str) -> list[str] | None:
         if inside.returncode != 0 or not lines or lines[0] != "true":
             return None
         top = os.path.realpath(lines[1]) if len(lines) > 1 else ""
-        if top and top != root and root.startswith(top.rstrip("/") + "/"):
+        if top and top != root and is_within(root, top):
             ignored = subprocess.run(
                 [git, "check-ignore", "-q", "--", root], cwd=start, env=env,
                 capture_output=True, timeout=30,

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
+from foundation import is_within
 from tools._result import ToolFailure, ToolResult, failure, success
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._tool import Args, Tool, ToolContext
@@ -332,8 +333,7 @@ class Bash(Tool):
         lines.extend(notes)
         new_cwd = run.cwd
         if new_cwd and new_cwd != cwd:
-            ws = sandbox.workspace.rstrip("/")
-            if new_cwd == ws or new_cwd.startswith(ws + "/"):
+            if is_within(new_cwd, sandbox.workspace):
                 sandbox.cwd = new_cwd
                 lines.append(f"[working directory is now {new_cwd}]")
             else:

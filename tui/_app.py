@@ -33,7 +33,7 @@ from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text
 from tui._composer import MAX_PROMPT_CHARS, Composer
 from tui._copy import copy_text
 from tui._export import export_markdown
-from tui._link import AgentLink, LinkInfo, PendingApproval, Sink
+from tui._link import MODES, AgentLink, LinkInfo, PendingApproval, Sink
 from tui._messages import (
     ApprovalAsked,
     AppSink,
@@ -612,7 +612,7 @@ class AbhedApp(App[int]):
             self.note(f"mode: {current}. /mode plan|ask|auto changes it (the operator's policy "
                       "still decides what runs)")
             return
-        if arg not in ("plan", "ask", "auto"):
+        if arg not in MODES:
             self.note(f"/mode takes plan, ask or auto, not {arg!r}", error=True)
             return
         problem = self.link.set_mode(arg) if self.link is not None else "the agent is not running"

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the appliance is imported on the start thread, after the fi
 
 __all__ = ["AgentLink", "LinkInfo", "PendingApproval", "Sink"]
 
+# appliance.policy.MODES, copied: importing the policy package would load the whole
+# runtime before the first frame (tests/tui/test_app.py holds the two equal, and the CLI's).
 MODES = ("plan", "ask", "auto")
 
 

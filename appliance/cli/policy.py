@@ -24,11 +24,18 @@ from appliance._config import Config
 from appliance._errors import AbhedError
 from appliance.cli._common import config_option, get_config
 from appliance.extensions import ExtensionHost
-from appliance.policy import Decision, Gate, HookVerdict, PolicyEngine, Rule, normalize_args
+from appliance.policy import (
+    MODES,
+    Decision,
+    Gate,
+    HookVerdict,
+    PolicyEngine,
+    Rule,
+    normalize_args,
+)
 from tools import Tool, ToolContext, ToolFailure, Workspace, native_tools
 
 MAX_LINE_BYTES = 1 << 20  # one call per line; a longer line is answered with an error
-_MODES = ("plan", "ask", "auto")
 
 
 @click.group()
@@ -96,7 +103,7 @@ class _Explainer:
 @click.option("--workspace", "-w", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=Path.cwd, show_default="current directory",
               help="Workspace the paths resolve beneath.")
-@click.option("--mode", type=click.Choice(_MODES), default=None,
+@click.option("--mode", type=click.Choice(MODES), default=None,
               help="Explain under this mode instead of the configured one.")
 @click.option("--no-extensions", is_flag=True, help="Leave configured extensions out.")
 @config_option
@@ -209,8 +216,8 @@ def _answer(explainer: _Explainer, number: int, raw: bytes | None) -> dict[str, 
     if "id" in item:
         head["id"] = item["id"]
     mode = item.get("mode")
-    if mode is not None and mode not in _MODES:
-        return error("bad_mode", f"mode {mode!r} is not one of plan, ask, auto")
+    if mode is not None and mode not in MODES:
+        return error("bad_mode", f"mode {mode!r} is not one of {', '.join(MODES)}")
     tool_name = item.get("tool", "bash" if "command" in item else None)
     if not isinstance(tool_name, str):
         return error("no_tool", 'no "tool" (a string) and no "command"; write '

@@ -30,6 +30,7 @@ import click
 from appliance._errors import AbhedError
 from appliance.cli._common import config_option, get_config, open_store
 from appliance.events import ModelTurn, StoredEvent, show
+from appliance.policy import MODES
 
 EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
               "interrupted": 130, "repeated_failure": 3, "context_full": 3, "budget": 3}
@@ -91,7 +92,7 @@ def _parse_sampling(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--provider", "provider_name", default=None, help="Provider name from custom_providers.")
 @click.option("--model", default=None, help="Served model name (default: the provider's).")
 @click.option("--json", "as_json", is_flag=True, help="Print every event as a JSON line on stdout.")
-@click.option("--mode", type=click.Choice(["auto", "ask", "plan"]), default=None,
+@click.option("--mode", type=click.Choice(MODES), default=None,
               help="Policy mode (default: policy.mode from config, which is also the ceiling). "
                    "auto: allowed calls run; ask: mutations need approval, which nobody can give "
                    "headless (so: denied); plan: read-only tools only.")

@@ -13,7 +13,7 @@ from appliance._assembly import open_tooling
 from appliance._errors import AbhedError
 from appliance._session import Session
 from appliance.cli._common import config_option, get_config, open_store
-from appliance.policy import Approval, ApprovalRequest, ModeRefused, resolve_mode
+from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused, resolve_mode
 from tools import Workspace, native_tools
 
 _DOOR = "abhed tool --mode"
@@ -40,7 +40,7 @@ class _CommandLineApprover:
               help="Workspace root the tool works beneath.")
 @click.option("--session", "session_id", default=None,
               help="Continue this session (keeps read-before-edit across calls).")
-@click.option("--mode", type=click.Choice(["plan", "ask", "auto"]), default=None,
+@click.option("--mode", type=click.Choice(MODES), default=None,
               help="Policy mode for this call (default: policy.mode from config, which is also "
                    "the ceiling: only a stricter mode is accepted).")
 @click.option("--yes", "-y", is_flag=True,

@@ -37,7 +37,7 @@ from appliance.events._files import (
     segments_dir,
 )
 from appliance.events._models import LOG_SESSION, LogRepaired
-from appliance.events._schema import FORMAT, GENESIS, ROW_COLUMNS, SCHEMA, Row
+from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, write_segment_file
 from appliance.events._segment import start_segment
 from appliance.events._verify import verify_log
 
@@ -260,14 +260,10 @@ def _write_sealed(active: Path, number: int, base_seq: int, base_hash: str,
     tmp.unlink(missing_ok=True)
     conn = sqlite3.connect(tmp, isolation_level=None)
     try:
-        conn.executescript(SCHEMA)
-        conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-            ("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
-            ("base_hash", base_hash), ("created_at", time.strftime("%Y-%m-%dT%H:%M:%S+00:00",
-                                                                   time.gmtime())),
-            ("repaired", "true")])
-        conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
-        conn.executemany("INSERT OR IGNORE INTO sessions VALUES (?, ?, ?)", sessions)
+        write_segment_file(conn, number=number, base_seq=base_seq, base_hash=base_hash,
+                           created_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                           counters=counters, sessions=sessions, repaired=True)
+        # Kept rows are copied as they were (their links already verified), never re-linked.
         conn.executemany(f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          [(r.seq, r.session_id, r.session_seq, r.type, r.ts, r.body, r.prev_hash,
                            r.hash) for r in kept])

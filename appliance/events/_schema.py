@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["GENESIS", "FORMAT", "Row", "ROW_COLUMNS", "SCHEMA", "canonical", "chain_hash",
-           "structure_problems"]
+           "insert_chained", "structure_problems", "write_segment_file"]
 
 GENESIS = "0" * 64
 FORMAT = "abhed-events-1"
@@ -91,6 +91,31 @@ def chain_hash(seq: int, session_id: str, session_seq: int, type_: str, ts: str,
     digest.update(b"\n")
     digest.update(body.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def insert_chained(conn: sqlite3.Connection, seq: int, session_id: str, session_seq: int,
+                   type_: str, ts: str, body: str, prev: str) -> str:
+    """Insert one event row linked to ``prev``; its hash.  The one writer of a new link:
+    the store's appends and a new segment's first event both come through here."""
+    digest = chain_hash(seq, session_id, session_seq, type_, ts, body, prev)
+    conn.execute(f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 (seq, session_id, session_seq, type_, ts, body, prev, digest))
+    return digest
+
+
+def write_segment_file(conn: sqlite3.Connection, *, number: int, base_seq: int, base_hash: str,
+                       created_at: str, counters: dict[str, int],
+                       sessions: list[tuple[str, str, str]], repaired: bool = False) -> None:
+    """A fresh segment's schema and header: where its chain starts, each session's
+    counter so far and the sessions it continues.  A new active segment (rotation) and a
+    repaired sealed one are laid out by this one function; their rows follow."""
+    conn.executescript(SCHEMA)
+    meta = [("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
+            ("base_hash", base_hash), ("created_at", created_at)]
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     meta + ([("repaired", "true")] if repaired else []))
+    conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
+    conn.executemany("INSERT OR IGNORE INTO sessions VALUES (?, ?, ?)", sessions)
 
 
 def structure_problems(conn: sqlite3.Connection, *, full: bool = True) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from appliance.events._files import open_ro
 from appliance.events._models import Event
-from appliance.events._schema import FORMAT, ROW_COLUMNS, SCHEMA, chain_hash
+from appliance.events._schema import insert_chained, write_segment_file
 
 __all__ = ["created_age_s", "start_segment"]
 
@@ -23,21 +23,12 @@ def start_segment(active: Path, number: int, base_seq: int, base_hash: str,
     tmp = active.with_name(active.name + ".new")
     tmp.unlink(missing_ok=True)
     conn = sqlite3.connect(tmp, isolation_level=None)
-    conn.executescript(SCHEMA)
-    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [
-        ("format", FORMAT), ("segment", str(number)), ("base_seq", str(base_seq)),
-        ("base_hash", base_hash), ("created_at", datetime.now(UTC).isoformat()),
-    ])
-    conn.executemany("INSERT INTO session_base VALUES (?, ?)", sorted(counters.items()))
-    conn.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+    write_segment_file(conn, number=number, base_seq=base_seq, base_hash=base_hash,
+                       created_at=datetime.now(UTC).isoformat(), counters=counters,
+                       sessions=sessions)
     event = first(base_seq, base_hash)
-    body = event.model_dump_json()
-    sseq = counters.get(event.session_id, 0) + 1
-    digest = chain_hash(base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
-                        base_hash)
-    conn.execute(f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 (base_seq + 1, event.session_id, sseq, event.type, event.ts, body,
-                  base_hash, digest))
+    insert_chained(conn, base_seq + 1, event.session_id, counters.get(event.session_id, 0) + 1,
+                   event.type, event.ts, event.model_dump_json(), base_hash)
     conn.close()
     os.chmod(tmp, 0o600)
     os.replace(tmp, active)

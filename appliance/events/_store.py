@@ -59,7 +59,7 @@ from appliance.events._schema import (
     ROW_COLUMNS,
     SCHEMA,
     Row,
-    chain_hash,
+    insert_chained,
     structure_problems,
 )
 from appliance.events._segment import created_age_s, start_segment
@@ -418,12 +418,8 @@ class EventStore:
                     row = conn.execute("SELECT session_seq FROM session_base WHERE session_id = ?",
                                        (event.session_id,)).fetchone() or (0,)
                 session_seq = row[0] + 1
-                digest = chain_hash(seq, event.session_id, session_seq, event.type, event.ts,
-                                    body, prev)
-                conn.execute(
-                    f"INSERT INTO events ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, event.session_id, session_seq, event.type, event.ts, body, prev, digest),
-                )
+                digest = insert_chained(conn, seq, event.session_id, session_seq, event.type,
+                                        event.ts, body, prev)
                 conn.execute("COMMIT")
                 self._appended = True
             except BaseException:

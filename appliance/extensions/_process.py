@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import threading
 import time
 from typing import IO, Any
 
 from appliance.extensions._settings import ExtensionSpec
+from foundation import terminate_group
 
 __all__ = ["MAX_REPLY_BYTES", "ExtensionProcess"]
 
@@ -165,12 +165,4 @@ class ExtensionProcess:
                 proc.stdin.close()
         except OSError:
             pass
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        terminate_group(proc, grace_s=0)  # it misbehaved or is done: no grace

@@ -38,6 +38,7 @@ from appliance.loop._limits import Limits, StopRun
 from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import SystemPrompt, tool_specs
 from appliance.loop._recover import recover_interrupted_run
+from foundation import is_within
 from models import (
     CancelToken,
     ChatRequest,
@@ -141,8 +142,8 @@ class Agent:
         # The shell's working directory carries across processes, as it does across calls.
         sandbox = dispatcher.ctx.sandbox
         cwd = self.history.cwd
-        if sandbox is not None and cwd and os.path.isdir(cwd) and (
-                cwd == sandbox.workspace or cwd.startswith(sandbox.workspace.rstrip("/") + "/")):
+        if sandbox is not None and cwd and os.path.isdir(cwd) and is_within(cwd,
+                                                                             sandbox.workspace):
             sandbox.cwd = cwd
         self.run_id = ""
         self._steers: list[str] = []

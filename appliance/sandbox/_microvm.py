@@ -49,6 +49,7 @@ from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
 from appliance.sandbox._guest import PROTOCOL_VERSION
 from appliance.sandbox._local import base_env, to_job, to_run
 from appliance.sandbox._settings import SandboxSettings
+from foundation import terminate_group
 from tools import JobOutput, ShellRun
 
 __all__ = ["MicroVM", "VMImage", "find_virtiofsd"]
@@ -118,14 +119,8 @@ def _die_with_parent() -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes] | None, grace_s: float = 3.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if proc is not None:
+        terminate_group(proc, grace_s=grace_s)
 
 
 class _Guest:

@@ -34,6 +34,7 @@ from typing import Any
 from bundle.image._errors import ImageError
 from bundle.image._initramfs import build_initramfs
 from bundle.image._recipe import BUILD_FORMAT, Recipe, input_key, load_recipe
+from foundation import digest_file
 
 __all__ = ["IMAGE_FILES", "build_image", "default_agent_source", "default_cache_dir", "image_key"]
 
@@ -65,14 +66,6 @@ def default_agent_source() -> Path:
     if not agent.is_file():
         raise ImageError(f"{agent} is missing; reinstall abhed")
     return agent
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _run(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:
@@ -128,7 +121,7 @@ def _file_list(root: Path) -> list[list[Any]]:
             if stat.S_ISLNK(st.st_mode):
                 rows.append([rel, "link", os.readlink(p)])
             elif stat.S_ISREG(st.st_mode):
-                rows.append([rel, f"{stat.S_IMODE(st.st_mode):o}", _sha256(p)])
+                rows.append([rel, f"{stat.S_IMODE(st.st_mode):o}", digest_file(p).sha256])
     return rows
 
 
@@ -269,7 +262,7 @@ def build_image(recipe_name: str, *, agent_source: Path, cache_dir: Path | None 
                        "release": release, "modules": modules},
             "agent_sha256": hashlib.sha256(agent).hexdigest(),
             "packages": dict(sorted(versions.items())),
-            "files": {name: {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size}
+            "files": {name: {"sha256": digest_file(tmp / name).sha256, "bytes": (tmp / name).stat().st_size}
                       for name in ("vmlinuz", "initrd.img", "rootfs.ext4")},
             "rootfs_files": _file_list(root),
         }

@@ -189,6 +189,19 @@ def test_nofollow_open_refuses_a_final_component_swapped_after_the_check(
     assert exc.value.code == "changed_during_call"
 
 
+def test_a_file_swapped_for_a_fifo_after_locate_is_refused_not_waited_on(h: Any) -> None:
+    # The tools check the type with lstat, then open: the opened descriptor is checked
+    # again (foundation.open_regular_fd), so a FIFO put in between cannot hang a read.
+    (h.root / "f.txt").write_text("inside\n")
+    ws = Workspace(str(h.root))
+    with ws.locate(str(h.root / "f.txt")) as loc:
+        os.replace(h.root / "f.txt", h.root / "f.old")
+        os.mkfifo(h.root / "f.txt")
+        with pytest.raises(ToolFailure) as exc:
+            open_regular(loc.dir_fd, loc.name, loc.path)
+    assert exc.value.code == "not_a_regular_file" and "named pipe" in exc.value.message
+
+
 def test_held_directory_fd_keeps_reads_inside_when_the_directory_is_swapped(
     h: Any, outside: Path
 ) -> None:

@@ -371,3 +371,17 @@ async def test_hostile_text_never_reaches_the_terminal_raw() -> None:
         assert "␛]52;c;UFdORUQ=␇" in svg.replace("&#160;", " ") or "]52;c;UFdORUQ=" in svg
         card = next(e for e in app.transcript.entries if e.kind == "tool")
         assert card.widget is not None and card.widget.size.height < 12  # a 1 MB line is one row
+
+
+def test_the_tuis_mode_list_is_the_policys() -> None:
+    # tui._link and `abhed tui --mode` keep their own copy so that the first frame does not
+    # wait for the policy package; this holds the copies to the one definition.
+    import click
+
+    from appliance.cli.tui import tui as tui_verb
+    from appliance.policy import MODES
+    from tui._link import MODES as TUI_MODES
+
+    choice = next(p.type for p in tui_verb.params if p.name == "mode")
+    assert isinstance(choice, click.Choice)
+    assert sorted(TUI_MODES) == sorted(choice.choices) == sorted(MODES)

@@ -112,7 +112,7 @@ def test_verify_names_an_altered_event(workspace: Path, column: str) -> None:
 
 def test_verify_catches_an_event_altered_and_rehashed(workspace: Path) -> None:
     """Recomputing the altered row's own hash is not enough: the next row's link breaks."""
-    from appliance.events._store import chain_hash
+    from appliance.events._schema import chain_hash
 
     store, _, dispatch = make_session(workspace)
     for _ in range(3):

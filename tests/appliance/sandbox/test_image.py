@@ -37,12 +37,13 @@ def built_image() -> Path:
 # -- recipes ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, expect", [
-    (b"{not json", "not valid"),
-    (b'{"name": "x", "packages": ["python3"], "network": true}', "not valid"),
+    (b"{not json", "line 1, column 2: not valid JSON"),
+    (b'{"name": "x", "packages": ["python3"], "network": true}', "network: unknown key"),
     (b'{"name": "x", "packages": ["python3; rm -rf /"]}', "not a Debian package name"),
-    (b'{"name": "../etc", "packages": []}', "not valid"),
+    (b'{"name": "../etc", "packages": []}', "name: String should match pattern"),
     (b'{"name": "x", "pins": {"--force-yes": "1"}}', "not a Debian package name"),
-    (b'[]', "not valid"),
+    (b'[]', "must be a JSON object"),
+    (b'{"name": "x", "slim": "yes"}', "slim: Input should be a valid boolean"),
 ])
 def test_bad_recipes_are_refused(tmp_path: Path, body: bytes, expect: str) -> None:
     path = tmp_path / "r.json"
