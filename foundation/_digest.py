@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+from foundation._regular import open_regular_fd
 
 __all__ = ["CHUNK_BYTES", "FileDigest", "digest_file"]
 
@@ -20,14 +23,16 @@ class FileDigest(NamedTuple):
 
 
 def digest_file(path: str | Path, progress: Callable[[int], None] | None = None) -> FileDigest:
-    """The SHA-256 and size of the file at ``path``, read in 1 MiB blocks.
+    """The SHA-256 and size of the regular file at ``path``, read in 1 MiB blocks.
 
     ``progress`` is called with each block's length (for a progress bar over
-    gigabytes of weights).  ``OSError`` is the caller's to word.
+    gigabytes of weights).  ``OSError`` is the caller's to word; a FIFO or a
+    device put where a file was expected is refused at once
+    (:class:`~foundation.NotRegularFile`, an ``OSError`` too), never read forever.
     """
     h = hashlib.sha256()
     size = 0
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular_fd(path), "rb") as fh:
         while block := fh.read(CHUNK_BYTES):
             h.update(block)
             size += len(block)

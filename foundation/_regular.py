@@ -28,8 +28,11 @@ __all__ = ["NotRegularFile", "open_regular", "open_regular_fd", "read_regular"]
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-class NotRegularFile(FileRefused):
-    """The path opened, but is a FIFO, a device, a directory or a socket (``kind`` says which)."""
+class NotRegularFile(FileRefused, OSError):
+    """The path opened, but is a FIFO, a device, a directory or a socket (``kind`` says which).
+
+    Also an ``OSError``: code that handles a file it could not open handles this too.
+    """
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -81,6 +84,8 @@ def open_regular(path: str | Path, what: str = "file") -> BinaryIO:
     """
     try:
         fd = open_regular_fd(path, what=what)
+    except NotRegularFile:
+        raise
     except FileNotFoundError:
         raise FileMissing(f"{what} {path}: no such file") from None
     except IsADirectoryError:

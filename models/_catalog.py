@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from foundation import FileMissing, FoundationError, digest_file, load_document
+from foundation import FileMissing, FoundationError, NotRegularFile, digest_file, load_document
 from models._errors import ProviderConfigError, ServeError
 from models._probe_bar import ProbeBar
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
@@ -122,6 +122,10 @@ class CatalogEntry(BaseModel):
             except FileNotFoundError:
                 raise ServeError(f"weights file {f} is missing (catalog entry {self.name!r}); "
                                  "reinstall the model.", reason="weights_missing") from None
+            except NotRegularFile as exc:
+                raise ServeError(f"weights file {f} is {exc.kind}, not a file: it was replaced. "
+                                 "Do not serve it; reinstall the model from the verified bundle.",
+                                 reason="weights_altered") from None
             if got != want:
                 raise ServeError(f"weights file {f} was altered: sha256 {got}, catalog says {want}. "
                                  "Do not serve it; reinstall the model from the verified bundle.",

@@ -9,13 +9,12 @@ every open store and exclusively by rotation and repair, which rename files.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sqlite3
 import urllib.parse
 from pathlib import Path
 
-__all__ = ["file_sha256", "lock_path", "open_ro", "sealed_path", "sealed_segments", "segments_dir"]
+__all__ = ["lock_path", "open_ro", "sealed_path", "sealed_segments", "segments_dir"]
 
 _SEALED = re.compile(r"^(?P<stem>.+)\.(?P<n>\d{6})\.db$")
 
@@ -51,6 +50,3 @@ def open_ro(path: Path) -> sqlite3.Connection:
                            check_same_thread=False)
 
 
-def file_sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()

@@ -29,7 +29,6 @@ from pathlib import Path
 from appliance._errors import ChainBroken, EventLogError
 from appliance.events._chain import ChainWalker
 from appliance.events._files import (
-    file_sha256,
     lock_path,
     open_ro,
     sealed_path,
@@ -40,6 +39,7 @@ from appliance.events._models import LOG_SESSION, LogRepaired
 from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, write_segment_file
 from appliance.events._segment import start_segment
 from appliance.events._verify import verify_log
+from foundation import digest_file
 
 __all__ = ["RepairResult", "repair_log"]
 
@@ -219,7 +219,7 @@ def _repair_locked(active: Path, seen_seq: int, seen_hash: str, damage: str) -> 
         sessions = _sessions_from(kept)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     evidence = active.with_name(f"{active.stem}.damaged-{stamp}.db")
-    sha = file_sha256(active)
+    sha = digest_file(active).sha256
     os.replace(active, evidence)
     for suffix in ("-wal", "-shm"):
         side = active.with_name(active.name + suffix)

@@ -8,9 +8,10 @@ import sqlite3
 from pathlib import Path
 
 from appliance._errors import EventLogError
-from appliance.events._files import file_sha256, open_ro, sealed_segments
+from appliance.events._files import open_ro, sealed_segments
 from appliance.events._models import LOG_SESSION, SegmentDeleted
 from appliance.events._store import EventStore
+from foundation import digest_file
 
 __all__ = ["prune_segments"]
 
@@ -57,7 +58,7 @@ def prune_segments(store: EventStore, keep: int) -> list[SegmentDeleted]:
         except sqlite3.Error as exc:
             raise EventLogError(f"cannot read {path} before deleting it: {exc}") from None
         event = SegmentDeleted(session_id=LOG_SESSION, segment=path.name, first_seq=first,
-                               last_seq=last, head_hash=head, sha256=file_sha256(path),
+                               last_seq=last, head_hash=head, sha256=digest_file(path).sha256,
                                deleted_by=who)
         store.append(event)
         path.unlink()

@@ -12,12 +12,12 @@ the model is told plainly that it may have run.  Then the run is ended
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from appliance._session import Session
 from appliance.events import RunEnded
 from appliance.loop._history import History
+from foundation import digest_file
 from tools import failure
 
 __all__ = ["recover_interrupted_run"]
@@ -25,9 +25,8 @@ __all__ = ["recover_interrupted_run"]
 
 def _file_sha256(path: str) -> str | None:
     try:
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
-    except OSError:
+        return digest_file(path).sha256
+    except OSError:  # gone, or no longer a regular file: not what this session wrote
         return None
 
 

@@ -11,7 +11,6 @@ longest case, not the sum.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -35,6 +34,7 @@ from appliance.probe._families import CaseRun, run_decide, run_multistep, run_re
 from appliance.probe._fixture import materialise, new_nonce
 from appliance.probe._report import ProbeReport, build_report
 from appliance.probe._result import RunResult
+from foundation import digest_file
 from models import (
     PROBE_FAMILIES,
     CatalogEntry,
@@ -80,7 +80,7 @@ def _snapshot(root: Path) -> dict[str, str]:
         for n in dirnames + filenames:
             p = Path(dirpath) / n
             rel = str(p.relative_to(root))
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            out[rel] = digest_file(p).sha256 if p.is_file() else "dir"
     return out
 
 

@@ -88,6 +88,14 @@ def test_digest_file_streams_size_and_progress(tmp_path: Path) -> None:
         digest_file(tmp_path / "absent")
 
 
+def test_digest_file_refuses_a_fifo_at_once_as_an_oserror(fifo: Path) -> None:
+    # A FIFO planted where a weight file or a written file was: refused, never read forever;
+    # an OSError too, so every caller that handles a failed open handles it.
+    with pytest.raises(NotRegularFile) as info:
+        digest_file(fifo)
+    assert isinstance(info.value, OSError) and info.value.kind == "a named pipe (FIFO)"
+
+
 def _spawn(script: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", script], start_new_session=True,
                             stdout=subprocess.PIPE)

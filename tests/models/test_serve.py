@@ -81,6 +81,16 @@ def test_altered_weights_are_refused_before_starting(tmp_path: Path) -> None:
     assert info.value.reason == "weights_altered" and srv.proc is None
 
 
+def test_a_weight_file_replaced_by_a_fifo_is_refused_not_read_forever(tmp_path: Path) -> None:
+    e = _entry(tmp_path)
+    (tmp_path / "weights" / "config.json").unlink()
+    os.mkfifo(tmp_path / "weights" / "config.json")
+    srv = VllmServer(e, log_path=tmp_path / "log", python=sys.executable, port=_port())
+    with pytest.raises(ServeError, match="is a named pipe") as info:
+        srv.start()
+    assert info.value.reason == "weights_altered" and srv.proc is None
+
+
 def test_missing_python_is_named(tmp_path: Path) -> None:
     srv = VllmServer(_entry(tmp_path), log_path=tmp_path / "log", python=str(tmp_path / "nope"), port=_port())
     with pytest.raises(ServeError, match="not an executable Python"):
