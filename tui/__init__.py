@@ -9,7 +9,7 @@ answers, steers and interrupts through the calls ``abhed rpc`` uses.
 
 from __future__ import annotations
 
-from tui._app import AbhedApp, run_tui
+from tui._app import AbhedApp, run_tui, tune_gc
 from tui._link import AgentLink
 
-__all__ = ["AbhedApp", "AgentLink", "run_tui"]
+__all__ = ["AbhedApp", "AgentLink", "run_tui", "tune_gc"]

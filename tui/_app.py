@@ -2,7 +2,9 @@
 
 The app renders what the agent records and relays what the person decides;
 it decides nothing itself.  It talks to the appliance only through
-:class:`tui._link.AgentLink` (``link_factory`` swaps it in tests).
+:class:`tui._link.AgentLink` (``link_factory`` swaps it in tests), and
+says events in the words of ``appliance.events.show`` (the words every
+door uses); only the layout is its own.
 
 Keys (the full table is ``tui._commands.KEYS``, shown by /help and in
 docs/tui.md): Esc interrupts and never quits; Ctrl+C clears, interrupts, and
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -27,26 +30,28 @@ from textual.widgets import Static
 
 if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
     from appliance import Config
-    from appliance.events import EventStore
+    from appliance.events import Event, EventStore
 from tui._approval import GUARD_S, ApprovalCard
 from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text
 from tui._composer import MAX_PROMPT_CHARS, Composer
 from tui._copy import copy_text
+from tui._entries import AssistantEntry, NoticeEntry, SubagentInfo, ToolEntry, UserEntry
 from tui._export import export_markdown
+from tui._history import PromptHistory
 from tui._link import MODES, AgentLink, LinkInfo, PendingApproval, Sink
 from tui._messages import (
     ApprovalAsked,
     AppSink,
     EventArrived,
     LinkFailed,
+    LinkPreparing,
     LinkStarted,
     RunFinished,
 )
 from tui._render import plain
 from tui._screens import SessionPicker
 from tui._stream import DeltaBuffer
-from tui._transcript import Entry, Transcript
-from tui._widgets import AssistantBlock, ToolCard, record_result
+from tui._transcript import Transcript
 
 __all__ = ["AbhedApp", "LinkFactory", "run_tui", "tune_gc"]
 
@@ -65,6 +70,15 @@ class SidePanel(Static):
     """
 
 
+class BelowMark(Static):
+    """"New output below" while the conversation is scrolled up."""
+
+    DEFAULT_CSS = """
+    BelowMark { height: 1; display: none; background: $warning 30%; color: $text;
+                text-align: center; }
+    """
+
+
 class AbhedApp(App[int]):
     """One workspace, one session at a time."""
 
@@ -72,6 +86,7 @@ class AbhedApp(App[int]):
     CSS = """
     Screen { layout: vertical; }
     #main { height: 1fr; }
+    #conversation { height: 1fr; }
     #bottom { height: auto; }
     #queue { height: auto; max-height: 6; color: $text-muted; padding: 0 1; display: none; }
     #suggest { height: auto; max-height: 8; color: $text-muted; padding: 0 1; display: none; }
@@ -87,6 +102,7 @@ class AbhedApp(App[int]):
         Binding("ctrl+o", "toggle_card", show=False, priority=True),
         Binding("ctrl+y", "copy_last", show=False, priority=True),
         Binding("ctrl+t", "toggle_panel", show=False, priority=True),
+        Binding("shift+tab", "to_cards", show=False, priority=True),
         Binding("ctrl+r", "retry", show=False),
     ]
 
@@ -95,7 +111,8 @@ class AbhedApp(App[int]):
                  model: str | None = None, mode: str | None = None, problem: str = "",
                  config_path: Path | None = None,
                  link_factory: LinkFactory | None = None, guard_s: float = GUARD_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 history: PromptHistory | None = None) -> None:
         super().__init__()
         self.config = config
         self.store = store
@@ -110,11 +127,14 @@ class AbhedApp(App[int]):
         self.sink: Sink = AppSink(self, self.deltas)
         self.link: AgentLink | None = None
         self.info: LinkInfo | None = None
+        self.preparing = ""  # the model being reached, before the agent has started
         self.running = False
         self.state = "starting"
-        self.live: Entry | None = None
-        self.cards: dict[str, Entry] = {}
+        self.live: AssistantEntry | None = None
+        self.cards: dict[str, ToolEntry] = {}  # call id -> its card (this session's calls)
+        self.subagents: dict[str, ToolEntry] = {}  # child session id -> its task card
         self.queue: list[str] = []
+        self.waiting: list[str] = []  # sent before the agent was ready: sent once it is
         self.approvals: list[PendingApproval] = []
         self.card: ApprovalCard | None = None
         self.tokens = 0
@@ -123,18 +143,23 @@ class AbhedApp(App[int]):
         self.panel_items: dict[str, str] = {}
         self.current_item = ""
         self.panel_open = True
+        self.history = history
         self._quit_armed_at: float | None = None
         self._suggestions: list[str] = []
         self._suggest_index = 0
         self._clock_timer: Timer | None = None
         self._lead = ""
         self._events_handled = 0  # events from the sink handled so far (orders the deltas)
+        self._last_second = 0
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
-            yield Transcript(id="transcript")
+            with Vertical(id="conversation"):
+                yield Transcript(id="transcript")
+                yield BelowMark("▼ new output below: End (on an empty message) or Ctrl+End to "
+                                "follow", id="below")
             yield SidePanel("", id="panel")
         with Vertical(id="bottom"):
             yield Static("", id="queue")
@@ -154,15 +179,28 @@ class AbhedApp(App[int]):
         self._clock_timer = self.set_interval(1 / RENDER_HZ, self._tick, pause=True)
         self.composer.focus()
         self._layout_panel()
+        if self.history is None:
+            try:
+                self.history = PromptHistory.for_workspace(self.workspace)
+            except Exception as exc:  # never keep the TUI from opening
+                self.history = PromptHistory(None)
+                self.history.problem = f"prompt history unavailable ({exc})"
+        if self.history.problem:
+            self.note(self.history.problem)
         self._start()
 
-    def on_resize(self) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self._layout_panel()
+        if self.card is not None:
+            self.card.fit(self.size.height)
 
     def _layout_panel(self) -> None:
         panel = self.query_one(SidePanel)
         panel.display = self.panel_open and self.size.width >= 100 and bool(self.panel_items)
         self._status()
+
+    def on_transcript_unseen(self, msg: Transcript.Unseen) -> None:
+        self.query_one(BelowMark).display = msg.unseen
 
     # -- the link -----------------------------------------------------------------------
     def _start(self) -> None:
@@ -188,30 +226,55 @@ class AbhedApp(App[int]):
         self.options.update(changes)
         self.transcript.clear_entries()
         self.cards.clear()
+        self.subagents.clear()
         self.live = None
         self.running = False
+        self.info = None
+        self.tokens = self.context_tokens = 0  # the count is the session's: a new one starts at 0
+        self.panel_items.clear()
+        self.current_item = ""
+        self._render_panel()
         self._start()
+
+    def on_link_preparing(self, msg: LinkPreparing) -> None:
+        self.preparing = msg.model or msg.provider
+        self._status()
 
     def on_link_started(self, msg: LinkStarted) -> None:
         self.info = msg.info
         self.options["session_id"] = msg.info.session_id
         self.state = "idle"
         history = self.link.history() if self.link is not None else []
-        # A resumed session is re-rendered from its log; only the newest window is mounted.
-        self.transcript.deferred = True
-        for stored in history:
+        for stored in history:  # a resumed session is re-rendered from its log
             self._event(stored.event, replay=True)
-        self.transcript.replayed()
-        for notice in msg.info.notices:  # what set-up refused or degraded, in its own words
-            self.note(f"notice: {notice}", error=True)
+        self.transcript.follow_end()
+        self._notices(msg.info)
         fresh = not any(s.event.type == "user_message" for s in history)
         if msg.info.mode_chosen_by == "caller" and fresh:
             self.note(f"mode {msg.info.mode}, as --mode asked (the operator's policy stays the "
                       "ceiling)")
-        if not any(s.event.type == "user_message" for s in history):
+        if fresh:
             self.note(f"Session {msg.info.session_id} in {msg.info.workspace}. "
                       "Type a task and press Enter; /help lists the keys.")
         self._status()
+        waiting, self.waiting = self.waiting, []
+        for text in waiting:  # typed while the agent was starting: sent now, in order
+            self._submit(text)
+
+    def _notices(self, info: LinkInfo) -> None:
+        """What set-up refused or degraded: a degradation said once, plainly; a loss each time.
+
+        A sandbox fallback (bubblewrap instead of a microVM) is said the first time
+        it happens for this reason, then only by the status line and /sandbox; a
+        tool that is missing (no sandbox at all, an MCP server refused, an extension
+        dead) is said at every start, in red, because something is wrong.
+        """
+        for notice in info.notices:
+            if notice.startswith("the shell runs under bubblewrap"):
+                if _first_time(notice):
+                    self.note(f"note: {notice} (said once; /sandbox says it again)")
+                continue
+            self.note(notice, error=True)
 
     def on_link_failed(self, msg: LinkFailed) -> None:
         self._failed(msg.message)
@@ -224,7 +287,12 @@ class AbhedApp(App[int]):
         text.append("\n\nFix that (docs/providers.md and docs/configuration.md say how; "
                     "`abhed run` checks the same things), then press Ctrl+R to try again, "
                     "or Ctrl+D to quit.", style="dim")
-        self.transcript.add(Entry("notice", {"text": text, "error": True}))
+        self.transcript.add(NoticeEntry(text, "error"))
+        if self.waiting:
+            self.composer.text = "\n".join(self.waiting)
+            self.waiting = []
+            self.note("what you typed was not sent (the agent did not start); it is back in the "
+                      "message box", error=True)
         self._status()
 
     def action_retry(self) -> None:
@@ -240,111 +308,141 @@ class AbhedApp(App[int]):
         self._events_handled += 1
         self._event(msg.stored.event, replay=False)
 
-    def _event(self, e: Any, *, replay: bool) -> None:
-        kind = e.type
-        if kind == "user_message":
-            self.transcript.add(Entry("user", {"text": e.text, "kind": e.kind}))
-        elif kind == "model_turn":
-            self._drain()
-            self._lead = ""
-            if self.live is not None:
-                widget = self.live.widget
-                if isinstance(widget, AssistantBlock):
-                    widget.finish(e.text)
-                else:
-                    self.live.data.update(text=e.text, finished=True)
-                self.live = None
-            elif e.text:
-                self.transcript.add(Entry("assistant", {"text": e.text, "finished": True}))
-            if e.text:
-                self.last_answer = e.text
-            if e.usage is not None:
-                self.tokens += e.usage.prompt_tokens + e.usage.completion_tokens
-                self.context_tokens = e.usage.prompt_tokens + e.usage.completion_tokens
-        elif kind == "action":
-            entry = self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": e.tool,
-                                                       "args": e.args}))
-            self.cards[e.call_id] = entry
-            if not replay:
-                self.state = f"running {e.tool}"
-        elif kind == "observation":
-            found = self.cards.get(e.call_id)
-            entry = found if found is not None else self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": e.tool,
-                                                           "args": {}}))
-            r = e.result
-            code = r.error.code if r.error else ""
-            if isinstance(entry.widget, ToolCard):
-                entry.widget.set_result(r.ok, r.content, code, e.duration_ms, r.details)
-            else:
-                record_result(entry.data, r.ok, r.content, code, e.duration_ms, r.details)
-            if not replay:
-                self.state = "thinking"
-        elif kind == "approval":
-            if e.decided_by not in ("auto",):
-                mark = "allowed" if e.decision == "allow" else "denied"
-                self.note(f"{e.tool}: {mark} by {e.decided_by}" + (f" ({e.reason})" if e.reason
-                                                                    else ""))
-        elif kind == "policy_rule_added":
-            rule = e.rule if isinstance(e.rule, dict) else {}
-            shown = " ".join(f"{k}={v}" for k, v in rule.items() if v not in (None, "", {}))
-            self.note(f"stored for this session: {shown or e.rule}")
-        elif kind == "run_started":
-            if not replay:
-                self.state = "thinking"
-        elif kind == "run_ended":
-            self.state = "idle"
-            if e.reason != "done":
-                self.note(f"run ended: {e.reason}: {e.message}", error=e.reason != "interrupted")
-        elif kind == "extension_died":
-            self.note(f"extension {e.extension} stopped answering ({e.reason}); it is skipped "
-                      "for the rest of the session", error=True)
-        elif kind in ("todo_updated", "plan_updated"):
-            self._panel(kind, e)
-        elif kind in ("task_started", "task_ended"):
-            self._subagent(kind, e)
-        elif kind == "compacted":
-            self.note(f"conversation compacted ({e.trigger}, {e.strategy}): "
-                      f"{e.tokens_before:,} tokens before")
+    def _event(self, e: Event, *, replay: bool) -> None:
+        from appliance.events import (
+            ActionEvent,
+            ApprovalEvent,
+            Compacted,
+            ExtensionDied,
+            ModelTurn,
+            ObservationEvent,
+            PlanUpdated,
+            PolicyRuleAdded,
+            RunEnded,
+            RunStarted,
+            TaskEnded,
+            TaskStarted,
+            TodoUpdated,
+            UndoApplied,
+            UserMessage,
+            call_outcome,
+            call_summary,
+            show,
+        )
+
+        if self.info is not None and e.session_id != self.info.session_id:
+            self._child_event(e)
+            return
+        match e:
+            case UserMessage():
+                self.transcript.add(UserEntry(e.text, e.kind))
+            case ModelTurn():
+                self._turn(e.text)
+                if e.usage is not None:
+                    self.tokens += e.usage.prompt_tokens + e.usage.completion_tokens
+                    self.context_tokens = e.usage.prompt_tokens + e.usage.completion_tokens
+            case ActionEvent():
+                card = ToolEntry(e.call_id, e.tool, e.args, summary=call_summary(e.tool, e.args),
+                                 clock=self.clock)
+                self.cards[e.call_id] = card
+                self.transcript.add(card)
+                if not replay:
+                    self.state = f"running {e.tool}"
+            case ObservationEvent():
+                found = self.cards.get(e.call_id)
+                if found is None:
+                    found = ToolEntry(e.call_id, e.tool, {}, clock=self.clock)
+                    self.cards[e.call_id] = found
+                    self.transcript.add(found)
+                card = found
+                diff = e.result.details.get("diff")
+                card.finished(call_outcome(e), e.result.content,
+                              diff if isinstance(diff, str) else None)
+                self.transcript.changed(card)
+                if not replay:
+                    self.state = "thinking"
+            case ApprovalEvent():
+                if e.decided_by != "auto":
+                    self.note(show(e, you="tui").title)
+            case PolicyRuleAdded() | ExtensionDied() | Compacted() | UndoApplied():
+                shown = show(e, you="tui")
+                self.note(shown.title, error=shown.tone == "error")
+            case RunStarted():
+                if not replay:
+                    self.state = "thinking"
+            case RunEnded():
+                self.state = "idle"
+                if e.reason != "done":
+                    self.note(show(e).title, error=e.reason != "interrupted")
+            case TodoUpdated() | PlanUpdated():
+                self._panel(e)
+            case TaskStarted():
+                card = self._task_card(e.call_id)
+                card.subagent = SubagentInfo(agent_type=e.agent_type, description=e.description,
+                                             child=e.child_session_id, reserved=dict(e.reserved))
+                self.subagents[e.child_session_id] = card
+                card.changed()
+                self.transcript.changed(card)
+            case TaskEnded():
+                card = self._task_card(e.call_id)
+                sub = card.subagent or SubagentInfo(child=e.child_session_id)
+                sub.status, sub.spent = e.status, dict(e.spent)
+                sub.files, sub.commands = list(e.files_changed), list(e.commands)
+                card.subagent = sub
+                card.changed()
+                self.transcript.changed(card)
+            case _:
+                pass
         self._status()
 
-    def _subagent(self, kind: str, e: Any) -> None:
-        """A subagent's start and end nest inside the card of the task call that spawned it."""
-        entry = self.cards.get(e.call_id)
-        if entry is None:
-            entry = self.transcript.add(Entry("tool", {"call_id": e.call_id, "tool": "task",
-                                                       "args": {}}))
-            self.cards[e.call_id] = entry
-        sub = entry.data.setdefault("subagent", {})
-        if kind == "task_started":
-            sub.update(agent_type=e.agent_type, description=e.description,
-                       child=e.child_session_id, reserved=dict(e.reserved or {}), status="running")
-        else:
-            sub.update(child=e.child_session_id, status=e.status, spent=dict(e.spent or {}),
-                       files=list(e.files_changed or []), commands=list(e.commands or []))
-        if isinstance(entry.widget, ToolCard):
-            entry.widget.refresh_card()
+    def _turn(self, text: str) -> None:
+        """A model turn was recorded: the streamed reply (if any) is finished with its text."""
+        self._drain()
+        self._lead = ""
+        if self.live is not None:
+            self.live.finish(text)
+            self.transcript.changed(self.live)
+            self.live = None
+        elif text:
+            self.transcript.add(AssistantEntry(text))
+        if text:
+            self.last_answer = text
 
-    def _panel(self, kind: str, e: Any) -> None:
-        """todo_updated and plan_updated drive the side panel; the status line shows the live item."""
-        marks = {"done": "☑", "completed": "☑", "in_progress": "▶", "skipped": "⊘"}
-        lines: list[str] = []
-        if kind == "plan_updated":
-            title = "Plan: " + str(getattr(e, "title", "") or "")
-            for step in getattr(e, "steps", []) or []:
-                lines.append(f"{marks.get(str(step.status), '☐')} {step.step}")
-            if getattr(e, "notes", ""):
-                lines.append(str(e.notes))
+    def _task_card(self, call_id: str) -> ToolEntry:
+        card = self.cards.get(call_id)
+        if card is None:
+            card = ToolEntry(call_id, "task", {}, clock=self.clock)
+            self.cards[call_id] = card
+            self.transcript.add(card)
+        return card
+
+    def _child_event(self, e: Event) -> None:
+        """A subagent's own events: its calls show, live, inside its task card."""
+        from appliance.events import ActionEvent, ObservationEvent, call_outcome, call_summary
+
+        card = self.subagents.get(e.session_id)
+        if card is None or card.subagent is None:
+            return  # a grandchild, or a child whose start was not seen: its own log has it
+        sub = card.subagent
+        if isinstance(e, ActionEvent):
+            sub.call(e.call_id, e.tool, call_summary(e.tool, e.args, width=100), "running")
+        elif isinstance(e, ObservationEvent):
+            sub.call(e.call_id, e.tool, "", call_outcome(e).status)
         else:
-            title = "Todo"
-            self.current_item = ""
-            for item in getattr(e, "items", []) or []:
-                status = str(getattr(item, "status", ""))
-                content = str(getattr(item, "content", item))
-                lines.append(f"{marks.get(status, '☐')} {content}")
-                if status == "in_progress":
-                    self.current_item = content
-        key = "plan" if kind == "plan_updated" else "todo"
-        self.panel_items[key] = title + "\n" + ("\n".join(lines) if lines else "(empty)")
+            return
+        card.changed()
+        self.transcript.changed(card)
+
+    def _panel(self, e: Any) -> None:
+        """todo_updated and plan_updated drive the side panel; the status line shows the live item."""
+        from appliance.events import PlanUpdated, show
+
+        shown = show(e)
+        if isinstance(e, PlanUpdated):
+            self.panel_items["plan"] = shown.title[0].upper() + shown.title[1:] + "\n" + shown.body
+        else:
+            self.current_item = next((i.content for i in e.items if i.status == "in_progress"), "")
+            self.panel_items["todo"] = "Todo\n" + shown.body
         self._render_panel()
 
     def _render_panel(self) -> None:
@@ -356,9 +454,27 @@ class AbhedApp(App[int]):
         self.query_one(SidePanel).update(out)
         self._layout_panel()
 
+    # -- approvals ------------------------------------------------------------------------
     def on_approval_asked(self, msg: ApprovalAsked) -> None:
         self.approvals.append(msg.pending)
+        self._card_waits(msg.pending, True)
         self._show_card()
+
+    def _card_waits(self, pending: PendingApproval, on: bool) -> None:
+        """The call's card says it waits for the answer (not "running") until it comes."""
+        card = self.cards.get(pending.call_id)
+        if card is not None and card.status == "running":
+            card.waiting(on)
+            self.transcript.changed(card)
+
+    def _asked_by(self, p: PendingApproval) -> str:
+        if self.info is None or not p.session_id or p.session_id == self.info.session_id:
+            return ""
+        card = self.subagents.get(p.session_id)
+        sub = card.subagent if card is not None else None
+        if sub is None:
+            return f"a subagent (session {p.session_id})"
+        return f"subagent {sub.agent_type}: {sub.description[:60]}"
 
     def _show_card(self) -> None:
         while self.approvals and self.approvals[0].answered:
@@ -366,71 +482,97 @@ class AbhedApp(App[int]):
         if self.card is not None or not self.approvals:
             self._status()
             return
-        self.card = ApprovalCard(self.approvals[0], clock=self.clock, guard_s=self.guard_s)
+        pending = self.approvals[0]
+        self.card = ApprovalCard(pending, asked_by=self._asked_by(pending), clock=self.clock,
+                                 guard_s=self.guard_s)
         self.query_one("#bottom").mount(self.card, before=self.composer)
-        self.card.focus()
-        self.state = "waiting for your approval"
+        self.card.fit(self.size.height)
+        self.state = "waiting for your approval (Shift+Tab to answer)"
         self._status()
 
     def on_approval_card_answered(self, msg: ApprovalCard.Answered) -> None:
+        self._card_waits(msg.pending, False)
         if self.approvals and self.approvals[0] is msg.pending:
             self.approvals.pop(0)
         self._close_card()
         self.state = "running"
         self._show_card()
 
+    def on_approval_card_leave(self, msg: ApprovalCard.Leave) -> None:
+        self.composer.focus()
+        if msg.text:
+            self.composer.insert(msg.text)
+
     def _close_card(self) -> None:
         if self.card is not None:
+            had_focus = self.card.has_focus_within
             self.card.remove()
             self.card = None
-            self.composer.focus()
+            if had_focus or self.focused is None:
+                self.composer.focus()
 
     def on_run_finished(self, msg: RunFinished) -> None:
         self._drain()
         if self.live is not None:
-            if isinstance(self.live.widget, AssistantBlock):
-                self.live.widget.finish()
+            self.live.finish()
+            self.transcript.changed(self.live)
             self.live = None
         self.running = False
         self.approvals.clear()
         self._close_card()
         if self._clock_timer is not None:
             self._clock_timer.pause()
+        for card in self.cards.values():  # a call the run never finished says so
+            if card.status == "running":
+                card.status = "killed"
+                card.changed()
+                self.transcript.changed(card)
         if msg.error:
             self.note(msg.error, error=True)
         self.state = "idle"
         if self.queue:
-            self._send_prompt(self.queue.pop(0))
+            self._submit(self.queue.pop(0))
         self._queue_view()
         self._status()
 
     # -- the render clock ---------------------------------------------------------------
     def _tick(self) -> None:
         self._drain()
-        if self.live is not None and isinstance(self.live.widget, AssistantBlock):
-            self.live.widget.tick()
+        live = self.live
+        if live is not None and live.tick():
+            self.transcript.changed(live)
+        second = int(self.clock())
+        if second != self._last_second:  # running calls show their age, once a second
+            self._last_second = second
+            for card in list(self.cards.values())[-20:]:
+                if card.status == "running" or (card.subagent is not None
+                                                and card.subagent.status == "running"):
+                    card.changed()
+                    self.transcript.changed(card)
 
     def _drain(self) -> None:
-        text, tool = self.deltas.drain(self._events_handled)
+        text, tool, outputs = self.deltas.drain(self._events_handled)
+        for call_id, chunk in outputs:
+            card = self.cards.get(call_id)
+            if card is not None and card.status == "running":
+                card.output_arrived(chunk)
+                self.transcript.changed(card)
         if tool:
             self.state = f"writing a {tool} call"
             self._status()
         if not text:
             return
         if self.live is None:
-            # A reply that so far is only whitespace (a call's preamble) gets no block yet.
+            # A reply that so far is only whitespace (a call's preamble) gets no entry yet.
             self._lead += text
             if not self._lead.strip():
                 return
             text, self._lead = self._lead, ""
-            self.live = self.transcript.add(Entry("assistant", {"text": "", "finished": False}))
+            self.live = AssistantEntry(finished=False)
+            self.transcript.add(self.live)
             self.state = "answering"
             self._status()
-        widget = self.live.widget
-        if isinstance(widget, AssistantBlock):
-            widget.feed(text)
-        else:
-            self.live.data["text"] = self.live.data.get("text", "") + text
+        self.live.feed(text)
 
     # -- the status line -------------------------------------------------------------------
     def _status(self) -> None:
@@ -451,13 +593,21 @@ class AbhedApp(App[int]):
                 pct = 100 * self.context_tokens / info.context_window
                 t.append(f" · ctx {pct:.0f}%", style="red" if pct > 90 else "")
             t.append(f" · {self.tokens:,} tok")
+        else:
+            model = self.preparing or str(self.options.get("model") or "")
+            t.append(plain(model or "Abhed", "bold"))
         if self.queue:
             t.append(f" · {len(self.queue)} queued")
+        if self.waiting:
+            t.append(f" · {len(self.waiting)} to send once started")
         if self.current_item:
             t.append(plain(f" · ▶ {self.current_item[:40]}"))
         t.append(" · ")
         busy = self.running or self.state == "starting"
-        t.append(("● " if busy else "○ ") + self.state, style="yellow" if busy else "green")
+        state = self.state
+        if state == "starting" and self.preparing:
+            state = f"starting: reaching {self.preparing}"
+        t.append(("● " if busy else "○ ") + state, style="yellow" if busy else "green")
         line.update(t)
 
     def _queue_view(self) -> None:
@@ -468,7 +618,7 @@ class AbhedApp(App[int]):
                           + "\n(Up on an empty input takes the last one back to edit)"))
 
     def note(self, text: str, *, error: bool = False) -> None:
-        self.transcript.add(Entry("notice", {"text": text, "error": error}))
+        self.transcript.add(NoticeEntry(text, "error" if error else "info"))
 
     # -- the composer --------------------------------------------------------------------
     def on_composer_send(self, msg: Composer.Send) -> None:
@@ -483,6 +633,8 @@ class AbhedApp(App[int]):
         if text.startswith("/"):
             self._command(text.strip())
             return
+        if self.history is not None:
+            self.history.add(text)
         if self.running:
             if self.link is not None and self.link.steer(text):
                 self.notify("steering: the message reaches the model before its next step")
@@ -490,17 +642,28 @@ class AbhedApp(App[int]):
                 self.queue.append(text)
                 self._queue_view()
             return
-        self._send_prompt(text)
+        self._submit(text)
 
-    def _send_prompt(self, text: str) -> None:
+    def _submit(self, text: str) -> None:
+        """Send a prompt: now, or once the agent has started (Enter during ● starting)."""
         if self.link is None or self.link.agent is None:
-            self.note("the agent is not running, so the message was not sent; see above why, "
-                      "or press Ctrl+R to retry", error=True)
+            if self.state == "starting":
+                self.waiting.append(text)
+                self.notify("the agent is starting; the message is sent as soon as it is ready")
+                self._status()
+                return
+            self.note("the agent is not running, so the message was not sent; the error above "
+                      "says why. Press Ctrl+R to try again once it is fixed", error=True)
             self.composer.text = text
+            self.composer.move_cursor(self.composer.document.end)
             return
-        if self.link.submit(text):
+        if not self.link.submit(text):
+            self.queue.insert(0, text)  # the agent is still busy: kept, sent after this turn
+            self._queue_view()
+        else:
             self.running = True
             self.state = "thinking"
+            self.transcript.follow_end()  # a new prompt brings the conversation back into view
             if self._clock_timer is not None:
                 self._clock_timer.resume()
         self._status()
@@ -536,6 +699,23 @@ class AbhedApp(App[int]):
             self.composer.move_cursor(self.composer.document.end)
             self._queue_view()
             self._status()
+            return
+        self.on_composer_recall(Composer.Recall(-1))
+
+    def on_composer_recall(self, msg: Composer.Recall) -> None:
+        if self.history is None:
+            return
+        text = self.history.step(msg.step, self.composer.text)
+        if text is None:
+            return
+        self.composer.text = text
+        self.composer.move_cursor(self.composer.document.end)
+
+    def on_composer_scroll(self, msg: Composer.Scroll) -> None:
+        if msg.where == "home":
+            self.transcript.home()
+        else:
+            self.transcript.follow_end()
 
     def on_composer_paste_refused(self, msg: Composer.PasteRefused) -> None:
         self.note(f"paste refused: it is {msg.size:,} characters and a message may hold "
@@ -562,6 +742,7 @@ class AbhedApp(App[int]):
     def _command(self, line: str) -> None:
         name, _, arg = line.partition(" ")
         arg = arg.strip()
+        self.transcript.follow_end()  # a command's answer shows where one looks
         if name not in COMMANDS:
             self.note(f"no command {name!r}; commands: {', '.join(COMMANDS)}", error=True)
         elif name in UNAVAILABLE:
@@ -588,15 +769,13 @@ class AbhedApp(App[int]):
                 return
 
             def done(problem: str) -> None:
-                if problem:
-                    self.call_from_thread(self.note, problem)
+                self.call_from_thread(self._compacted, problem)
 
             problem = self.link.compact(done)
             if problem:
                 self.note(problem, error=True)
         elif name == "/undo":
-            if self.link is not None:
-                self.note(self.link.undo())
+            self._undo(arg)
         elif name == "/todo":
             if not self.panel_items:
                 self.note("no todo list or plan yet: the agent records them with its todo and "
@@ -605,6 +784,28 @@ class AbhedApp(App[int]):
                 self.note("\n\n".join(self.panel_items.values()))
         elif name == "/copy":
             self.action_copy_last()
+
+    def _compacted(self, problem: str) -> None:
+        if problem:
+            self.note(problem)
+        if self.queue and not self.running:  # sent while compacting: it goes now
+            self._submit(self.queue.pop(0))
+            self._queue_view()
+
+    def _undo(self, arg: str) -> None:
+        if self.link is None:
+            return
+        after: int | None = None
+        if arg:
+            try:
+                after = int(arg)
+            except ValueError:
+                self.note(f"/undo takes nothing (the last run) or a run number N (undo every run "
+                          f"after run N; 0 undoes them all), not {arg!r}", error=True)
+                return
+        problem = self.link.undo(after)
+        if problem:
+            self.note(problem, error=True)
 
     def _mode(self, arg: str) -> None:
         current = self.info.mode if self.info else str(self.options.get("mode") or "?")
@@ -631,7 +832,11 @@ class AbhedApp(App[int]):
             return
         if self.link is None:
             return
+        current = self.info.session_id if self.info else None
         if arg:
+            if arg == current:
+                self.note(f"session {arg} is the one open")
+                return
             self._restart(session_id=arg)
             return
         sessions = self.link.sessions()
@@ -640,10 +845,12 @@ class AbhedApp(App[int]):
             return
 
         def picked(session_id: str | None) -> None:
-            if session_id:
+            if session_id and session_id != current:
                 self._restart(session_id=session_id)
+            elif session_id:
+                self.note(f"session {session_id} is the one open")
 
-        self.push_screen(SessionPicker(sessions), picked)
+        self.push_screen(SessionPicker(sessions, current=current), picked)
 
     def _export(self, arg: str) -> None:
         sid = self.info.session_id if self.info else "session"
@@ -655,7 +862,7 @@ class AbhedApp(App[int]):
         except OSError as exc:
             self.note(f"export failed: {exc}", error=True)
             return
-        self.note(f"exported {n} messages to {target}")
+        self.note(f"exported {n:,} messages to {target}")
 
     def _sandbox(self) -> None:
         if self.info is None:
@@ -664,11 +871,17 @@ class AbhedApp(App[int]):
         if self.info.sandbox == "host":
             self.note("sandbox: host. UNSANDBOXED: the operator chose to run bash commands "
                       "directly on this machine, as you.", error=True)
-        else:
-            self.note(f"sandbox: {self.info.sandbox} (`abhed sandbox check` compares the backends)")
+            return
+        self.note(f"sandbox: {self.info.sandbox} (`abhed sandbox check` compares the backends)")
+        for notice in self.info.notices:
+            if notice.startswith("the shell runs under bubblewrap"):
+                self.note(f"note: {notice}")
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:
+        if isinstance(self.screen, SessionPicker):
+            self.screen.dismiss(None)
+            return
         if self.card is not None and self.card.has_class("reason"):
             self.card.remove_class("reason")
             self.card.focus()
@@ -681,6 +894,9 @@ class AbhedApp(App[int]):
             self._status()
 
     def action_ctrl_c(self) -> None:
+        if isinstance(self.screen, SessionPicker):
+            self.screen.dismiss(None)
+            return
         if self.composer.text:
             self.composer.text = ""
             self._quit_armed_at = None
@@ -701,32 +917,43 @@ class AbhedApp(App[int]):
         self.exit(0)
 
     def action_page(self, direction: int) -> None:
-        t = self.transcript
-        if direction < 0:
-            if t.scroll_y <= 0:
-                t.show_earlier()
-            t.scroll_page_up(animate=False)
-        else:
-            t.scroll_page_down(animate=False)
+        self.transcript.page(direction)
 
     def action_earliest(self) -> None:
-        while self.transcript.show_earlier():
-            pass
-        self.transcript.scroll_home(animate=False)
+        self.transcript.home()
 
     def action_latest(self) -> None:
-        self.transcript.show_latest()
+        self.transcript.follow_end()
+
+    def action_to_cards(self) -> None:
+        """Shift+Tab: to the approval card when one waits, else to the conversation's cards."""
+        if self.card is not None and not self.card.has_focus_within:
+            self.card.focus()
+            return
+        t = self.transcript
+        if t.has_focus or (self.card is not None and self.card.has_focus_within):
+            self.composer.focus()
+            return
+        t.focus()
+        if t.selected is None:
+            t.move_selection(0)
+
+    def on_transcript_leave(self, msg: Transcript.Leave) -> None:
+        self.composer.focus()
+        if msg.text:
+            self.composer.insert(msg.text)
 
     def action_toggle_card(self) -> None:
-        focused = self.focused
-        if isinstance(focused, ToolCard):
-            focused.action_toggle_card()
+        t = self.transcript
+        card = t.selected
+        if card is None:
+            cards = [e for e in t.entries[-200:] if isinstance(e, ToolEntry)]
+            card = cards[-1] if cards else None
+        if card is None:
             return
-        for entry in reversed(self.transcript.mounted()):
-            if isinstance(entry.widget, ToolCard):
-                entry.widget.action_toggle_card()
-                entry.widget.scroll_visible()
-                return
+        card.toggle()
+        t.changed(card)
+        t.show_entry(card)
 
     def action_copy_last(self) -> None:
         if not self.last_answer:
@@ -756,23 +983,61 @@ class AbhedApp(App[int]):
             self.link.close(wait_s=5)
 
 
-def tune_gc() -> None:
-    """Fewer, cheaper collections while streaming.
+def _first_time(notice: str) -> bool:
+    """Whether this notice is new to this user (remembered in ABHED_HOME/state, 0600)."""
+    import hashlib
+    import json
+    import os
 
-    The collector's full passes over Textual's many long-lived objects were
-    the tallest frames in benchmarks/tui/frames.py (p95 halved without them):
-    what exists at start-up is frozen out of collection, and young
-    collections run every 20,000 allocations instead of 700.
+    from appliance import abhed_home
+
+    path = abhed_home() / "state" / "tui-notices.json"
+    key = hashlib.sha256(notice.encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    try:
+        seen = json.loads(path.read_text("utf-8"))
+        if not isinstance(seen, list):
+            seen = []
+    except (OSError, ValueError):
+        seen = []
+    if key in seen:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump((seen + [key])[-200:], f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # not remembered: said again next time, which is the safe side
+    return True
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper collections while streaming, and none that never come.
+
+    What exists at start-up is frozen out of collection, and young
+    collections run every 5,000 allocations instead of 700; the older
+    generations keep ordinary thresholds, so the cycles that dropped lines and
+    rebuilt renderables leave behind are collected (a 100x threshold there
+    once let browsing grow RSS for good).
     """
     import gc
 
     gc.freeze()
-    gc.set_threshold(20_000, 50, 100)
+    gc.set_threshold(5_000, 10, 10)
 
 
 def run_tui(config: Config | None, store: EventStore | None, workspace: Path, **options: Any) -> int:
-    """Run the app full-screen until the person quits; returns the exit code."""
+    """Run the app full-screen until the person quits; then say how to come back."""
     tune_gc()
     app = AbhedApp(config, store, workspace, **options)
     result = app.run()
+    if app.info is not None:
+        import os
+        import sys
+
+        where = "" if Path(os.getcwd()).resolve() == workspace else f" -w {workspace}"
+        print(f"Session {app.info.session_id}. Continue it with: abhed tui{where} --session "
+              f"{app.info.session_id}  (or /resume in the TUI)", file=sys.stdout)
     return int(result or 0)

@@ -14,7 +14,7 @@ COMMANDS: dict[str, str] = {
     "/resume": "pick an earlier session to continue",
     "/new": "start a new session in this workspace",
     "/compact": "compact the conversation now (between runs)",
-    "/undo": "undo the last run's file changes",
+    "/undo": "undo the last run's file changes: /undo [N] undoes every run after run N",
     "/todo": "show the todo list and the plan",
     "/export": "write the conversation as Markdown: /export [FILE]",
     "/sandbox": "where bash runs: the sandbox backend of this session",
@@ -23,19 +23,27 @@ COMMANDS: dict[str, str] = {
 }
 
 KEYS: list[tuple[str, str]] = [
-    ("Enter", "send; while the agent works: steer (reaches the model before its next step)"),
+    ("Enter", "send; while the agent works: steer (reaches the model before its next step); "
+              "while it starts: sent once it is ready"),
     ("Tab", "while the agent works: queue the message for after the turn; else complete / or @"),
+    ("Shift+Tab", "to the approval card when one waits, else to the conversation's tool cards; "
+                  "again (or Tab) back to the message"),
     ("Ctrl+J", "new line in the message"),
-    ("Up", "on an empty input: take the last queued message back to edit it"),
+    ("Up / Down", "on the first / last line: earlier / later prompts (kept per workspace); Up on "
+                  "an empty input first takes back the last queued message"),
     ("Esc", "interrupt the running turn (the model stream and a running command); never quits"),
     ("Ctrl+C", "clear the input, or interrupt; twice on an empty, idle screen quits"),
     ("Ctrl+D", "quit"),
-    ("PgUp / PgDn", "scroll the conversation (also while an approval is open)"),
-    ("Home / End", "earliest shown / latest message"),
-    ("Ctrl+O", "expand or collapse the last tool card (Enter on a focused card)"),
+    ("PgUp / PgDn", "scroll the conversation a screen (also while an approval is open)"),
+    ("Home / End", "with nothing typed: the top of the conversation / the newest output "
+                   "(following it again)"),
+    ("Ctrl+Home / Ctrl+End", "the first message / the newest output, whatever is typed"),
+    ("Ctrl+O", "expand or collapse the selected tool card, else the last one"),
     ("Ctrl+Y", "copy the last answer"),
     ("Ctrl+T", "show or hide the side panel (todo and plan)"),
-    ("y / a / n / r", "approval: allow once / allow always / deny / deny with a reason"),
+    ("y / a / n / r", "on the approval card: allow once / allow always / deny / deny with a "
+                      "reason"),
+    ("Up / Down, o", "on the conversation's cards: pick a card, expand or collapse it"),
 ]
 
 UNAVAILABLE: dict[str, str] = {}

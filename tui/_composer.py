@@ -17,7 +17,12 @@ MAX_PROMPT_CHARS = 1_000_000  # as `abhed run` allows; a bigger text belongs in 
 
 
 class Composer(TextArea):
-    """Posts :class:`Send` on Enter and :class:`Tabbed` on Tab; Ctrl+J inserts a newline."""
+    """Posts :class:`Send` on Enter and :class:`Tabbed` on Tab; Ctrl+J inserts a newline.
+
+    Up on the first line and Down on the last recall earlier prompts (:class:`Recall`);
+    Home and End with nothing typed scroll the conversation (:class:`Scroll`), with
+    text they move the cursor as in any text box.
+    """
 
     DEFAULT_CSS = """
     Composer { height: auto; max-height: 10; min-height: 3; border: round $primary; padding: 0 1; }
@@ -34,6 +39,20 @@ class Composer(TextArea):
 
     class UpOnEmpty(Message):
         """Up with nothing typed: the app hands back the last queued message."""
+
+    class Recall(Message):
+        """Up on the first line or Down on the last: an earlier or later prompt (history)."""
+
+        def __init__(self, step: int) -> None:
+            super().__init__()
+            self.step = step
+
+    class Scroll(Message):
+        """Home or End with nothing typed: the conversation's top or its newest output."""
+
+        def __init__(self, where: str) -> None:
+            super().__init__()
+            self.where = where
 
     class PasteRefused(Message):
         def __init__(self, size: int) -> None:
@@ -65,6 +84,18 @@ class Composer(TextArea):
             event.stop()
             event.prevent_default()
             self.post_message(self.UpOnEmpty())
+            return
+        row = self.cursor_location[0]
+        if (event.key == "up" and row == 0) or \
+                (event.key == "down" and row == self.document.line_count - 1):
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Recall(-1 if event.key == "up" else 1))
+            return
+        if event.key in ("home", "end") and not self.text:
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Scroll(event.key))
             return
         # Anything else: TextArea's own _on_key runs next (Textual dispatches along the MRO).
 

@@ -7,7 +7,8 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+
+from tui._entries import AssistantEntry, Entry, ToolEntry, UserEntry
 
 __all__ = ["export_markdown", "to_markdown"]
 
@@ -19,35 +20,31 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
-def to_markdown(entries: Iterable[Any], *, title: str) -> tuple[str, int]:
+def to_markdown(entries: Iterable[Entry], *, title: str) -> tuple[str, int]:
     """(the Markdown, the number of messages in it)."""
     out = [f"# {title}", ""]
     n = 0
     for e in entries:
-        d = e.data
-        widget = e.widget
-        if e.kind == "user":
-            out += [f"## {'Steer' if d.get('kind') == 'steer' else 'You'}", "", str(d["text"]), ""]
-        elif e.kind == "assistant":
-            text = getattr(widget, "text", None) or d.get("text", "")
-            out += ["## Abhed", "", str(text), ""]
-        elif e.kind == "tool":
+        if isinstance(e, UserEntry):
+            out += [f"## {'Steer' if e.kind == 'steer' else 'You'}", "", e.body, ""]
+        elif isinstance(e, AssistantEntry):
+            out += ["## Abhed", "", e.body, ""]
+        elif isinstance(e, ToolEntry):
             try:
-                args = json.dumps(d.get("args"), ensure_ascii=False, indent=2)
+                args = json.dumps(e.args, ensure_ascii=False, indent=2)
             except (TypeError, ValueError):
-                args = str(d.get("args"))
-            out += [f"### Tool call: {d.get('tool')} ({d.get('status', 'running')})", "",
-                    _fence(args, "json"), ""]
-            if d.get("output"):
-                out += [_fence(str(d["output"])), ""]
+                args = str(e.args)
+            label = e.outcome.label if e.outcome is not None else e.status
+            out += [f"### Tool call: {e.tool} ({label})", "", _fence(args, "json"), ""]
+            if e.output:
+                out += [_fence(e.output), ""]
         else:
-            text = d.get("text", "")
-            out += [f"> {str(text)}".replace("\n", "\n> "), ""]
+            out += [f"> {e.text()}".replace("\n", "\n> "), ""]
         n += 1
     return "\n".join(out), n
 
 
-def export_markdown(entries: Iterable[Any], target: Path, *, title: str) -> int:
+def export_markdown(entries: Iterable[Entry], target: Path, *, title: str) -> int:
     text, n = to_markdown(entries, title=title)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".abhed-export-", dir=target.parent)

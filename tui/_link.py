@@ -49,6 +49,9 @@ class PendingApproval:
     reason: str
     commands: tuple[str, ...] = ()
     always_rules: tuple[str, ...] = ()
+    decided_by: str = ""  # the rule or pattern that asks (as policy names it)
+    session_id: str = ""  # the asking agent's session: a subagent's own, when one asks
+    preview: str = ""  # for a file change: the unified diff against what is on disk
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _answer: Approval | None = field(default=None, repr=False)
 
@@ -77,6 +80,10 @@ class Sink(Protocol):
     def delta(self, delta: Delta) -> None: ...
 
     def approval(self, pending: PendingApproval) -> None: ...
+
+    def preparing(self, provider: str, model: str) -> None: ...
+
+    def progress(self, call_id: str, text: str) -> None: ...
 
     def started(self, info: LinkInfo) -> None: ...
 
@@ -121,6 +128,9 @@ class AgentLink:
         self.agent: Agent | None = None
         self.info: LinkInfo | None = None
         self._worker: threading.Thread | None = None
+        # set while a run or compaction works; cleared before the sink hears it ended, so the
+        # app may start the next (a queued message) the moment it learns of the end
+        self._active = threading.Event()
         self._pending: list[PendingApproval] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -169,6 +179,13 @@ class AgentLink:
         except AbhedError as exc:
             self.sink.failed(str(exc))
             return
+        try:  # the status line names the model while the server is being reached
+            from appliance import choose_provider
+
+            pconf = choose_provider(self.config, self.provider_name)
+            self.sink.preparing(pconf.name, self.model or pconf.model or "")
+        except AbhedError:
+            pass  # start_agent says what is wrong, in the words every door uses
         # None: the operator's policy.mode; a looser one is refused (appliance.policy.resolve_mode)
         if self.mode is not None and self.mode not in MODES:
             self.sink.failed(f"mode {self.mode!r} is not one of plan, ask, auto")
@@ -202,7 +219,7 @@ class AgentLink:
             context_window=self._context_window(), tools=tuple(sorted(agent.tools)),
             mode_chosen_by=started.mode.chosen_by, notices=tuple(n.message for n in started.notices))
         self.sink.started(self.info)
-        agent.session.listen(self.sink.event)
+        agent.session.listen(self.sink.event, children=True)  # subagents' calls show in their card
 
     def _context_window(self) -> int | None:
         """The model's window from the catalog entry, when the provider names one."""
@@ -263,7 +280,7 @@ class AgentLink:
     # -- running -----------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self._worker is not None and self._worker.is_alive()
+        return self._active.is_set()
 
     def submit(self, text: str) -> bool:
         """Start a run of ``text``; False when one is already running or no agent is up."""
@@ -278,8 +295,10 @@ class AgentLink:
                 outcome = agent.run(text)
             except Exception as exc:
                 error = f"the run failed: {type(exc).__name__}: {exc}"
+            self._active.clear()
             self.sink.run_ended(outcome, error)
 
+        self._active.set()
         self._worker = threading.Thread(target=work, name="abhed-tui-run", daemon=True)
         self._worker.start()
         return True
@@ -335,17 +354,21 @@ class AgentLink:
             try:
                 event = agent.compact("manual")
             except Exception as exc:
+                self._active.clear()
                 done(f"compaction failed: {type(exc).__name__}: {exc}")
                 return
+            self._active.clear()
             done("" if event is not None else "nothing to compact: no tool outputs are old enough "
                  "to mask and there is nothing to summarise yet")
 
+        self._active.set()
         self._worker = threading.Thread(target=work, name="abhed-tui-compact", daemon=True)
         self._worker.start()
         return ""
 
-    def undo(self) -> str:
-        """Undo the last run's file changes (rpc ``undo``); returns what happened."""
+    def undo(self, after_run: int | None = None) -> str:
+        """Undo the last run's file changes, or every run after run ``after_run`` (rpc
+        ``undo``); "" when done (the ``undo_applied`` event says what), else why not."""
         from appliance.sessions import UndoError, undo
 
         if self.agent is None:
@@ -353,19 +376,21 @@ class AgentLink:
         if self.busy:
             return "a run is in progress; press Esc to interrupt it first"
         try:
-            event = undo(self.agent.session, requested_by="tui")
+            undo(self.agent.session, after_turn=after_run, requested_by="tui")
         except UndoError as exc:
             return f"nothing undone: {exc}"
-        restored = len(getattr(event, "files", []))
-        kept = getattr(event, "bash_calls_not_undone", 0)
-        return f"undid the last run: {restored} file(s) restored" + (
-            f"; {kept} bash command(s) it ran are not undone" if kept else "")
+        return ""
 
     def _ask(self, req: ApprovalRequest) -> Approval:
-        rules = tuple(r.describe() if hasattr(r, "describe") else str(r)
-                      for r in getattr(req, "always_rules", ()))
-        pending = PendingApproval(req.call_id, req.tool, req.args, req.reason,
-                                  tuple(getattr(req, "commands", ())), rules)
+        from appliance.policy import ScopedApprovalRequest
+
+        scoped = req if isinstance(req, ScopedApprovalRequest) else None
+        rules = tuple(r.describe() for r in scoped.always_rules) if scoped else ()
+        pending = PendingApproval(
+            req.call_id, req.tool, req.args, req.reason, scoped.commands if scoped else (), rules,
+            decided_by=scoped.decided_by if scoped else "",
+            session_id=scoped.session_id if scoped else "",
+            preview=scoped.preview if scoped else "")
         with self._lock:
             self._pending.append(pending)
         self.sink.approval(pending)

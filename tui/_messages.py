@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from appliance.loop import RunOutcome
     from models import Delta
 
-__all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkStarted", "RunFinished"]
+__all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkPreparing", "LinkStarted",
+           "RunFinished"]
 
 
 class EventArrived(Message):
@@ -39,6 +40,13 @@ class LinkStarted(Message):
     def __init__(self, info: LinkInfo) -> None:
         super().__init__()
         self.info = info
+
+
+class LinkPreparing(Message):
+    def __init__(self, provider: str, model: str) -> None:
+        super().__init__()
+        self.provider = provider
+        self.model = model
 
 
 class LinkFailed(Message):
@@ -70,6 +78,12 @@ class AppSink:
 
     def approval(self, pending: PendingApproval) -> None:
         self.target.post_message(ApprovalAsked(pending))
+
+    def progress(self, call_id: str, text: str) -> None:
+        self.deltas.put_output(call_id, text)
+
+    def preparing(self, provider: str, model: str) -> None:
+        self.target.post_message(LinkPreparing(provider, model))
 
     def started(self, info: LinkInfo) -> None:
         self.target.post_message(LinkStarted(info))

@@ -7,8 +7,7 @@ Themes are ANSI ones: they work on a 16-colour terminal and under NO_COLOR.
 
 from __future__ import annotations
 
-import difflib
-import json
+import re
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -18,7 +17,7 @@ from rich.text import Text
 
 from tui._safe import visible
 
-__all__ = ["code", "diff_for", "key_argument", "markdown", "plain"]
+__all__ = ["args_diff", "code", "markdown", "plain", "unified_diff"]
 
 THEME = "ansi_dark"
 DIFF_MAX_LINES = 60
@@ -41,69 +40,86 @@ def plain(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
-def key_argument(tool: str, args: Any) -> str:
-    """The one argument that says what a call does: bash's command, a file tool's path."""
-    if not isinstance(args, dict):
-        return visible(str(args))[:200]
-    if tool == "todo" and isinstance(args.get("items"), list):
-        return f"{len(args['items'])} items"
-    if tool == "plan" and isinstance(args.get("title"), str):
-        return visible(args["title"])[:200]
-    if tool == "task" and isinstance(args.get("description"), str):
-        return visible(args["description"])[:200]
-    for name in ("command", "path", "pattern", "query", "url", "name"):
-        value = args.get(name)
-        if isinstance(value, str):
-            first = value.splitlines()[0] if value else ""
-            more = " …" if "\n" in value else ""
-            return visible(first)[:200] + more
-    try:
-        return visible(json.dumps(args, ensure_ascii=False))[:200]
-    except (TypeError, ValueError):
-        return ""
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
-def diff_for(tool: str, args: Any, *, start_line: int | None = None) -> RenderableType | None:
-    """A unified diff of what an edit or write does, from its arguments; None for other tools.
+def unified_diff(diff: str, *, max_lines: int = DIFF_MAX_LINES) -> RenderableType:
+    """A unified diff drawn with the file's line numbers (old | new), removals red, additions
+    green, at most ``max_lines`` rows with the count of the rest."""
+    out = Text()
+    o = n = 0
+    shown = 0
+    left = 0
+    header = ""
+    for raw in diff.split("\n"):
+        if raw.startswith("--- "):
+            continue
+        if raw.startswith("+++ "):
+            header = raw[4:].strip()
+            continue
+        m = _HUNK.match(raw)
+        if m:
+            o, n = int(m.group(1)), int(m.group(2))
+            if shown:
+                if shown < max_lines:
+                    out.append("    ⋮\n", style="dim")
+                    shown += 1
+                else:
+                    left += 1
+            continue
+        if not raw and not o and not n:
+            continue
+        sign, line = (raw[:1], raw[1:]) if raw[:1] in ("+", "-", " ") else (" ", raw)
+        if raw.startswith("["):  # "[diff truncated]"
+            sign, line = "", raw
+        if shown >= max_lines:
+            left += 1
+            continue
+        if sign == "-":
+            nums, style = f"{o:>5}       ", "red"
+            o += 1
+        elif sign == "+":
+            nums, style = f"      {n:>5} ", "green"
+            n += 1
+        elif sign == " ":
+            nums, style = f"{o:>5} {n:>5} ", ""
+            o += 1
+            n += 1
+        else:
+            nums, style = "", "dim"
+        out.append(nums, style="dim")
+        out.append((sign + " " if sign else "") + visible(line[:300]) + "\n", style=style)
+        shown += 1
+    out.rstrip()
+    parts: list[RenderableType] = []
+    if header and header != "/dev/null":
+        parts.append(Text(visible(header), style="bold"))
+    parts.append(out)
+    if left:
+        parts.append(Text(f"… {left:,} more diff line{'s' if left != 1 else ''} (expand the "
+                          "card, or read the file)", style="dim"))
+    return Group(*parts)
 
-    Lines are numbered as in the file (old | new); ``start_line`` (the edit
-    result's first changed line) anchors the numbers, 1 until it is known.
-    """
+
+def args_diff(tool: str, args: Any) -> RenderableType | None:
+    """What an edit or write changes, from its arguments alone (no line numbers: the file on
+    disk was not read); for when no diff against the file could be made."""
     if not isinstance(args, dict) or tool not in ("edit", "write"):
         return None
     path = visible(str(args.get("path", "")))
     if tool == "edit":
         old = str(args.get("old_string", "")).splitlines()
         new = str(args.get("new_string", "")).splitlines()
-        header = Text(f"edit {path}" + ("" if start_line else " (line numbers from 1 until the "
-                                         "result names the line)"), style="bold")
+        head = f"edit {path} (where in the file is not known yet)"
     else:
         old, new = [], str(args.get("content", "")).splitlines()
-        header = Text(f"write {path} (whole file, {len(new)} lines)", style="bold")
-    base = start_line or 1
+        head = f"write {path} (whole file, {len(new):,} lines)"
     out = Text()
-    o = n = base
-    shown = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-        rows: list[tuple[str, str, str]] = []
-        if tag == "equal":
-            rows = [(f"{o + k:>5} {n + k:>5} ", " ", old[i1 + k]) for k in range(i2 - i1)]
-        else:
-            rows = [(f"{o + k:>5}       ", "-", old[i1 + k]) for k in range(i2 - i1)]
-            rows += [(f"      {n + k:>5} ", "+", new[j1 + k]) for k in range(j2 - j1)]
-        o += i2 - i1
-        n += j2 - j1
-        for nums, sign, line in rows:
-            if shown >= DIFF_MAX_LINES:
-                break
-            style = {"-": "red", "+": "green"}.get(sign, "")
-            out.append(nums, style="dim")
-            out.append(sign + " " + visible(line[:300]) + "\n", style=style)
-            shown += 1
+    rows = [("-", ln) for ln in old] + [("+", ln) for ln in new]
+    for sign, line in rows[:DIFF_MAX_LINES]:
+        out.append(f"{sign} {visible(line[:300])}\n", style="red" if sign == "-" else "green")
     out.rstrip()
-    total = max(len(old), len(new))
-    parts: list[RenderableType] = [header, out]
-    if shown >= DIFF_MAX_LINES:
-        parts.append(Text(f"… diff cut at {DIFF_MAX_LINES} lines (of about {total}); expand the "
-                          "card or read the file for the rest", style="dim"))
+    parts: list[RenderableType] = [Text(head, style="bold"), out]
+    if len(rows) > DIFF_MAX_LINES:
+        parts.append(Text(f"… {len(rows) - DIFF_MAX_LINES:,} more lines", style="dim"))
     return Group(*parts)

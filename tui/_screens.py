@@ -16,25 +16,29 @@ __all__ = ["SessionPicker"]
 
 
 class SessionPicker(ModalScreen[str | None]):
-    """Enter resumes the highlighted session; Esc goes back."""
+    """Enter resumes the highlighted session; Esc or Ctrl+C goes back (the app's own Esc and
+    Ctrl+C defer to an open picker)."""
 
-    BINDINGS = [Binding("escape", "dismiss_none", "back", priority=True)]
+    BINDINGS = [Binding("escape", "dismiss_none", "back", priority=True),
+                Binding("ctrl+c", "dismiss_none", "back", priority=True)]
     DEFAULT_CSS = """
     SessionPicker { align: center middle; }
     SessionPicker > OptionList { width: 90%; height: 70%; border: round $accent; }
     """
 
-    def __init__(self, sessions: list[dict[str, Any]]) -> None:
+    def __init__(self, sessions: list[dict[str, Any]], *, current: str | None = None) -> None:
         super().__init__()
         self.sessions = sessions[:200]
+        self.current = current
 
     def compose(self) -> ComposeResult:
-        yield Static("Resume which session? (Enter resumes, Esc goes back)")
+        yield Static("Resume which session? (Enter resumes, Esc or Ctrl+C goes back)")
         options = []
         for s in self.sessions:
             when = str(s.get("last_event_at") or s.get("created_at") or "")[:19].replace("T", " ")
             first = visible(str(s.get("first_prompt", "")).replace("\n", " "))[:60] or "(no prompt)"
-            options.append(Option(f"{when}  {visible(str(s['workspace']))[-30:]}  {first}",
+            here = "  (open now)" if s["id"] == self.current else ""
+            options.append(Option(f"{when}  {visible(str(s['workspace']))[-30:]}  {first}{here}",
                                   id=str(s["id"])))
         yield OptionList(*options)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["CODE_CHUNK_LINES", "Block", "BlockSplitter", "DeltaBuffer"]
 
 CODE_CHUNK_LINES = 40
+MAX_PENDING_OUTPUT = 256 * 1024  # command output waiting for the render clock
 MAX_PARAGRAPH_LINES = 60  # a paragraph with no blank line is cut here, so the tail stays bounded
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
 
@@ -36,6 +37,7 @@ class Block:
     kind: str  # "markdown" | "code"
     text: str
     lang: str = ""
+    continues: bool = False  # a later piece of a code fence cut at CODE_CHUNK_LINES
 
 
 class BlockSplitter:
@@ -47,6 +49,7 @@ class BlockSplitter:
         self._fence: str | None = None  # the open fence's marker, when inside one
         self._lang = ""
         self._done: list[Block] = []
+        self._continuing = False  # the open fence already handed out a piece
         self.text_len = 0
 
     def feed(self, text: str) -> None:
@@ -63,10 +66,12 @@ class BlockSplitter:
                     and len(stripped) >= len(self._fence):
                 self._emit_code()
                 self._fence = None
+                self._continuing = False
                 return
             self._lines.append(line)
             if len(self._lines) >= CODE_CHUNK_LINES:
                 self._emit_code()
+                self._continuing = True
             return
         m = _FENCE.match(line)
         if m:
@@ -87,7 +92,7 @@ class BlockSplitter:
 
     def _emit_code(self) -> None:
         if self._lines:
-            self._done.append(Block("code", "\n".join(self._lines), self._lang))
+            self._done.append(Block("code", "\n".join(self._lines), self._lang, self._continuing))
         self._lines = []
 
     def take(self) -> list[Block]:
@@ -102,7 +107,7 @@ class BlockSplitter:
         if not lines:
             return None
         if self._fence is not None:
-            return Block("code", "\n".join(lines), self._lang)
+            return Block("code", "\n".join(lines), self._lang, self._continuing)
         return Block("markdown", "\n".join(lines))
 
     def finish(self) -> list[Block]:
@@ -116,6 +121,7 @@ class BlockSplitter:
         if self._fence is not None:
             self._emit_code()
             self._fence = None
+            self._continuing = False
         else:
             self._emit_markdown()
         return self.take()
@@ -134,6 +140,8 @@ class DeltaBuffer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: list[tuple[int, Delta]] = []
+        self._outputs: list[tuple[int, str, str]] = []  # (epoch, call id, text)
+        self._output_chars = 0
         self.posted = 0
 
     def event_posted(self) -> None:
@@ -144,17 +152,44 @@ class DeltaBuffer:
         with self._lock:
             self._items.append((self.posted, delta))
 
-    def drain(self, handled: int | None = None) -> tuple[str, str | None]:
+    def put_output(self, call_id: str, text: str) -> None:
+        """A running command's output (bounded: past :data:`MAX_PENDING_OUTPUT` characters
+        waiting, the oldest waiting text is dropped; the card says how much it saw)."""
+        with self._lock:
+            last = self._outputs[-1] if self._outputs else None
+            if last is not None and last[0] == self.posted and last[1] == call_id:
+                self._outputs[-1] = (last[0], call_id, last[2] + text)
+            else:
+                self._outputs.append((self.posted, call_id, text))
+            self._output_chars += len(text)
+            while self._output_chars > MAX_PENDING_OUTPUT and self._outputs:
+                epoch, cid, old = self._outputs[0]
+                over = self._output_chars - MAX_PENDING_OUTPUT
+                if len(old) > over:
+                    self._outputs[0] = (epoch, cid, old[over:])
+                    self._output_chars -= over
+                else:
+                    self._outputs.pop(0)
+                    self._output_chars -= len(old)
+
+    def drain(self, handled: int | None = None) -> tuple[str, str | None, list[tuple[str, str]]]:
         """(text of the deltas that came after no more than ``handled`` events, the name of a
-        tool call being streamed, if any); ``None`` drains everything."""
+        tool call being streamed if any, commands' output as (call id, text)); ``None``
+        drains everything."""
         with self._lock:
             if handled is None:
                 ready, self._items = self._items, []
+                outs, self._outputs = self._outputs, []
             else:
                 cut = 0
                 while cut < len(self._items) and self._items[cut][0] <= handled:
                     cut += 1
                 ready, self._items = self._items[:cut], self._items[cut:]
+                cut = 0
+                while cut < len(self._outputs) and self._outputs[cut][0] <= handled:
+                    cut += 1
+                outs, self._outputs = self._outputs[:cut], self._outputs[cut:]
+            self._output_chars -= sum(len(t) for _, _, t in outs)
         text = "".join(d.text for _, d in ready if d.kind == "text")
         names = [d.name for _, d in ready if d.kind != "text" and d.name]
-        return text, (names[-1] if names else None)
+        return text, (names[-1] if names else None), [(c, t) for _, c, t in outs]

@@ -1,50 +1,52 @@
-"""Frame time while the model streams a 2,000-line code fence at 400 tokens/s.
+"""Frame time, typing echo and memory while a reply streams at the end of a long session.
 
 Runs the real app headless (Textual's own compositor renders every frame;
-the headless driver discards the bytes) on a link that starts no agent, and
-feeds the app's sink from a thread as a provider would: 400 tokens/s, about
-4 characters a token, a short paragraph then one fenced block of LINES lines.
-Times each tick of the app's render clock (drain the deltas, freeze finished
-blocks, re-render the tail) and each screen update (layout, compositor, the
-write), and prints p50/p95/max of both and of a whole frame (a tick plus the
-screen update after it).  Issue 13's target: frame p95 under 16 ms.
+the headless driver discards the bytes) on a link that starts no agent:
+first MESSAGES messages of recorded exchanges (a prompt, a tool call with a
+20-line result, a Markdown answer), then a reply streamed from a thread as a
+provider would, at TPS tokens/s (about 4 characters a token): a short
+paragraph and one fenced block of LINES lines.  Meanwhile a second thread
+types a key into the message box KEYS_HZ times a second.
 
-    .venv/bin/python benchmarks/tui/frames.py [--lines 2000] [--tps 400] [--naive] [--wall]
+Measured: each frame (a render-clock tick plus the screen update after it;
+CPU time of the UI thread by default, ``--wall`` for wall time), the typing
+echo (wall time from a key's arrival to the end of the first screen update
+that shows it), and RSS (after the session is loaded, after the reply, and
+the peak).  Issue 24's goals: frame p95 16 ms, typing echo not lagging.
 
-``--naive`` swaps the frozen-block renderer for the approach the anchors warn
-about (re-render the whole reply as one Markdown on every tick), to compare.
+    .venv/bin/python benchmarks/tui/frames.py                      # this tree
+    .venv/bin/python benchmarks/tui/frames.py --against abdb69e    # beside an older commit
+    .venv/bin/python benchmarks/tui/frames.py --messages 20 --lines 50 --seconds 2   # quick
+
+``--against REV`` checks REV out in a temporary git worktree, runs the same
+measurement there in a child process, and prints both side by side with
+the ratios (before / now).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from textual.screen import Screen  # noqa: E402
-
-from models import Delta  # noqa: E402
-from tests.tui.helpers import (  # noqa: E402
-    INFO,
-    AssistantBlock,
-    fake_app,
-    feed_turn,
-    markdown,
-    tune_gc,
-)
+HERE = Path(__file__).resolve()
+DEFAULT_ROOT = HERE.parents[2]
 
 
 def reply(lines: int) -> str:
     body = "".join(f"    let value_{i} = compute({i}, \"item {i}\");\n" for i in range(lines))
-    return "Here is the generated table module:\n\n```rust\nfn table() {\n" + body + "}\n```\n\nDone.\n"
+    return ("Here is the generated table module:\n\n```rust\nfn table() {\n" + body
+            + "}\n```\n\nDone.\n")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -52,87 +54,197 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else 0.0
 
 
-async def main(lines: int, tps: float, naive: bool, wall: bool = False) -> None:
-    # CPU time of the UI thread by default: on a shared, loaded machine wall time mostly
-    # measures the other processes; --wall gives the wall-clock figure as well.
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+async def measure(root: Path, messages: int, lines: int, tps: float, keys_hz: float,
+                  wall: bool) -> dict[str, Any]:
+    sys.path.insert(0, str(root))
+    from textual import events
+    from textual.screen import Screen
+
+    import tui
+    from models import Delta
+    from tests.tui.helpers import INFO, fake_app, feed_turn
+
+    helpers = sys.modules["tests.tui.helpers"]
+    # tui.tune_gc is public now; an older tree had it in its test harness or only inside
+    tune = getattr(tui, "tune_gc", None) or getattr(helpers, "tune_gc", None) \
+        or getattr(sys.modules.get("tui._app"), "tune_gc")
+    tune()  # as run_tui does
     clock = time.perf_counter if wall else time.thread_time
-    tune_gc()  # as run_tui does
     app = fake_app()
+    frames: list[float] = []
     ticks: list[float] = []
     updates: list[float] = []
-    frames: list[float] = []
+    echoes: list[float] = []
     last_tick = [0.0]
+    posted: list[float] = []
+    seen = [0]
     orig_tick = app._tick
 
     def timed_tick() -> None:
         t0 = clock()
         orig_tick()
-        last_tick[0] = clock() - t0
-        ticks.append(last_tick[0])
+        last_tick[0] += clock() - t0
 
     app._tick = timed_tick  # type: ignore[method-assign]
     orig_update = Screen._on_timer_update
+    measuring = [False]
 
     def timed_update(self: Screen[Any]) -> None:
         t0 = clock()
         orig_update(self)
-        dt = clock() - t0
-        updates.append(dt)
-        frames.append(dt + last_tick[0])
+        if measuring[0]:
+            updates.append(clock() - t0)
+            ticks.append(last_tick[0])
+            frames.append(clock() - t0 + last_tick[0])
+            now = time.perf_counter()
+            typed = len(app.composer.text)
+            while seen[0] < min(typed, len(posted)):
+                echoes.append(now - posted[seen[0]])
+                seen[0] += 1
         last_tick[0] = 0.0
 
     Screen._on_timer_update = timed_update  # type: ignore[method-assign]
-    if naive:
-        def naive_tick(self: AssistantBlock) -> None:
-            if self._dirty and self.is_mounted:
-                self._dirty = False
-                self._tail.update(markdown(self.text))
-        AssistantBlock.tick = naive_tick  # type: ignore[method-assign]
-
     text = reply(lines)
-    chars_per_s = tps * 4
+    answer = ("The change is in `src/util.py`.\n\nIt adds **one** function and a test; the "
+              "suite passes.\n\n- first point\n- second point\n")
+    out = "".join(f"line {i}: some tool output here\n" for i in range(20))
     async with app.run_test(size=(120, 40)) as pilot:
         app.sink.started(INFO)
         await pilot.pause()
+        i = 0
+        while len(app.transcript.entries) < messages:
+            feed_turn(app, f"prompt number {i}", tool="read",
+                      args={"path": f"/work/demo/f{i}.py"}, output=out, answer=answer)
+            i += 1
+            if i % 10 == 0:
+                await pilot.pause()
+        await pilot.pause(0.3)
+        loaded = rss_mb()
         feed_turn(app, "generate the table module")
         app.running = True
         assert app._clock_timer is not None
         app._clock_timer.resume()
         done = threading.Event()
+        chars_per_s = tps * 4
 
         def provider() -> None:
             step = 0.01
             n = max(1, int(chars_per_s * step))
             start = time.perf_counter()
-            for i in range(0, len(text), n):
-                app.sink.delta(Delta(kind="text", text=text[i:i + n]))
-                target = start + (i // n + 1) * step
-                pause = target - time.perf_counter()
+            for k in range(0, len(text), n):
+                app.sink.delta(Delta(kind="text", text=text[k:k + n]))
+                pause = start + (k // n + 1) * step - time.perf_counter()
                 if pause > 0:
                     time.sleep(pause)
             done.set()
 
+        def typist() -> None:
+            while not done.is_set():
+                time.sleep(1 / keys_hz)
+                posted.append(time.perf_counter())
+                app.post_message(events.Key("x", "x"))
+
+        measuring[0] = True
         t0 = time.perf_counter()
         threading.Thread(target=provider, daemon=True).start()
+        threading.Thread(target=typist, daemon=True).start()
         while not done.is_set():
             await pilot.pause(0.05)
-        await pilot.pause(0.2)
+        await pilot.pause(0.3)
         took = time.perf_counter() - t0
+        measuring[0] = False
+        after = rss_mb()
+        entries = len(app.transcript.entries)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ms = 1000
-    print(f"reply: {len(text):,} chars, a {lines:,}-line fence, at {tps:g} tokens/s "
-          f"({chars_per_s:g} chars/s), streamed in {took:.1f} s; {'wall' if wall else 'UI-thread CPU'} time; renderer: "
-          f"{'naive (whole reply re-rendered)' if naive else 'frozen blocks + tail'}")
-    print(f"{'':22}{'n':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
-    for name, xs in (("render-clock tick", ticks), ("screen update", updates), ("frame", frames)):
-        print(f"{name:22}{len(xs):>6}{statistics.median(xs) * ms if xs else 0:>9.2f}"
-              f"{pct(xs, 95) * ms:>9.2f}{max(xs, default=0) * ms:>9.2f}")
+    return {
+        "messages": entries, "reply_chars": len(text), "lines": lines, "streamed_s": took,
+        "frames": len(frames), "frame_p50": statistics.median(frames) * ms if frames else 0,
+        "frame_p95": pct(frames, 95) * ms, "frame_max": max(frames, default=0) * ms,
+        "tick_p95": pct(ticks, 95) * ms, "update_p95": pct(updates, 95) * ms,
+        "echoes": len(echoes), "echo_p50": statistics.median(echoes) * ms if echoes else 0,
+        "echo_p95": pct(echoes, 95) * ms, "echo_max": max(echoes, default=0) * ms,
+        "typed": len(posted), "rss_loaded": loaded, "rss_after": after, "rss_peak": peak,
+        "clock": "wall" if wall else "UI-thread CPU",
+    }
+
+
+ROWS = [("frame p50 ms", "frame_p50"), ("frame p95 ms", "frame_p95"), ("frame max ms", "frame_max"),
+        ("  of which tick p95 ms", "tick_p95"), ("  screen update p95 ms", "update_p95"),
+        ("frames drawn", "frames"), ("typing echo p50 ms", "echo_p50"),
+        ("typing echo p95 ms", "echo_p95"), ("typing echo max ms", "echo_max"),
+        ("keys echoed / typed", "echoes"), ("RSS loaded MB", "rss_loaded"),
+        ("RSS after reply MB", "rss_after"), ("RSS peak MB", "rss_peak")]
+
+
+def table(now: dict[str, Any], before: dict[str, Any] | None, rev: str) -> None:
+    load = os.getloadavg()[0]
+    print(f"session of {now['messages']:,} messages, then a {now['lines']:,}-line fence "
+          f"({now['reply_chars']:,} chars) streamed in {now['streamed_s']:.1f} s; frames in "
+          f"{now['clock']} time; load average {load:.1f}")
+    head = f"{'':24}{'now':>12}"
+    if before is not None:
+        head += f"{rev[:12]:>14}{'before/now':>12}"
+    print(head)
+    for label, key in ROWS:
+        row = f"{label:24}{now[key]:>12.1f}"
+        if key == "echoes":
+            shown = f"{now[key]}/{now['typed']}"
+            row = f"{label:24}{shown:>12}"
+        if before is not None:
+            if key == "echoes":
+                shown = f"{before[key]}/{before['typed']}"
+                row += f"{shown:>14}"
+            else:
+                ratio = before[key] / now[key] if now[key] else float("inf")
+                row += f"{before[key]:>14.1f}{ratio:>11.2f}x"
+        print(row)
+
+
+def run_against(rev: str, argv: list[str]) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="abhed-bench-"))
+    tree = tmp / "tree"
+    subprocess.run(["git", "-C", str(DEFAULT_ROOT), "worktree", "add", "--detach", str(tree), rev],
+                   check=True, capture_output=True)
+    try:
+        proc = subprocess.run([sys.executable, str(HERE), "--root", str(tree), "--json", *argv],
+                              capture_output=True, text=True, check=False, cwd=tree)
+        if proc.returncode != 0:
+            raise SystemExit(f"the run at {rev} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    finally:
+        subprocess.run(["git", "-C", str(DEFAULT_ROOT), "worktree", "remove", "--force", str(tree)],
+                       check=False, capture_output=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--messages", type=int, default=600)
+    ap.add_argument("--lines", type=int, default=2000)
+    ap.add_argument("--tps", type=float, default=400)
+    ap.add_argument("--keys-hz", type=float, default=10)
+    ap.add_argument("--wall", action="store_true", help="frames in wall-clock time")
+    ap.add_argument("--against", default=None, help="a git revision to measure beside this tree")
+    ap.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    shared = ["--messages", str(a.messages), "--lines", str(a.lines), "--tps", str(a.tps),
+              "--keys-hz", str(a.keys_hz)] + (["--wall"] if a.wall else [])
+    if a.json:
+        result = asyncio.run(measure(a.root, a.messages, a.lines, a.tps, a.keys_hz, a.wall))
+        print(json.dumps(result))
+        return
+    before = run_against(a.against, shared) if a.against else None
+    proc = subprocess.run([sys.executable, str(HERE), "--json", *shared], capture_output=True,
+                          text=True, check=True)
+    now = json.loads(proc.stdout.strip().splitlines()[-1])
+    table(now, before, a.against or "")
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=2000)
-    ap.add_argument("--tps", type=float, default=400)
-    ap.add_argument("--naive", action="store_true")
-    ap.add_argument("--wall", action="store_true", help="wall-clock time instead of CPU time")
-    a = ap.parse_args()
-    asyncio.run(main(a.lines, a.tps, a.naive, a.wall))
+    main()

@@ -24,15 +24,21 @@ from appliance.events import (
 from models import Delta
 from tools import ToolResult
 from tui import AbhedApp
-
-# tune_gc, markdown and AssistantBlock: the app's insides that benchmarks/tui/frames.py
-# drives (it tunes the collector as run_tui does, and swaps in a naive renderer to
-# compare); scripts outside the packages import public names only, so they come
-# through this test harness.
-from tui._app import tune_gc  # noqa: F401
 from tui._link import LinkInfo, PendingApproval
-from tui._render import markdown  # noqa: F401
-from tui._widgets import AssistantBlock  # noqa: F401
+
+
+def kind_of(entry: Any) -> str:
+    """user, assistant, tool or notice: what an entry of the transcript is."""
+    from tui._entries import AssistantEntry, ToolEntry, UserEntry
+
+    for cls, name in ((UserEntry, "user"), (AssistantEntry, "assistant"), (ToolEntry, "tool")):
+        if isinstance(entry, cls):
+            return name
+    return "notice"
+
+
+def notes(app: AbhedApp) -> list[str]:
+    return [e.text() for e in app.transcript.entries if kind_of(e) == "notice"]
 
 
 def write_config(home: Path, base_url: str, **extra: Any) -> None:
@@ -112,6 +118,9 @@ class FakeLink:
         self.interrupted += 1
         return self.busy
 
+    def undo(self, after_run: int | None = None) -> str:
+        return "nothing undone: a fake link"
+
     def close(self, wait_s: float = 10.0) -> None:
         pass
 
@@ -120,7 +129,8 @@ def fake_app(**kw: Any) -> AbhedApp:
     """An app on a FakeLink (no threads, no server): deterministic for snapshots."""
     kw.setdefault("guard_s", 0.0)
     config = kw.pop("config", object())
-    return AbhedApp(config, None, Path("/work/demo"), link_factory=FakeLink, **kw)  # type: ignore[arg-type]
+    kw.setdefault("link_factory", FakeLink)
+    return AbhedApp(config, None, Path("/work/demo"), **kw)
 
 
 _seq = [0]
@@ -134,8 +144,13 @@ def stored(event: Any) -> StoredEvent:
 
 def feed_turn(app: AbhedApp, prompt: str, *, tool: str | None = None, args: Any = None,
               output: str = "", ok: bool = True, answer: str | None = None,
-              ts: str = "2026-01-01T00:00:00.000000Z") -> None:
-    """Feed one recorded exchange (prompt, maybe a call and its result, maybe an answer)."""
+              ts: str = "2026-01-01T00:00:00.000000Z", details: dict[str, Any] | None = None,
+              code: str = "failed", ms: float = 12.0, wait_ms: float = 0.0) -> None:
+    """Feed one recorded exchange (prompt, maybe a call and its result, maybe an answer).
+
+    ``details`` are the result's (a bash call's ``exit_code``, an edit's ``diff``);
+    ``code`` the error code of a result that is not ok.
+    """
     sink = app.sink
     sink.event(stored(RunStarted(session_id=SID, ts=ts, run_id="r-1", provider="local",
                                  model="tiny-coder", mode="ask", system_prompt_sha256="0")))
@@ -145,10 +160,11 @@ def feed_turn(app: AbhedApp, prompt: str, *, tool: str | None = None, args: Any 
                                     duration_ms=1.0)))
         sink.event(stored(ActionEvent(session_id=SID, ts=ts, call_id="r-1.1.0", tool=tool,
                                       args=args)))
-        result = ToolResult(ok=ok, content=output, error=None if ok else
-                            {"code": "failed", "message": output})  # type: ignore[arg-type]
+        result = ToolResult(ok=ok, content=output, details=details or {}, error=None if ok else
+                            {"code": code, "message": output})  # type: ignore[arg-type]
         sink.event(stored(ObservationEvent(session_id=SID, ts=ts, call_id="r-1.1.0", tool=tool,
-                                           result=result, duration_ms=12.0)))
+                                           result=result, duration_ms=ms,
+                                           approval_wait_ms=wait_ms)))
     if answer is not None:
         sink.event(stored(ModelTurn(session_id=SID, ts=ts, run_id="r-1", turn=2, text=answer,
                                     duration_ms=1.0)))

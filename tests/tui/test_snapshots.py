@@ -82,7 +82,10 @@ def test_diff_of_an_edit(snap_compare: Any) -> None:
         args={"path": "/work/demo/src/util.py",
               "old_string": "def slug(text: str) -> str:\n    return text.lower()",
               "new_string": "def slug(text: str) -> str:\n    return text.strip().lower()"},
-        output="Edited /work/demo/src/util.py: 1 replacement at line 1.",
+        output="Edited /work/demo/src/util.py: replaced 1 occurrence (line 12).",
+        details={"diff": "--- /work/demo/src/util.py\n+++ /work/demo/src/util.py\n"
+                         "@@ -10,5 +10,5 @@\n \n \n def slug(text: str) -> str:\n"
+                         "-    return text.lower()\n+    return text.strip().lower()\n \n"},
         answer="Done: `slug` now strips spaces first."))
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
@@ -152,3 +155,114 @@ def test_subagent_nested_in_its_task_card(snap_compare: Any) -> None:
                                       files_changed=[])))
     app, before = prepared(feed)
     assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_a_failing_command_says_failed_and_shows_why(snap_compare: Any) -> None:
+    out = "starting\nstep 1\nstep 2\nstep 3\nstep 4\nFATAL: no database at /var/db\n[exit code 3]"
+    app, before = prepared(lambda a: feed_turn(
+        a, "run the migration", tool="bash", args={"command": "./migrate.sh", "description": "m"},
+        output=out, details={"exit_code": 3, "signal": None, "timed_out": False},
+        ms=7574.0, wait_ms=7570.0, answer="The migration failed: there is no database."))
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_a_running_command_streams_its_output_with_its_age(snap_compare: Any) -> None:
+    from appliance.events import ActionEvent
+
+    now = [1000.0]
+
+    def feed(a: AbhedApp) -> None:
+        feed_turn(a, "start the server")
+        a.running = True
+        a.sink.event(stored(ActionEvent(session_id=SID, call_id="r-1.2.0", tool="bash",
+                                        args={"command": "echo starting; sleep 30",
+                                              "description": "wait"})))
+        a.sink.progress("r-1.2.0", "starting\n")  # type: ignore[attr-defined]
+        a.sink.progress("r-1.2.0", "listening on :8080\n")  # type: ignore[attr-defined]
+    app, before = prepared(feed, clock=lambda: now[0])
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        now[0] += 12.4  # the card was drawn at 0 s; the clock's next second redraws its age
+        app._tick()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_running_subagent_shows_its_calls(snap_compare: Any) -> None:
+    from appliance.events import ActionEvent, ObservationEvent, TaskStarted
+    from tools import ToolResult
+
+    def feed(a: AbhedApp) -> None:
+        feed_turn(a, "audit the parsers")
+        a.running = True
+        a.sink.event(stored(ActionEvent(session_id=SID, call_id="r-1.1.0", tool="task",
+                                        args={"description": "audit the parsers",
+                                              "prompt": "find unsafe parsing"})))
+        a.sink.event(stored(TaskStarted(session_id=SID, call_id="r-1.1.0",
+                                        child_session_id="s-child", agent_type="explore",
+                                        description="audit the parsers",
+                                        reserved={"turns": 8})))
+        for n, (tool, args, ok) in enumerate([("grep", {"pattern": "json.loads"}, True),
+                                              ("read", {"path": "/work/demo/src/parse.py"}, None)]):
+            cid = f"r-9.1.{n}"
+            a.sink.event(stored(ActionEvent(session_id="s-child", call_id=cid, tool=tool,
+                                            args=args)))
+            if ok:
+                a.sink.event(stored(ObservationEvent(
+                    session_id="s-child", call_id=cid, tool=tool, duration_ms=3.0,
+                    result=ToolResult(ok=True, content="3 matches"))))
+    app, before = prepared(feed)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_approval_of_a_heredoc_at_60x20_keeps_its_keys_on_screen(snap_compare: Any) -> None:
+    command = ("cat > notes.txt <<'EOF'\n" + "".join(f"line {i} of the notes\n" for i in range(1, 16))
+               + "EOF\necho 'export PATH=$HOME/bin:$PATH' >> ~/.bashrc")
+
+    def feed(a: AbhedApp) -> None:
+        feed_turn(a, "write the notes")
+        a.running = True
+        a.sink.approval(pending("bash", {"command": command, "description": "write notes"},
+                                "mutating command in ask mode", commands=(
+                                    "cat >notes.txt", "echo 'export PATH=$HOME/bin:$PATH' >>~/.bashrc"),
+                                always=("tool=bash program=cat",)))
+    app, before = prepared(feed)
+    assert snap_compare(app, terminal_size=(60, 20), run_before=before)
+
+
+def test_approval_of_a_write_shows_the_diff_against_the_file(snap_compare: Any) -> None:
+    preview = ("--- /work/demo/README.md\n+++ /work/demo/README.md\n@@ -40,6 +40,7 @@\n"
+               " ## Install\n \n-pip install demo\n+pip install demo==2.0\n+\n+See CHANGES.md.\n"
+               " \n ## Use\n")
+
+    def feed(a: AbhedApp) -> None:
+        feed_turn(a, "bump the version in the readme")
+        a.running = True
+        p = pending("write", {"path": "/work/demo/README.md", "content": "..."},
+                    "writes need approval in ask mode", always=("tool=write path=/work/demo/**",))
+        p.preview = preview
+        a.sink.approval(p)
+    app, before = prepared(feed)
+    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+
+
+def test_new_output_below_while_scrolled_up(snap_compare: Any) -> None:
+    def feed(a: AbhedApp) -> None:
+        for i in range(12):
+            feed_turn(a, f"question {i}", answer=f"answer {i}\n\nwith a second paragraph")
+
+    async def scroll_then_more(pilot: Pilot[Any]) -> None:
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        feed_turn(pilot.app, "one more", answer="arrived while you were reading")  # type: ignore[arg-type]
+        await pilot.pause()
+
+    app, before = prepared(feed)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        await scroll_then_more(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 from models import ScriptedServer
 from tests.helpers import wait_for
 from tests.tui.helpers import write_config
+from tui._approval import GUARD_S
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,9 +98,15 @@ def test_bare_abhed_in_tmux_prompt_approval_interrupt_resize_quit(
     (workspace / "build").mkdir()
     t.keys("clean up", "Enter")
     t.wait("[y] allow once")
-    wait_for(lambda: "ignored for half a second" not in t.screen(), 10, what="the guard to pass")
+    t.keys("why")  # typing while the card is open goes to the message box, never to the card
+    assert "cleaned" not in t.wait("why") and (workspace / "build").exists()
+    assert "waiting for your approval" in t.screen()  # the call's card: not "running"
+    t.keys("BTab")  # Shift+Tab: to the card, whose keys answer
+    t.wait("Tab: back to typing")
+    time.sleep(GUARD_S + 0.2)  # keys count once the card has been up for the guard's time
     t.keys("y")
     t.wait("cleaned")
+    t.keys("C-c")  # clear "why" from the message box
     assert not (workspace / "build").exists()
 
     t.keys("wait a bit", "Enter")
@@ -114,5 +122,6 @@ def test_bare_abhed_in_tmux_prompt_approval_interrupt_resize_quit(
     assert screen.count("› wait a bit") <= 1  # nothing duplicated by the resize
 
     t.keys("C-d")
-    t.wait("TUI-EXIT=0", timeout_s=30)
+    screen = t.wait("TUI-EXIT=0", timeout_s=30)
+    assert "Continue it with: abhed tui --session s-" in screen.replace("\n", "")
     assert "PWNED" not in t("show-buffer")  # the file's OSC 52 never reached the clipboard

@@ -12,7 +12,7 @@ from models import Delta
 from tui._commands import COMMANDS, KEYS, complete_command, help_text
 from tui._copy import copy_text, osc52
 from tui._safe import clip_lines, visible
-from tui._stream import CODE_CHUNK_LINES, BlockSplitter, DeltaBuffer
+from tui._stream import CODE_CHUNK_LINES, MAX_PENDING_OUTPUT, BlockSplitter, DeltaBuffer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tui.md"
 
@@ -64,8 +64,8 @@ def test_delta_buffer_drains_text_and_the_call_being_written() -> None:
     b.put(Delta(kind="text", text="a"))
     b.put(Delta(kind="text", text="b"))
     b.put(Delta(kind="tool_call", name="bash"))
-    assert b.drain() == ("ab", "bash")
-    assert b.drain() == ("", None)
+    assert b.drain() == ("ab", "bash", [])
+    assert b.drain() == ("", None, [])
 
 
 def test_control_sequences_become_visible_symbols() -> None:
@@ -122,6 +122,17 @@ def test_deltas_wait_for_the_events_posted_before_them() -> None:
     b.event_posted()  # model_turn 1
     b.event_posted()  # action
     b.put(Delta(kind="text", text="turn two"))
-    assert b.drain(0) == ("turn one ", None)
-    assert b.drain(1) == ("", None)  # the action is not handled yet: turn two waits
-    assert b.drain(2) == ("turn two", None)
+    b.put_output("c1", "out")  # the command's output waits for its card, like the text
+    assert b.drain(0) == ("turn one ", None, [])
+    assert b.drain(1) == ("", None, [])  # the action is not handled yet: turn two waits
+    assert b.drain(2) == ("turn two", None, [("c1", "out")])
+
+
+def test_a_flood_of_command_output_waits_bounded() -> None:
+    b = DeltaBuffer()
+    for _ in range(1000):
+        b.put_output("c1", "x" * 1000 + "\n")
+    b.put_output("c1", "the end")
+    (_, _, outs) = b.drain()
+    text = "".join(t for _, t in outs)
+    assert len(text) <= MAX_PENDING_OUTPUT and text.endswith("the end")

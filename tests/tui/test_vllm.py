@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.helpers import real_app, until
+from tests.tui.helpers import kind_of, notes, real_app, until
 from tests.vllm_server import SERVED, shared_vllm
-from tui._widgets import ToolCard
+from tui._entries import ToolEntry
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -33,16 +33,16 @@ async def test_tui_runs_a_real_tool_call_against_vllm(abhed_home: Path, workspac
     async with app.run_test(size=(100, 32)) as pilot:
         await until(pilot, lambda: app.info is not None or app.state == "not started", 120,
                     what="the agent to start against vLLM")
-        assert app.info is not None and app.info.model == SERVED, app.transcript.entries[-1].data
+        assert app.info is not None and app.info.model == SERVED, app.transcript.entries[-1].text()
         assert app.link is not None and app.link.agent is not None
         app.link.agent.first_tool_choice = {"type": "function", "function": {"name": "glob"}}
         app.composer.text = "list the files"
         await pilot.press("enter")
         await until(pilot, lambda: not app.running and app.state == "idle", 300,
                     what="the turn to end")
-        cards = [e for e in app.transcript.entries if e.kind == "tool"]
-        assert cards and cards[0].data["tool"] == "glob" and cards[0].data["status"] in ("ok", "failed")
-        assert isinstance(cards[0].widget, ToolCard)
-        notes = [str(e.data.get("text")) for e in app.transcript.entries if e.kind == "notice"]
-        assert not any("run ended" in n for n in notes), notes  # it ended "done"
+        cards = [e for e in app.transcript.entries if isinstance(e, ToolEntry)]
+        assert cards and cards[0].tool == "glob" and cards[0].status in ("ok", "failed")
+        assert all(kind_of(e) != "tool" or isinstance(e, ToolEntry) for e in app.transcript.entries)
+        said = notes(app)
+        assert not any("turns," in n for n in said), said  # it ended "done": no end notice
         assert app.tokens > 0
