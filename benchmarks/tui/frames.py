@@ -72,7 +72,7 @@ async def measure(root: Path, messages: int, lines: int, tps: float, keys_hz: fl
     helpers = sys.modules["tests.tui.helpers"]
     # tui.tune_gc is public now; an older tree had it in its test harness or only inside
     tune = getattr(tui, "tune_gc", None) or getattr(helpers, "tune_gc", None) \
-        or getattr(sys.modules.get("tui._app"), "tune_gc")
+        or sys.modules.get("tui._app").tune_gc
     tune()  # as run_tui does
     clock = time.perf_counter if wall else time.thread_time
     app = fake_app()
