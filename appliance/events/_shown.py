@@ -366,6 +366,16 @@ def show(event: Event, *, you: str | None = None) -> Shown:
             return Shown(event.type, f"subagent {event.child_session_id} ended: {event.status};"
                          f" files changed: {files}" + (f"; spent {spent}" if spent else ""),
                          tone="ok" if event.status == "done" else "error")
+        case ForwardingChanged():
+            if event.state == "restored":
+                title = (f"forwarding to {event.destination} restored: {event.replayed:,} sent "
+                         f"late, {event.lost:,} lost")
+            else:
+                title = (f"forwarding to {event.destination} {event.state}"
+                         + (f": {event.error}" if event.error else "")
+                         + (f" ({event.lost:,} events lost)" if event.lost else ""))
+            return Shown(event.type, title, tone="ok" if event.state == "restored" else "error",
+                         audit=True)
         case DecisionBasis():
             return Shown(event.type, f"decision basis {event.digest[:12]}", audit=True)
         case SegmentStarted():

@@ -17,6 +17,7 @@ from appliance.events import (
     ExtensionDied,
     ExtensionLog,
     FileRestore,
+    ForwardingChanged,
     LogRepaired,
     ModelTurn,
     ObservationEvent,
@@ -99,6 +100,8 @@ ONE_OF_EACH: list[Event] = [
     SegmentDeleted(session_id="log", segment="a", first_seq=1, last_seq=2, head_hash="0",
                    sha256="0", deleted_by="retention"),
     DecisionBasis(session_id=S, digest="ab" * 32, policy={}),
+    ForwardingChanged(session_id="log", destination="syslog:/dev/log", state="interrupted",
+                      error="connection refused"),
 ]
 
 
