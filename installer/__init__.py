@@ -16,7 +16,7 @@ errors::
     ├── PreflightFailed      4
     ├── DowngradeRefused     5
     ├── StepFailed           6
-    ├── GateFailed           7
+    ├── HealthCheckFailed    7
     ├── CheckFailed          8
     ├── AuditBroken          9
     ├── Busy                10
@@ -35,7 +35,7 @@ from ._errors import (
                       CheckFailed,
                       DowngradeRefused,
                       ExitCode,
-                      GateFailed,
+                      HealthCheckFailed,
                       InstallerError,
                       NotInstalled,
                       PreflightFailed,
@@ -50,7 +50,7 @@ __all__ = [
     "CheckFailed",
     "DowngradeRefused",
     "ExitCode",
-    "GateFailed",
+    "HealthCheckFailed",
     "InstallerError",
     "NotInstalled",
     "PreflightFailed",

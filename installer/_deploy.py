@@ -34,7 +34,7 @@ from typing import Any, Literal
 from ._audit import AuditLog
 from ._errors import (
     DowngradeRefused,
-    GateFailed,
+    HealthCheckFailed,
     NotInstalled,
     PreflightFailed,
     StepFailed,
@@ -47,7 +47,7 @@ from ._stage import STEPS, Staging
 from ._txn import Transaction
 from ._ui import out, say
 
-__all__ = ["DeployOptions", "deploy", "fail_preflight", "post_switch", "run_gate_step"]
+__all__ = ["DeployOptions", "deploy", "fail_preflight", "post_switch", "health_check_step"]
 
 
 @dataclass(frozen=True)
@@ -73,22 +73,22 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
     raise PreflightFailed("preflight failed, nothing was written:\n" + "\n".join(lines))
 
 
-def run_gate_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
-                  version: int, accept_probe_failure: str | None = None) -> None:
-    from ._gate import run_gate
+def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
+                      version: int, accept_probe_failure: str | None = None) -> None:
+    from ._health import run_health_check
 
     say(f"health gate for release {version}")
     t0 = time.monotonic()
     try:
         fault_point("gate")
-        steps = run_gate(release, layout, on_step=lambda m: say(f"  gate: {m}"),
+        steps = run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                          accept_probe_failure=accept_probe_failure)
-    except GateFailed as exc:
+    except HealthCheckFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise
     except StepFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
-        raise GateFailed(str(exc)) from None
+        raise HealthCheckFailed(str(exc)) from None
     for s in steps:
         if s.audit is not None:
             audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
@@ -101,7 +101,7 @@ def run_gate_step(layout: Layout, release: Path, audit: AuditLog, action: str, r
 
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
     """With systemd: restart the service on the new release and wait for its health."""
-    from ._gate import loopback_get
+    from ._health import loopback_get
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
@@ -123,7 +123,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
         except OSError:
             pass
         time.sleep(1)
-    raise GateFailed(f"{UNIT_NAME} did not become healthy on release {version} after the "
+    raise HealthCheckFailed(f"{UNIT_NAME} did not become healthy on release {version} after the "
                      "switch; switched back")
 
 

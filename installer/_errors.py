@@ -6,7 +6,7 @@
     ├── PreflightFailed            4  the host does not meet the bundle's platform
     ├── DowngradeRefused           5  the bundle is older than what this host has installed
     ├── StepFailed                 6  staging, pip, units or the switch failed; nothing changed
-    ├── GateFailed                 7  the release failed its health gate; the previous one is current
+    ├── HealthCheckFailed          7  the release failed its health gate; the previous one is current
     ├── CheckFailed                8  `check` found files added, missing or altered
     ├── AuditBroken                9  the audit log's hash chain does not hold
     ├── Busy                      10  another installer holds the prefix's lock
@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 
 __all__ = ["AuditBroken", "BundleRefused", "Busy", "CheckFailed", "DowngradeRefused", "ExitCode",
-           "GateFailed", "InstallerError", "Interrupted", "NotInstalled", "PreflightFailed",
+           "HealthCheckFailed", "InstallerError", "Interrupted", "NotInstalled", "PreflightFailed",
            "StepFailed", "UsageError"]
 
 
@@ -36,7 +36,7 @@ class ExitCode(enum.IntEnum):
     PREFLIGHT_FAILED = 4
     DOWNGRADE_REFUSED = 5
     STEP_FAILED = 6
-    GATE_FAILED = 7
+    HEALTH_CHECK_FAILED = 7
     CHECK_FAILED = 8
     AUDIT_BROKEN = 9
     BUSY = 10
@@ -71,8 +71,8 @@ class StepFailed(InstallerError):
     exit_code = ExitCode.STEP_FAILED
 
 
-class GateFailed(InstallerError):
-    exit_code = ExitCode.GATE_FAILED
+class HealthCheckFailed(InstallerError):
+    exit_code = ExitCode.HEALTH_CHECK_FAILED
 
 
 class CheckFailed(InstallerError):

@@ -34,7 +34,7 @@ from typing import Any
 
 from foundation import FoundationError
 
-from ._errors import GateFailed
+from ._errors import HealthCheckFailed
 from ._layout import Layout, atomic_write
 from ._proc import run, tail
 from ._record import RECORD_NAME, load_record
@@ -140,7 +140,7 @@ def _keep_outcome(layout: Layout, version: int, key: str, passed: bool, accepted
 def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv: list[str],
                    env: dict[str, str], cwd: Path, home: Path, timeout_s: float,
                    accept_failure: str | None, current: int | None) -> ProbeOutcome:
-    """Run (or skip) the probe for ``release``; GateFailed when it fails and nobody accepted that."""
+    """Run (or skip) the probe for ``release``; HealthCheckFailed when it fails and nobody accepted that."""
     version = int(release.name)
     key = probe_key(release, model_dir)
     own = _saved(layout, version)
@@ -191,7 +191,7 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
                    + f" Report: {out}; log: {log}")
     passed = not problem
     if not passed and not accept_failure:
-        raise GateFailed(problem + ". Nothing was switched. To switch anyway, pass "
+        raise HealthCheckFailed(problem + ". Nothing was switched. To switch anyway, pass "
                          "--accept-probe-failure REASON (recorded in the audit log)")
     keep, summary = _keep_outcome(layout, version, key, passed,
                                   accept_failure if not passed else None,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._audit import AuditLog
-from ._errors import GateFailed
+from ._errors import HealthCheckFailed
 from ._layout import Layout, State
 from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
 from ._txn import Step, gc_store, remove_tree, switch_current
@@ -104,7 +104,7 @@ def _stage(s: Staging) -> None:
         fail_preflight(descriptor_checks(s.manifest, s.descriptor), s.audit, s.action, s.run,
                        s.version)
     elif not s.skip_gate:
-        raise GateFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
+        raise HealthCheckFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
                          "so the health gate cannot run; pass --skip-gate to install without it "
                          "(recorded)")
     refs = len(s.manifest.references)
@@ -165,13 +165,13 @@ def _restore_unit(s: Staging) -> None:
         s.unit.unlink(missing_ok=True)
 
 
-def _gate(s: Staging) -> None:
-    from ._deploy import run_gate_step
+def _health_check(s: Staging) -> None:
+    from ._deploy import health_check_step
 
     if s.skip_gate:
         s.audited("gate", "skipped", detail="--skip-gate given by the operator")
     else:
-        run_gate_step(s.layout, s.release, s.audit, s.action, s.run, s.version,
+        health_check_step(s.layout, s.release, s.audit, s.action, s.run, s.version,
                       accept_probe_failure=s.accept_probe_failure)
 
 
@@ -226,7 +226,7 @@ STEPS: tuple[Step[Staging], ...] = (
     Step("units", _units, _restore_unit,
          undo_label=lambda s: "restored the service unit" if s.unit is not None else None,
          faults=("units",), after="units"),
-    Step("gate", _gate, faults=("gate",)),  # inside run_gate_step
+    Step("gate", _health_check, faults=("gate",)),  # inside health_check_step
     Step("switch", _switch, lambda s: switch_current(s.layout, s.current),
          undo_label=lambda s: f"switched current back to {s.current}",
          faults=("switch",)),  # inside switch_current: between making the link and renaming it

@@ -10,7 +10,7 @@ import argparse
 import secrets
 
 from .._audit import AuditLog
-from .._deploy import post_switch, run_gate_step
+from .._deploy import health_check_step, post_switch
 from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._release import recover
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             if args.skip_gate:
                 audit.append("rollback", "gate", "skipped", **base, detail="--skip-gate")
             else:
-                run_gate_step(layout, layout.release(target), audit, "rollback", run_id, target,
+                health_check_step(layout, layout.release(target), audit, "rollback", run_id, target,
                               accept_probe_failure=args.accept_probe_failure)
             switch_current(layout, target)
             tx.on_undo(f"switched current back to {current}",

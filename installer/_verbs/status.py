@@ -32,7 +32,7 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
 
 
 def _service() -> dict[str, Any]:
-    from .._gate import loopback_get
+    from .._health import loopback_get
     from .._services import DEFAULT_PORT, UNIT_NAME, systemctl, systemd_present
 
     port = int(os.environ.get("ABHED_MODEL_PORT") or DEFAULT_PORT)

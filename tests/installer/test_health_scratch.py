@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from installer._gate import _scratch
+from installer._health import _scratch
 
 
 def test_fixed_per_release_then_random_when_taken(tmp_path: Path,

@@ -1,4 +1,5 @@
-"""The health gate: the release's own model server and agent must work before it goes live.
+"""The health check (operators call it the health gate; ``--skip-gate`` skips it): the
+release's own model server and agent must work before it goes live.
 
 1. start the model-server command the release declares, from inside the
    release, on a free port on 127.0.0.1;
@@ -37,17 +38,17 @@ from typing import Any
 from foundation import terminate_group
 
 from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor, load_descriptor
-from ._errors import GateFailed
+from ._errors import HealthCheckFailed
 from ._layout import Layout
 from ._proc import child_env, run, tail
 
-__all__ = ["GateStep", "free_port", "loopback_get", "release_descriptor", "run_gate"]
+__all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_health_check"]
 
 _HOST = "127.0.0.1"
 
 
 @dataclass(frozen=True)
-class GateStep:
+class HealthStep:
     name: str
     seconds: float
     detail: str
@@ -86,7 +87,7 @@ def _post(url: str, body: dict[str, Any], timeout_s: float) -> tuple[int, bytes]
 def release_descriptor(release: Path) -> tuple[ServeDescriptor, Path]:
     path = find_descriptor(release / "bundle")
     if path is None:
-        raise GateFailed(f"release {release.name} declares no model server (no "
+        raise HealthCheckFailed(f"release {release.name} declares no model server (no "
                          "models/<name>/abhed-serve.json in its bundle): the health gate cannot "
                          "run; install with --skip-gate (recorded) or get a bundle that declares "
                          "one")
@@ -101,7 +102,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
     while True:
         code = proc.poll()
         if code is not None:
-            raise GateFailed(f"the model server exited with code {code} before it was healthy; "
+            raise HealthCheckFailed(f"the model server exited with code {code} before it was healthy; "
                              f"last log lines: {_last_lines(tail(log))}. Full log: {log}")
         try:
             status, _ = loopback_get(root + d.health_path, 2.0)
@@ -117,7 +118,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
         except (OSError, ValueError, AttributeError) as exc:
             last = f"{type(exc).__name__}: {exc}"
         if time.monotonic() > deadline:
-            raise GateFailed(f"the model server was not healthy within {d.startup_timeout_s:g} s "
+            raise HealthCheckFailed(f"the model server was not healthy within {d.startup_timeout_s:g} s "
                              f"({last}). Log: {log}")
         time.sleep(0.2)
 
@@ -133,15 +134,15 @@ def _known_answer(base: str, d: ServeDescriptor) -> str:
         "model": d.served_name, "messages": [{"role": "user", "content": ka.prompt}],
         "temperature": 0, "max_tokens": ka.max_tokens, "stream": False}, 600.0)
     if status != 200:
-        raise GateFailed(f"the known-answer prompt got HTTP {status} "
+        raise HealthCheckFailed(f"the known-answer prompt got HTTP {status} "
                          f"({body[:300].decode('utf-8', 'replace')})")
     try:
         content = json.loads(body)["choices"][0]["message"]["content"] or ""
     except (ValueError, KeyError, IndexError, TypeError):
-        raise GateFailed("the known-answer reply is not an OpenAI chat completion: "
+        raise HealthCheckFailed("the known-answer reply is not an OpenAI chat completion: "
                          f"{body[:300].decode('utf-8', 'replace')}") from None
     if ka.expect.lower() not in str(content).lower():
-        raise GateFailed(f"the known-answer prompt {ka.prompt!r} was answered {str(content)[:200]!r}"
+        raise HealthCheckFailed(f"the known-answer prompt {ka.prompt!r} was answered {str(content)[:200]!r}"
                          f", which does not contain {ka.expect!r}: the model or its server is "
                          "broken (wrong weights, wrong chat template)")
     return f"answered {str(content)[:60]!r}"
@@ -165,29 +166,29 @@ def _scratch(release: Path) -> Path:
         return Path(tempfile.mkdtemp(prefix=f"abhed-gate-{release.name}-"))
 
 
-def run_gate(release: Path, layout: Layout, *, on_step: Callable[[str], None],
-             accept_probe_failure: str | None = None) -> list[GateStep]:
-    """Run the gate for ``release``; GateFailed names the step and what was seen."""
+def run_health_check(release: Path, layout: Layout, *, on_step: Callable[[str], None],
+                     accept_probe_failure: str | None = None) -> list[HealthStep]:
+    """Run the health check for ``release``; HealthCheckFailed names the step and what was seen."""
     d, model_dir = release_descriptor(release)
     scratch = _scratch(release)
     home, workspace = scratch / "home", scratch / "ws"
     try:
-        return _gate(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
+        return _check(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
-           env: dict[str, str], accept: str | None) -> GateStep:
+           env: dict[str, str], accept: str | None) -> HealthStep:
     from ._probe import run_probe_step
 
     t0 = time.monotonic()
     if d.agent_config is None:
         if not accept:
-            raise GateFailed("the release declares no agent_config, so the capability probe cannot "
+            raise HealthCheckFailed("the release declares no agent_config, so the capability probe cannot "
                              "reach the model: nothing was switched. Declare one in abhed-serve.json, "
                              "or pass --accept-probe-failure REASON (recorded)")
-        return GateStep("capability_probe", 0.0, f"not run (no agent_config); accepted: {accept}",
+        return HealthStep("capability_probe", 0.0, f"not run (no agent_config); accepted: {accept}",
                         {"result": "failure-accepted", "reason": accept,
                          "problem": "no agent_config: the probe could not run"})
     fresh = home / "probe-home"
@@ -197,12 +198,12 @@ def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
         release, layout, model_dir, probe_argv=[str(release / "venv" / "bin" / "abhed"), "probe", "--quick"],
         env={**env, "ABHED_HOME": str(fresh)}, cwd=fresh, home=fresh, timeout_s=d.probe_timeout_s,
         accept_failure=accept, current=layout.current_version())
-    return GateStep("capability_probe", time.monotonic() - t0, outcome.detail, outcome.audit)
+    return HealthStep("capability_probe", time.monotonic() - t0, outcome.detail, outcome.audit)
 
 
-def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
-          workspace: Path, on_step: Callable[[str], None],
-          accept_probe_failure: str | None = None) -> list[GateStep]:
+def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
+           workspace: Path, on_step: Callable[[str], None],
+           accept_probe_failure: str | None = None) -> list[HealthStep]:
     home.mkdir(parents=True)
     workspace.mkdir()
     nonce = secrets.token_hex(12)
@@ -225,7 +226,7 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
     env = child_env({"ABHED_HOME": str(home), **d.env})
     log = layout.logs / f"gate-{release.name}-model.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    steps: list[GateStep] = []
+    steps: list[HealthStep] = []
     t0 = time.monotonic()
     on_step(f"starting the model server ({Path(argv[0]).name} ... on port {port})")
     with log.open("ab") as fh:
@@ -234,14 +235,14 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
                                     stderr=subprocess.STDOUT, env=env, cwd=release,
                                     start_new_session=True)
         except OSError as exc:
-            raise GateFailed(f"cannot start the model server {argv[0]}: {exc.strerror}") from None
+            raise HealthCheckFailed(f"cannot start the model server {argv[0]}: {exc.strerror}") from None
     try:
         detail = _wait_healthy(proc, base, d, log)
-        steps.append(GateStep("health", time.monotonic() - t0, detail))
+        steps.append(HealthStep("health", time.monotonic() - t0, detail))
         on_step(f"healthy: {detail}")
         t1 = time.monotonic()
         detail = _known_answer(base, d)
-        steps.append(GateStep("known_answer", time.monotonic() - t1, detail))
+        steps.append(HealthStep("known_answer", time.monotonic() - t1, detail))
         on_step(f"known answer: {detail}")
         t2 = time.monotonic()
         agent_log = layout.logs / f"gate-{release.name}-agent.log"
@@ -249,16 +250,16 @@ def _gate(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, ho
         done = run(probe, log=agent_log, env=env, timeout_s=d.agent_timeout_s,
                    cwd=workspace)
         if done.timed_out:
-            raise GateFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
+            raise HealthCheckFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
                              f"Log: {agent_log}")
         if done.returncode != 0:
-            raise GateFailed(f"the agent probe exited with code {done.returncode}: "
+            raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
                              f"{_last_lines(done.output)}. Log: {agent_log}")
         if nonce not in agent_log.read_text("utf-8", "replace"):
-            raise GateFailed("the agent probe exited 0 but its output does not show the probe "
+            raise HealthCheckFailed("the agent probe exited 0 but its output does not show the probe "
                              "file's name: the model made no tool call, or the tool did not "
                              f"run. Log: {agent_log}")
-        steps.append(GateStep("agent_tool_call", time.monotonic() - t2,
+        steps.append(HealthStep("agent_tool_call", time.monotonic() - t2,
                               "the agent's tool call saw the probe file"))
         on_step("agent tool call: ok")
         on_step("capability probe (abhed probe --quick)")
