@@ -34,7 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("appliance.cli.run:run", "Work on PROMPT in a workspace until the model answers or a limit stops it."),
     "sandbox": ("appliance.cli.sandbox:sandbox", "The sandbox the agent's shell runs in."),
     "serve": ("appliance.cli.serve:serve", "Serve a catalog model with vLLM until interrupted."),
-    "sessions": ("appliance.cli.sessions:sessions", "List, show (the conversation) or undo sessions."),
+    "sessions": ("appliance.cli.sessions:sessions",
+                 "List, show (the conversation), undo or redo sessions."),
     "tool": ("appliance.cli.tool:tool", "Run tool NAME with ARGS_JSON and print the result JSON as the last line."),
     "tui": ("appliance.cli.tui:tui", "Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."),
 }

@@ -3,20 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from dataclasses import replace
 
 import click
 
 from appliance._errors import SessionNotFound
+from appliance._session import Session
 from appliance.cli._common import open_store
-from appliance.events import ActionEvent, ModelTurn, ObservationEvent, StoredEvent, show
+from appliance.events import (
+    ActionEvent,
+    ModelTurn,
+    ObservationEvent,
+    StoredEvent,
+    UndoApplied,
+    show,
+)
 
 _BODY_CHARS = 2000
 
 
 @click.group()
 def sessions() -> None:
-    """List, show (the conversation) or undo sessions."""
+    """List, show (the conversation), undo or redo sessions."""
 
 
 @sessions.command("list")
@@ -82,26 +92,70 @@ def show_line(stored: StoredEvent) -> str | None:
     return f"#{stored.session_seq:<4} {ev.ts}  " + replace(shown, title=title).text(" " * 9)
 
 
+_OVERWRITE = click.option(
+    "--overwrite", "overwrite", multiple=True, metavar="PATH",
+    help="Put this file back even though it changed since (its content now is kept, so it "
+         "can be brought back). Repeatable.")
+_SKIP = click.option("--skip", "skip", multiple=True, metavar="PATH",
+                     help="Leave this file as it is and put back the rest. Repeatable.")
+
+
 @sessions.command("undo")
 @click.argument("session_id")
 @click.option("--to-turn", "to_turn", type=int, default=None,
-              help="Undo every run after run N (1 = keep the first run's changes; 0 = undo all). "
-                   "Default: undo the last run.")
+              help="Undo every run after run N that is not undone yet (1 = keep the first run's "
+                   "changes; 0 = undo all). Default: the newest run not undone yet that changed "
+                   "a file.")
+@_OVERWRITE
+@_SKIP
 @click.option("--json", "as_json", is_flag=True, help="Print the undo_applied event as JSON.")
-def undo_session(session_id: str, to_turn: int | None, as_json: bool) -> None:
-    """Put back the files the session's last run (or every run after N) changed.
+def undo_session(session_id: str, to_turn: int | None, overwrite: tuple[str, ...],
+                 skip: tuple[str, ...], as_json: bool) -> None:
+    """Put back the files the session's newest run not undone yet changed (or every run after N).
 
-    Refuses, by name, a file that changed since the session wrote it, and then
-    restores nothing.  What bash did is not undone; the output says how many
-    bash calls ran.  Exit 1 when something was refused.
+    Undo again to walk further back; `abhed sessions redo` reverses the last
+    undo.  Refuses, by name, a file that changed since the session wrote it
+    (and then restores nothing), saying how to overwrite or skip it.  What
+    bash did is not undone; the output says how many bash calls ran.  Exit 1
+    when something was refused or there is nothing to undo.
     """
-    from appliance._session import Session
-    from appliance.sessions import UndoError, undo
+    from appliance.sessions import undo
+
+    _undo_door(session_id, as_json, lambda session: undo(
+        session, after_turn=to_turn, overwrite=_paths(overwrite), skip=_paths(skip),
+        requested_by="cli"))
+
+
+@sessions.command("redo")
+@click.argument("session_id")
+@_OVERWRITE
+@_SKIP
+@click.option("--json", "as_json", is_flag=True, help="Print the undo_applied event as JSON.")
+def redo_session(session_id: str, overwrite: tuple[str, ...], skip: tuple[str, ...],
+                 as_json: bool) -> None:
+    """Reverse the last undo still in effect: its files hold the session's changes again.
+
+    Refuses, by name, a file that changed since the undo (and then restores
+    nothing).  Exit 1 when something was refused or no undo is in effect.
+    """
+    from appliance.sessions import redo
+
+    _undo_door(session_id, as_json, lambda session: redo(
+        session, overwrite=_paths(overwrite), skip=_paths(skip), requested_by="cli"))
+
+
+def _paths(given: tuple[str, ...]) -> list[str]:
+    """Paths as the log names them: absolute and resolved (a relative one is from here)."""
+    return [os.path.realpath(p) for p in given]
+
+
+def _undo_door(session_id: str, as_json: bool,
+               act: Callable[[Session], UndoApplied]) -> None:
+    from appliance.sessions import UndoError
 
     store = open_store()
     try:
-        session = Session.open(store, session_id)
-        event = undo(session, after_turn=to_turn, requested_by="cli")
+        event = act(Session.open(store, session_id))
     except (SessionNotFound, UndoError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -112,7 +166,7 @@ def undo_session(session_id: str, to_turn: int | None, as_json: bool) -> None:
         for f in event.files:
             click.echo(f"{f.action:<9} {f.path}" + (f": {f.reason}" if f.reason else ""))
         if not event.files:
-            click.echo("nothing to undo: those runs changed no file with write or edit")
+            click.echo(f"nothing to {event.kind}: those runs changed no file with write or edit")
         if event.bash_calls_not_undone:
             click.echo(f"note: {event.bash_calls_not_undone} bash calls ran in those runs; what "
                        "they did is not undone")

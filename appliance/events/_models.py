@@ -296,16 +296,24 @@ class FileRestore(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str
-    action: Literal["restored", "deleted", "refused"]
+    action: Literal["restored", "deleted", "refused", "skipped"]
     reason: str = ""
-    sha256_before: str | None = None
-    sha256_after: str | None = None
+    sha256_before: str | None = Field(default=None, description="What the file held before "
+                                      "(its content is kept, so a redo can put it back).")
+    sha256_after: str | None = Field(default=None, description="What it holds now (None: deleted).")
+    mode: int | None = Field(default=None, description="Its mode before; a redo recreates a "
+                             "deleted file with it.")
 
 
 class UndoApplied(_Base):
-    """An undo: which files went back to their preimages, which were refused and why."""
+    """An undo (or a redo of the last undo): which files went back, which were refused and why.
+
+    Undos in effect form a stack folded from these events (appliance.sessions):
+    an undo with nothing refused pushes, a redo with nothing refused pops.
+    """
 
     type: Literal["undo_applied"] = "undo_applied"
+    kind: Literal["undo", "redo"] = "undo"
     requested_by: str = Field(description="rpc, cli, tui.")
     after_turn: int | None = Field(default=None, description="Undo every turn after this one; None: the last.")
     run_ids: list[str] = Field(default_factory=list)

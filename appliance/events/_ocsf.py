@@ -269,8 +269,8 @@ class OcsfMapper:
                              message=(f"subagent session {e.child_session_id} "
                                       f"{'started' if started else 'ended'}"))
         if isinstance(e, UndoApplied):
-            return 0, _OTHER, "Undo", _LOW, {
-                "message": cut.text(f"undo by {e.requested_by}: {len(e.files)} file(s); "
+            return 0, _OTHER, e.kind.capitalize(), _LOW, {
+                "message": cut.text(f"{e.kind} by {e.requested_by}: {len(e.files)} file(s); "
                                     f"{e.bash_calls_not_undone} bash call(s) not undone")}, {
                 "files": [f.model_dump(mode="json") for f in e.files],
                 "run_ids": e.run_ids, "requested_by": e.requested_by}

@@ -282,10 +282,13 @@ def _compacted(e: Compacted) -> Shown:
 
 
 def _undo(e: UndoApplied) -> Shown:
-    done = [f.path for f in e.files if f.action != "refused"]
+    done = [f.path for f in e.files if f.action in ("restored", "deleted")]
     refused = [f"{f.path} ({f.reason})" for f in e.files if f.action == "refused"]
-    title = (f"undo: restored {plural(len(done), 'file')}" if done
-             else "undo: no file to restore")
+    skipped = [f.path for f in e.files if f.action == "skipped"]
+    title = (f"{e.kind}: restored {plural(len(done), 'file')}" if done
+             else f"{e.kind}: no file to restore")
+    if skipped:
+        title += f"; left as they are: {', '.join(skipped)}"
     if refused:
         title += f"; refused {', '.join(refused)}"
     if e.bash_calls_not_undone:

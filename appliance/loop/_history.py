@@ -198,12 +198,15 @@ class History:
             self._close_pending(seq)
             self.open_run = None
         elif isinstance(event, UndoApplied):
-            restored = [f.path for f in event.files if f.action != "refused"]
+            restored = [f.path for f in event.files if f.action in ("restored", "deleted")]
             if restored:
                 self._close_pending(seq)
-                self._add({"role": "user", "content": "[abhed: the user undid your changes to "
-                           + ", ".join(restored[:50]) + ": those files are back as they were "
-                           "before. Read a file again before changing it.]"}, seq)
+                what = ("undid your changes to {}: those files are back as they were before"
+                        if event.kind == "undo" else
+                        "redid your changes to {} (it reversed an undo): those files hold your "
+                        "changes again")
+                self._add({"role": "user", "content": "[abhed: the user " + what.format(
+                    ", ".join(restored[:50])) + ". Read a file again before changing it.]"}, seq)
         elif isinstance(event, Compacted):
             self.compactions.append(event)
             memory = memory_parts(self.todo, self.plan)

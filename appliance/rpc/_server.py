@@ -173,11 +173,12 @@ class RpcServer:
             method = req.get("method")
             handler = {"start": self._start, "prompt": self._prompt, "steer": self._steer,
                        "abort": self._abort, "approve": self._approve, "undo": self._undo,
+                       "redo": self._redo,
                        "compact": self._compact, "mode": self._mode,
                        "shutdown": self._shutdown}.get(method if isinstance(method, str) else "")
             if handler is None:
                 raise _Fail("unknown_method", f"unknown method {str(method)[:64]!r}; methods: start, prompt, "
-                            "steer, abort, approve, undo, compact, mode, shutdown")
+                            "steer, abort, approve, undo, redo, compact, mode, shutdown")
             result = handler(req)
             self.send({"type": "response", "id": rid, "method": method, "ok": True, **result})
         except _Fail as exc:
@@ -313,19 +314,40 @@ class RpcServer:
         return {"mode": choice.mode, "mode_chosen_by": choice.chosen_by}
 
     def _undo(self, req: dict[str, Any]) -> dict[str, Any]:
-        from appliance.sessions import UndoError, undo
+        from appliance.sessions import undo
 
-        agent = self._need_agent()
-        if self._busy():
-            raise _Fail("busy", "a run is in progress; abort it or wait for run_ended, then undo")
         to_turn = req.get("to_turn")
         if to_turn is not None and (not isinstance(to_turn, int) or isinstance(to_turn, bool)):
             raise _Fail("invalid_params", "\"to_turn\" must be an integer (undo every run after it)")
+        return self._undo_or_redo(req, "undo", lambda session, overwrite, skip: undo(
+            session, after_turn=to_turn, overwrite=overwrite, skip=skip, requested_by="rpc"))
+
+    def _redo(self, req: dict[str, Any]) -> dict[str, Any]:
+        from appliance.sessions import redo
+
+        return self._undo_or_redo(req, "redo", lambda session, overwrite, skip: redo(
+            session, overwrite=overwrite, skip=skip, requested_by="rpc"))
+
+    def _undo_or_redo(self, req: dict[str, Any], verb: str,
+                      act: Callable[[Any, list[str], list[str]], Any]) -> dict[str, Any]:
+        from appliance.sessions import UndoError
+
+        agent = self._need_agent()
+        if self._busy():
+            raise _Fail("busy", f"a run is in progress; abort it or wait for run_ended, then {verb}")
+        lists = {}
+        for key in ("overwrite", "skip"):
+            value = req.get(key, [])
+            if (not isinstance(value, list) or len(value) > 10_000
+                    or not all(isinstance(p, str) and 0 < len(p) <= 4096 for p in value)):
+                raise _Fail("invalid_params", f"\"{key}\" must be a list of file paths (absolute, "
+                            "as the refusal named them)")
+            lists[key] = value
         try:
-            event = undo(agent.session, after_turn=to_turn, requested_by="rpc")
+            event = act(agent.session, lists["overwrite"], lists["skip"])
         except UndoError as exc:
-            raise _Fail("nothing_to_undo", str(exc)) from None
-        return {"undo": event.model_dump(mode="json")}
+            raise _Fail(f"nothing_to_{verb}", str(exc)) from None
+        return {verb: event.model_dump(mode="json")}
 
     def _approve(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = self._str(req, "request_id", max_len=64)

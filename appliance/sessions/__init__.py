@@ -1,9 +1,11 @@
 """What a session keeps beside its events: artifacts (cut outputs, preimages) and undo.
 
-Public surface: :class:`ArtifactStore`, :func:`undo` and :class:`UndoError`.
+Public surface: :class:`ArtifactStore`; undo as a history: :func:`undo`, :func:`redo`,
+:func:`undo_history` (what the next undo or redo would do, for a door to show) and
+:class:`UndoError`.
 """
 
 from appliance.sessions._artifacts import ArtifactStore
-from appliance.sessions._undo import UndoError, undo
+from appliance.sessions._undo import UndoError, UndoHistory, redo, undo, undo_history
 
-__all__ = ["ArtifactStore", "UndoError", "undo"]
+__all__ = ["ArtifactStore", "UndoError", "UndoHistory", "redo", "undo", "undo_history"]

@@ -1,4 +1,4 @@
-"""rpc undo, compact and mode: what they do, and malformed or ill-timed requests refused."""
+"""rpc undo, redo, compact and mode: what they do, and malformed or ill-timed requests refused."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ def test_undo_compact_and_mode_over_rpc(server: ScriptedServer, workspace: Path)
     c.send(id=6, method="undo")
     undone = c.until(lambda m: m["type"] == "response")["undo"]
     assert [x["action"] for x in undone["files"]] == ["restored"] and f.read_text() == "alpha\n" * 200
+    for bad in [{"method": "redo", "overwrite": "a.txt"}, {"method": "redo", "skip": [1]},
+                {"method": "undo", "skip": [""]}, {"method": "redo", "overwrite": ["x" * 5000]},
+                {"method": "redo", "skip": ["a"] * 10_001}]:
+        c.send(**bad)
+        assert _error(c) == "invalid_params"
+    c.send(id=7, method="undo")  # nothing left that changed a file
+    assert _error(c) == "nothing_to_undo"
+    c.send(id=8, method="redo")
+    redone = c.until(lambda m: m["type"] == "response")["redo"]
+    assert redone["kind"] == "redo" and f.read_text() == "beta\n"
+    assert c.event("undo_applied")["kind"] == "undo"  # both went out on the event stream too
+    assert c.event("undo_applied")["kind"] == "redo"
+    c.send(id=9, method="redo")
+    assert _error(c) == "nothing_to_redo"
     assert c.close() == 0
 
 

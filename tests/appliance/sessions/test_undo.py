@@ -4,6 +4,7 @@ all or nothing, refusing a file changed since by name; bash not undone, and said
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,114 @@ def test_cli_undo(workspace: Path, abhed_home: Path) -> None:
     proc = subprocess.run([str(ABHED), "sessions", "undo", "s-nope"], capture_output=True, text=True,
                           check=False, timeout=120)
     assert proc.returncode == 1 and "s-nope" in proc.stderr
+
+
+def _three_edits(store: EventStore, ws: Path) -> tuple[str, Path]:
+    """Three runs, each changing f.txt once (one -> two -> three -> four); the second makes g."""
+    f = ws / "f.txt"
+    f.write_text("one\n")
+    steps = [call("read", path=str(f)), call("edit", path=str(f), old_string="one", new_string="two"),
+             {"text": "1"},
+             call("edit", path=str(f), old_string="two", new_string="three"),
+             call("write", path=str(ws / "g.txt"), content="made\n"), {"text": "2"},
+             call("edit", path=str(f), old_string="three", new_string="four"), {"text": "3"}]
+    with agent_on(store, ws, steps) as (agent, _, _seen):
+        for prompt in ("a", "b", "c"):
+            assert agent.run(prompt).ok
+        return agent.session.id, f
+
+
+def test_undo_after_undo_walks_back_and_redo_walks_forward(workspace: Path) -> None:
+    from appliance.sessions import redo, undo_history
+
+    store = EventStore(workspace.parent / "e.db")
+    sid, f = _three_edits(store, workspace)
+    g = workspace / "g.txt"
+    os.chmod(g, 0o600)
+    session = Session.open(store, sid)
+    undo(session)
+    assert f.read_text() == "three\n"
+    undo(session)  # the second undo walks on to the second run, instead of refusing f.txt
+    assert f.read_text() == "two\n" and not g.exists()
+    undo(session)
+    assert f.read_text() == "one\n"
+    with pytest.raises(UndoError, match="undone already; a redo puts"):
+        undo(session)
+    assert undo_history(session).next_undo is None
+    redo(session)
+    assert f.read_text() == "two\n"
+    redo(session)  # the created file comes back, with its mode
+    assert f.read_text() == "three\n" and g.read_text() == "made\n"
+    assert os.stat(g).st_mode & 0o777 == 0o600
+    history = undo_history(session)
+    assert history.next_undo == history.runs[1] and history.next_redo is not None
+    undo(session)  # undo again after a redo: the same run as before
+    assert f.read_text() == "two\n"
+    redo(session)
+    redo(session)
+    assert f.read_text() == "four\n"
+    with pytest.raises(UndoError, match="nothing to redo"):
+        redo(session)
+    kinds = [e.event.kind for e in store.events(sid, types=("undo_applied",))  # type: ignore[union-attr]
+             ]
+    assert kinds == ["undo", "undo", "undo", "redo", "redo", "undo", "redo", "redo"]
+
+
+def test_a_refusal_says_how_to_go_on_and_that_advice_works(workspace: Path) -> None:
+    from appliance.sessions import redo
+
+    store = EventStore(workspace.parent / "e.db")
+    sid, f = _three_edits(store, workspace)
+    session = Session.open(store, sid)
+    undo(session)
+    f.write_text("a person's work\n")  # changed since the undo put it back
+    refused = undo(session)
+    [why] = [x.reason for x in refused.files if x.path == str(f)]
+    assert f"--overwrite {f}" in why and f"--skip {f}" in why and "can be brought back" in why
+    g = workspace / "g.txt"
+    assert g.exists() and f.read_text() == "a person's work\n"  # all or nothing
+    skipped = undo(session, skip=[str(f)])  # leave f alone, put back the rest
+    assert {x.path: x.action for x in skipped.files} == {str(f): "skipped", str(g): "deleted"}
+    redo(session)
+    assert g.exists()
+    undo(session, overwrite=[str(f)])
+    assert f.read_text() == "two\n" and not g.exists()
+    redo(session)  # the person's work was kept, and comes back
+    assert f.read_text() == "a person's work\n"
+
+
+def test_the_model_is_told_of_a_redo(workspace: Path) -> None:
+    from appliance.sessions import redo
+
+    store = EventStore(workspace.parent / "e.db")
+    sid, f = _three_edits(store, workspace)
+    undo(Session.open(store, sid))
+    redo(Session.open(store, sid))
+    with agent_on(store, workspace, [{"text": "ok"}], session_id=sid) as (agent, server, _seen):
+        agent.run("again")
+    sent = json.dumps(server.requests[0]["messages"])
+    assert "undid your changes" in sent and "redid your changes" in sent
+
+
+def test_cli_undo_redo_with_skip(workspace: Path, abhed_home: Path) -> None:
+    store = EventStore(abhed_home / "state" / "events.db")
+    sid, f = _three_edits(store, workspace)
+    store.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(ABHED), "sessions", *args], capture_output=True, text=True,
+                              check=False, timeout=120)
+
+    assert cli("undo", sid).returncode == 0 and f.read_text() == "three\n"
+    f.write_text("mine\n")
+    proc = cli("undo", sid)
+    assert proc.returncode == 1 and f"--skip {f}" in proc.stdout
+    proc = cli("undo", sid, "--skip", str(f))
+    assert proc.returncode == 0 and "skipped" in proc.stdout and f.read_text() == "mine\n"
+    proc = cli("redo", sid)
+    assert proc.returncode == 0 and (workspace / "g.txt").exists()
+    proc = cli("redo", sid, "--overwrite", str(f))
+    assert proc.returncode == 0 and f.read_text() == "four\n"
+    proc = cli("redo", sid)
+    assert proc.returncode == 1 and "nothing to redo" in proc.stderr
+    assert "redo: restored" in cli("show", sid).stdout
