@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from models._assembly import StreamAssembler, reply_from_message
+from models._chunks import StreamAssembler, reply_from_message
 from models._credentials import ApiKey
 from models._errors import (
     ModelNotFound,

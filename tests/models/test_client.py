@@ -25,7 +25,7 @@ from models import (
     ScriptedServer,
     open_provider,
 )
-from models._assembly import StreamAssembler
+from models._chunks import StreamAssembler
 
 MSG = [{"role": "user", "content": "hi"}]
 
