@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from appliance._session import Session
@@ -62,6 +64,10 @@ class Dispatcher:
         self.tools = tools
         self.ctx = ctx
         self.gate = gate
+        #: A front end watching calls run (the TUI): told (call id, output so far) by tools
+        #: that stream (bash), as it comes.  Transient, like the model's text deltas: what
+        #: is recorded is the observation.
+        self.on_progress: Callable[[str, str], None] | None = None
 
     def call(self, name: str, args: Any, *, call_id: str | None = None,
              source: str = "model") -> ToolResult:
@@ -81,7 +87,10 @@ class Dispatcher:
             if isinstance(admitted, ToolResult):
                 result = admitted
             else:
-                result = run_tool(tool, admitted, replace(self.ctx, call_id=call_id))
+                watch = self.on_progress
+                result = run_tool(tool, admitted, replace(
+                    self.ctx, call_id=call_id,
+                    progress=partial(watch, call_id) if watch is not None else None))
                 result = self.gate.finish(call_id, tool, admitted, result)
         elapsed = (time.perf_counter() - started) * 1000
         self.session.record_result(call_id, name, result, round(elapsed, 3),

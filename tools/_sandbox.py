@@ -7,7 +7,7 @@ the explicit host backend) to the tool through ``ToolContext.sandbox``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,7 +68,11 @@ class ShellSandbox(Protocol):
     cwd: str
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str],
-            timeout_s: float) -> ShellRun: ...
+            timeout_s: float, on_output: Callable[[bytes], None] | None = None) -> ShellRun:
+        """Run a foreground command to its end.  ``on_output`` (when given) hears its
+        output as it comes, from another thread, for a person watching the call; the
+        result still holds all of it (head and tail) for the model."""
+        ...
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
         """Start a background job; return its handle."""

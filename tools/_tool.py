@@ -8,7 +8,7 @@ exception into an error result, so every tool gets identical treatment.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -124,6 +124,9 @@ class ToolContext:
     artifacts: ArtifactKeeper | None = None  # None: cut outputs and preimages are not kept
     subagents: Any = None  # tools.task.Subagents: who runs task calls; None: task refuses
     call_id: str = ""  # the call being run (set per call by the dispatcher)
+    #: Someone watches this call run (the TUI's card): a long-running tool tells it the
+    #: output it has so far (text, as it comes, from any thread).  None: nobody watches.
+    progress: Callable[[str], None] | None = None
 
 
 class Tool:

@@ -9,9 +9,11 @@ command runs and the process lifecycle.
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field
@@ -306,7 +308,11 @@ class Bash(Tool):
             if args.background:
                 job_id = sandbox.start(command, cwd=cwd, env=env)
                 return self._started(sandbox, job_id, cwd)
-            run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000)
+            if ctx.progress is None:
+                run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000)
+            else:
+                run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000,
+                                  on_output=_watched(ctx.progress))
         except ToolFailure:
             raise
         except Exception as exc:
@@ -406,6 +412,19 @@ class Bash(Tool):
         return success("\n".join(lines), truncated=cut, job_id=job_id, state=out.state,
                        exit_code=out.exit_code, signal=out.signal, omitted=dropped,
                        next_offset=out.next_offset, sandbox=sandbox.backend)
+
+
+def _watched(progress: Callable[[str], None]) -> Callable[[bytes], None]:
+    """Output bytes as text for whoever watches (a character split across chunks is kept
+    for the next one; control characters are the watcher's to make visible)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(chunk: bytes) -> None:
+        text = decoder.decode(chunk)
+        if text:
+            progress(text.replace("\r\n", "\n"))
+
+    return feed
 
 
 def _sandbox_failed(sandbox: ShellSandbox, exc: Exception) -> ToolResult:

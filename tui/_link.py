@@ -209,6 +209,7 @@ class AgentLink:
         self.agent = agent
         self.session_id = agent.session.id
         agent.on_delta = self.sink.delta
+        agent.dispatcher.on_progress = self.sink.progress  # a running command's output
         sandbox = agent.dispatcher.ctx.sandbox
         problem = getattr(agent.dispatcher.ctx, "sandbox_problem", "")
         backend = str(getattr(sandbox, "backend", "")) if sandbox is not None else \

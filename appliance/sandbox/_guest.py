@@ -35,10 +35,13 @@ Wire protocol (guest agent; one JSON object per line, UTF-8, both ways, over a
 virtio-serial port; requests carry an integer ``id`` the reply repeats)::
 
     -> {"id": 1, "op": "hello"}
-    <- {"id": 1, "ok": true, "result": {"agent": "abhed-guest-agent",
-                                         "protocol": 2, "kernel": "6.1.0-...", "pid": 1}}
+    <- {"id": 1, "ok": true, "result": {"agent": "abhed-guest-agent", "protocol": 2,
+                                         "kernel": "6.1.0-...", "pid": 1,
+                                         "features": ["stream"]}}
     -> {"id": 2, "op": "run", "command": "make test", "cwd": "/ws", "env": {...},
-        "timeout_s": 120, "owner": "s-..."}
+        "timeout_s": 120, "owner": "s-...", "stream": true}
+    <- {"id": 2, "output_b64": "...", "skipped": 0}   (with "stream": at most every 0.1 s,
+                                                        what came since; no "ok": not the reply)
     <- {"id": 2, "ok": true, "result": RUN}
     -> {"id": 3, "op": "start", "command": "...", "cwd": "/ws", "env": {...}, "owner": "s-..."}
     <- {"id": 3, "ok": true, "result": {"job_id": "job-1", "pid": 42}}
@@ -81,6 +84,9 @@ from typing import Any
 __all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
 
 #: 2: commands and jobs name their owner (one shell per agent); ``release``.
+#: What this agent offers beyond its protocol version, said in ``hello``: "stream" (a run
+#: asked with ``"stream": true`` sends its output as it comes, as interim lines).
+FEATURES = ("stream",)
 PROTOCOL_VERSION = 2
 AGENT_NAME = "abhed-guest-agent"
 
@@ -106,8 +112,9 @@ class _Capture:
     """Combined output of one process: head and tail kept, everything counted."""
 
     def __init__(self, keep_bytes: int, limit_bytes: int, on_limit: Callable[[], None],
-                 spill: Any = None) -> None:
+                 spill: Any = None, on_output: Callable[[bytes], None] | None = None) -> None:
         self.spill = spill  # an open binary file that receives every byte, or None
+        self.on_output = on_output  # told each chunk as it is read (a running command's card)
         self.keep = keep_bytes
         self.limit = limit_bytes
         self.on_limit = on_limit
@@ -119,6 +126,7 @@ class _Capture:
         self.done = threading.Event()
 
     def feed(self, chunk: bytes) -> None:
+        chunk_all = chunk
         with self.lock:
             if self.spill is not None and self.total <= self.limit:
                 try:
@@ -137,6 +145,11 @@ class _Capture:
             over = self.total > self.limit and not self.limited
             if over:
                 self.limited = True
+        if self.on_output is not None and not self.limited:
+            try:
+                self.on_output(chunk_all)
+            except Exception:
+                self.on_output = None  # a listener that fails is dropped, the command runs on
         if over:
             self.on_limit()
 
@@ -286,7 +299,9 @@ class Runner:
 
     # -- foreground -------------------------------------------------------
     def run(self, command: str, cwd: str, env: dict[str, str], timeout_s: float,
-            owner: str = "") -> dict[str, Any]:
+            owner: str = "", on_output: Callable[[bytes], None] | None = None) -> dict[str, Any]:
+        """Run ``command`` to its end; ``on_output`` hears its output as it comes (from the
+        reader thread), for a person watching; the result holds it as head and tail."""
         started = time.monotonic()
         cwd_r, cwd_w = os.pipe()
         try:
@@ -315,7 +330,7 @@ class Runner:
                 spill = tempfile.NamedTemporaryFile(dir=self.spill_dir, prefix="out-", delete=False)
             except OSError:
                 spill = None
-        cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit, spill)
+        cap = _Capture(self.keep_bytes, self.max_output_bytes, on_limit, spill, on_output)
         reader = threading.Thread(target=cap.pump, args=(proc.stdout.fileno(),), daemon=True)
         reader.start()
         timed_out = not _wait_exit(proc, max(0.0, started + timeout_s - time.monotonic()))
@@ -480,6 +495,53 @@ def _find_port(name: str) -> str:
     raise SystemExit(f"abhed agent: no virtio-serial port named {name}")
 
 
+class _Stream:
+    """A running command's output on its way to the host: at most every ``every_s`` one
+    interim line ``{"id": ID, "output_b64": ...}`` holding what came since (the newest
+    ``keep_bytes`` of it; ``skipped`` counts what was left out), flushed at the end."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None], rid: Any, *,
+                 every_s: float = 0.1, keep_bytes: int = 16 * 1024) -> None:
+        self.send = send
+        self.rid = rid
+        self.every_s = every_s
+        self.keep = keep_bytes
+        self.buf = bytearray()
+        self.skipped = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            self.buf += chunk
+            if len(self.buf) > self.keep:
+                self.skipped += len(self.buf) - self.keep
+                del self.buf[: len(self.buf) - self.keep]
+
+    def _flush(self) -> None:
+        with self.lock:
+            data, skipped = bytes(self.buf), self.skipped
+            self.buf.clear()
+            self.skipped = 0
+        if data or skipped:
+            try:
+                self.send({"id": self.rid, "output_b64": base64.b64encode(data).decode(),
+                           "skipped": skipped})
+            except OSError:
+                self.stopped.set()  # the host is gone: nobody to tell
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            self._flush()
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(1.0)
+        self._flush()
+
+
 class Server:
     """Serves the wire protocol on one file descriptor (the virtio-serial port)."""
 
@@ -512,11 +574,17 @@ class Server:
         op = req.get("op")
         if op == "hello":
             return {"agent": AGENT_NAME, "protocol": PROTOCOL_VERSION, "kernel": os.uname().release,
-                    "pid": os.getpid()}
+                    "pid": os.getpid(), "features": list(FEATURES)}
         owner = str(req.get("owner") or "")
         if op == "run":
-            return self.runner.run(str(req["command"]), str(req["cwd"]), dict(req["env"]),
-                                   float(req["timeout_s"]), owner)
+            stream = _Stream(self.send, req.get("id")) if req.get("stream") else None
+            try:
+                return self.runner.run(str(req["command"]), str(req["cwd"]), dict(req["env"]),
+                                       float(req["timeout_s"]), owner,
+                                       stream.feed if stream is not None else None)
+            finally:
+                if stream is not None:
+                    stream.close()
         if op == "start":
             return self.runner.start(str(req["command"]), str(req["cwd"]), dict(req["env"]), owner)
         if op == "job":

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +88,8 @@ class _RunnerSandbox:
         return base_env(self.settings, env, self._home)
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
-            owner: str = "") -> ShellRun:
-        return to_run(self._runner.run(command, cwd, self._env(env), timeout_s, owner))
+            owner: str = "", on_output: Callable[[bytes], None] | None = None) -> ShellRun:
+        return to_run(self._runner.run(command, cwd, self._env(env), timeout_s, owner, on_output))
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str], owner: str = "") -> str:
         return str(self._runner.start(command, cwd, self._env(env), owner)["job_id"])

@@ -28,6 +28,7 @@ is tied to the thread that started them.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import json
@@ -39,7 +40,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,7 +303,9 @@ class _Guest:
                 rid = reply.get("id") if isinstance(reply, dict) else None
                 with self.lock:
                     waiter = self._waiting.get(rid) if isinstance(rid, int) else None
-                if waiter is not None:  # else a notify's, or an abandoned request's
+                if waiter is not None and "ok" not in reply:  # a running command's output
+                    waiter.interim(reply)
+                elif waiter is not None:  # else a notify's, or an abandoned request's
                     waiter.reply = reply
                     waiter.done.set()
         with self.lock:
@@ -311,11 +314,16 @@ class _Guest:
         for waiter in waiters:
             waiter.done.set()
 
-    def request(self, op: str, *, wait_s: float, **fields: Any) -> dict[str, Any]:
-        """Send one request, wait for its reply (``TimeoutError`` if none in time)."""
+    def request(self, op: str, *, wait_s: float,
+                on_output: Callable[[bytes], None] | None = None, **fields: Any) -> dict[str, Any]:
+        """Send one request, wait for its reply (``TimeoutError`` if none in time).
+
+        ``on_output``: the request streams (a run asked with ``"stream": true``), and
+        hears each interim output line's bytes on the reader thread.
+        """
         self._alive()
         assert self.sock is not None
-        waiter = _Reply()
+        waiter = _Reply(on_output=on_output)
         with self.lock:
             if self._lost:
                 raise SandboxCrashed("the guest agent closed its channel")
@@ -366,10 +374,23 @@ class _AgentRefused(Exception):
 
 @dataclass
 class _Reply:
-    """One request waiting for its reply."""
+    """One request waiting for its reply (and, for a streamed run, hearing its output)."""
 
     done: threading.Event = field(default_factory=threading.Event)
     reply: dict[str, Any] | None = None
+    on_output: Callable[[bytes], None] | None = None
+
+    def interim(self, line: dict[str, Any]) -> None:
+        if self.on_output is None:
+            return
+        try:
+            data = base64.b64decode(str(line.get("output_b64", "")), validate=True)
+        except ValueError:
+            return  # a line the host cannot read: the final reply still holds the output
+        try:
+            self.on_output(data)
+        except Exception:
+            self.on_output = None  # a listener that fails is dropped, the command runs on
 
 
 def _rust_virtiofsd(path: str) -> bool:
@@ -532,12 +553,17 @@ class MicroVM:
         return base_env(self.settings, env, "/root")
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
-            owner: str = "") -> ShellRun:
+            owner: str = "", on_output: Callable[[bytes], None] | None = None) -> ShellRun:
         guest = self.boot()
         wait = timeout_s + self.settings.kill_grace_s + 30
+        # An image whose agent cannot stream still runs the command; the output then
+        # arrives with its end, as before.
+        stream = on_output is not None and "stream" in (guest.hello.get("features") or ())
         try:
-            raw = guest.request("run", wait_s=wait, command=command, cwd=cwd,
-                                env=self._env(env), timeout_s=timeout_s, owner=owner)
+            raw = guest.request("run", wait_s=wait, on_output=on_output if stream else None,
+                                command=command, cwd=cwd, env=self._env(env),
+                                timeout_s=timeout_s, owner=owner,
+                                **({"stream": True} if stream else {}))
         except TimeoutError as exc:
             raise SandboxCrashed(f"the guest agent stopped answering ({exc})") from None
         except _AgentRefused as exc:

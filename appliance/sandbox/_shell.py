@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol, cast
 
 from tools import JobOutput, ShellRun, ShellSandbox
@@ -41,7 +41,7 @@ class SessionSandbox(Protocol):
     workspace: str
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
-            owner: str = "") -> ShellRun: ...
+            owner: str = "", on_output: Callable[[bytes], None] | None = None) -> ShellRun: ...
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str], owner: str = "") -> str: ...
 
@@ -78,8 +78,13 @@ class AgentShell:
         return AgentShell(self.sandbox, owner, owns_sandbox=False)
 
     # -- tools.ShellSandbox ------------------------------------------------------
-    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float) -> ShellRun:
-        return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s, owner=self.owner)
+    def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
+            on_output: Callable[[bytes], None] | None = None) -> ShellRun:
+        if on_output is None:
+            return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
+                                    owner=self.owner)
+        return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
+                                owner=self.owner, on_output=on_output)
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
         job_id = self.sandbox.start(command, cwd=cwd, env=env, owner=self.owner)

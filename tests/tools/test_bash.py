@@ -320,3 +320,18 @@ def test_no_sandbox_means_bash_refuses_with_guidance(tmp_path: Path) -> None:
     ctx = ToolContext(workspace=Workspace(str(tmp_path)))
     res = run_tool(Bash(), {"command": "echo hi", "description": "x"}, ctx)
     assert not res.ok and res.error is not None and res.error.code == "sandbox_unavailable"
+
+
+def test_a_watcher_hears_the_output_as_it_comes_whole_characters(sh: Shell) -> None:
+    import dataclasses
+    import time
+
+    heard: list[tuple[float, str]] = []
+    ctx = dataclasses.replace(sh.ctx, progress=lambda text: heard.append((time.monotonic(), text)))
+    # a UTF-8 character split across two writes, a second apart
+    result = run_tool(sh.tool, {"command": "printf 'caf\\303'; sleep 1; printf '\\251 done\\n'",
+                                "description": "split"}, ctx)
+    ended = time.monotonic()
+    assert result.ok and "café done" in result.content
+    assert "".join(t for _, t in heard) == "café done\n"
+    assert heard[0][0] < ended - 0.5, "the first part arrived while the command still ran"

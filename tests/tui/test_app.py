@@ -356,3 +356,23 @@ def test_the_tuis_mode_list_is_the_policys() -> None:
     choice = next(p.type for p in tui_verb.params if p.name == "mode")
     assert isinstance(choice, click.Choice)
     assert sorted(TUI_MODES) == sorted(choice.choices) == sorted(MODES)
+
+
+async def test_a_real_command_streams_into_its_card_before_it_ends(server: ScriptedServer,
+                                                                   workspace: Path) -> None:
+    server.add({"tool_calls": [{"name": "bash", "arguments": {
+        "command": "echo starting; sleep 3; echo finished; exit 3", "description": "slow"}}]},
+        {"text": "it failed"})
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "run it"
+        await pilot.press("enter")
+        card = await until(pilot, lambda: next((c for c in app.cards.values()
+                                                 if c.tool == "bash"), None))
+        await until(pilot, lambda: "starting" in card.live, timeout_s=10,
+                    what="the output while the command runs")
+        assert card.status == "running" and "finished" not in card.live
+        await until(pilot, lambda: not app.running, timeout_s=30)
+        assert card.status == "failed" and card.outcome is not None
+        assert card.outcome.label == "failed (exit 3)" and "finished" in card.outcome.tail

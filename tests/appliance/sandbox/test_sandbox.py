@@ -330,3 +330,42 @@ def test_agent_release_ends_only_that_owners_jobs(agent: AgentPeer, tmp_path: Pa
     assert agent.call(id=3, op="release", owner="child")["result"] == {"killed": 1}
     assert agent.call(id=4, op="job", job_id=mine)["result"]["state"] == "killed"
     assert agent.call(id=5, op="job", job_id=theirs)["result"]["state"] == "running"
+
+
+def test_agent_streams_a_runs_output_as_it_comes_when_asked(agent: AgentPeer, tmp_path: Path) -> None:
+    assert "stream" in agent.call(id=1, op="hello")["result"]["features"]
+    agent.send_raw((json.dumps({"id": 2, "op": "run", "command": "echo one; sleep 0.4; echo two",
+                                "cwd": str(tmp_path), "env": {"PATH": "/usr/bin:/bin"},
+                                "timeout_s": 20, "stream": True}) + "\n").encode())
+    seen = b""
+    while True:
+        line = agent.reply()
+        assert line["id"] == 2
+        if "ok" in line:
+            break
+        assert line["skipped"] == 0
+        seen += base64.b64decode(line["output_b64"])
+        if seen == b"one\n":
+            interim_before_end = True
+    assert interim_before_end and seen == b"one\ntwo\n"  # it came in parts, all of it
+    assert base64.b64decode(line["result"]["head_b64"]) == b"one\ntwo\n"
+    plain = agent.call(id=3, op="run", command="echo quiet", cwd=str(tmp_path),
+                       env={"PATH": "/usr/bin:/bin"}, timeout_s=20)
+    assert plain["ok"]  # without "stream", no interim lines: the reply comes first
+
+
+def test_runner_tells_a_watcher_the_output_bounded_and_survives_a_broken_one(tmp_path: Path) -> None:
+    box = HostSandbox(str(tmp_path))
+    try:
+        heard: list[bytes] = []
+        run = box.run("printf 'a'; sleep 0.2; printf 'b'", cwd=str(tmp_path), env={},
+                      timeout_s=20, on_output=heard.append)
+        assert b"".join(heard) == b"ab" and len(heard) == 2 and run.exit_code == 0
+
+        def broken(chunk: bytes) -> None:
+            raise RuntimeError("the watcher went away")
+        run = box.run("echo x; echo y", cwd=str(tmp_path), env={}, timeout_s=20,
+                      on_output=broken)
+        assert run.exit_code == 0 and run.head == b"x\ny\n"  # the command is not the watcher's
+    finally:
+        box.close()
