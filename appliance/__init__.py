@@ -1,16 +1,16 @@
-"""The agent runtime: config, sessions, the event log, tool dispatch, and assembly.
+"""The agent runtime: what every part stands on (errors, ABHED_HOME, the session, dispatch).
 
-Every door (``abhed run``/``tool``/``rpc``, the TUI, subagents) builds its
-session with :func:`start_agent` (a whole agent) or :func:`open_tooling`
-(tools, policy and dispatcher only); see docs/architecture.md.
+Sessions are assembled in :mod:`appliance.compose` (config, ``start_agent``,
+``open_tooling``): every door and every subagent goes through it; see
+docs/architecture.md.
 
 Errors: :class:`AbhedError` is the root (see ``appliance._errors``).
 
 This is the one package whose names load on first use (PEP 562): every
 ``abhed`` verb, ``abhed --help`` included, imports ``appliance`` first (the
-command line is ``appliance.cli``), and importing the config models, the
-dispatcher and the assembly here would put pydantic and the whole runtime in
-front of a help screen that needs only click.  The subpackages and the other
+command line is ``appliance.cli``), and importing the dispatcher and the
+session here would put pydantic and the tools in front of a help screen that
+needs only click.  The subpackages and the other
 packages import their names plainly: nothing on the help path imports them.
 Each name is written twice: in the ``TYPE_CHECKING`` imports (what mypy and
 readers see) and in ``_EXPORTS`` (what ``__getattr__`` loads);
@@ -23,15 +23,6 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages type-check
-    from appliance._assembly import Notice as Notice
-    from appliance._assembly import StartedAgent as StartedAgent
-    from appliance._assembly import Tooling as Tooling
-    from appliance._assembly import choose_provider as choose_provider
-    from appliance._assembly import load_config_catalog as load_config_catalog
-    from appliance._assembly import open_tooling as open_tooling
-    from appliance._assembly import start_agent as start_agent
-    from appliance._config import Config as Config
-    from appliance._config import load_config as load_config
     from appliance._dispatch import Dispatcher as Dispatcher
     from appliance._errors import AbhedError as AbhedError
     from appliance._errors import ChainBroken as ChainBroken
@@ -44,9 +35,6 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
 
 # the private module -> the public names it defines
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "appliance._assembly": ("Notice", "StartedAgent", "Tooling", "choose_provider",
-                            "load_config_catalog", "open_tooling", "start_agent"),
-    "appliance._config": ("Config", "load_config"),
     "appliance._dispatch": ("Dispatcher",),
     "appliance._errors": ("AbhedError", "ChainBroken", "ConfigError", "EventLogError",
                           "SessionNotFound"),
@@ -59,22 +47,13 @@ _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in nam
 __all__ = [
     "AbhedError",
     "ChainBroken",
-    "Config",
     "ConfigError",
     "Dispatcher",
     "EventLogError",
-    "Notice",
     "Session",
     "SessionNotFound",
-    "StartedAgent",
-    "Tooling",
     "abhed_home",
-    "choose_provider",
     "events_db_path",
-    "load_config",
-    "load_config_catalog",
-    "open_tooling",
-    "start_agent",
 ]
 
 

@@ -1,15 +1,23 @@
-"""A session: one workspace, one event stream, and what it knows about files.
+"""A session: one workspace, one event stream, what it knows about files, who listens.
 
 The file ledger (which file was seen at which hash) is *derived* from the
 session's observation events, never stored beside them, so it survives a
 process restart and cannot disagree with the audit log.
+
+Listeners hear every event right after it is persisted, exactly once, in log
+order: the loop, the dispatcher and the approval path all append through the
+session, so this is what ``abhed run --json`` prints, ``abhed rpc`` streams and
+the TUI shows.  A subagent's session is *adopted* by its parent's, so a front
+end that asked for children's events hears them too.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -50,7 +58,7 @@ def _artifact_refs(result: ToolResult) -> list[ArtifactRef]:
 
 
 class Session:
-    """Appends events for one session and keeps the derived file ledger current."""
+    """Appends events for one session, keeps the derived file ledger current, tells listeners."""
 
     def __init__(self, store: EventStore, session_id: str, workspace: str) -> None:
         self.store = store
@@ -58,6 +66,11 @@ class Session:
         self.workspace = workspace
         self._hashes: dict[str, str] = {}
         self._memory: dict[str, Any] = {}  # "todo" / "plan": as the last accepted call left it
+        self._listeners: list[Callable[[StoredEvent], None]] = []
+        self._child_listeners: list[Callable[[StoredEvent], None]] = []
+        # Threads append at once (parallel subagents relay into their parent's
+        # listeners): one lock keeps each event's persist-then-notify together.
+        self._append_lock = threading.Lock()
         for stored in store.events(session_id, types=("observation", "todo_updated", "plan_updated")):
             self._fold(stored.event)
 
@@ -85,11 +98,29 @@ class Session:
             )
         return cls(store, session_id, info["workspace"])
 
+    def listen(self, fn: Callable[[StoredEvent], None], *, children: bool = False) -> None:
+        """Call ``fn`` after each event; ``children``: subagents' events too (a front end's stream)."""
+        self._listeners.append(fn)
+        if children:
+            self._child_listeners.append(fn)
+
+    def adopt(self, child: Session) -> None:
+        """Relay a subagent session's events to the listeners that asked for children's."""
+
+        def relay(stored: StoredEvent) -> None:
+            for fn in list(self._child_listeners):
+                fn(stored)
+
+        child.listen(relay, children=True)
+
     def append(self, event: Event) -> StoredEvent:
         if event.session_id != self.id:
             raise EventLogError(f"event for session {event.session_id} appended to {self.id}")
-        stored = self.store.append(event)
-        self._fold(event)
+        with self._append_lock:
+            stored = self.store.append(event)
+            self._fold(event)
+            for fn in list(self._listeners):
+                fn(stored)
         return stored
 
     def _fold(self, event: Event) -> None:

@@ -70,11 +70,18 @@ class SchemaTool(Tool):
     def input_schema(cls) -> dict[str, Any]:
         return dict(cls.schema)
 
-    def check_args(self, args: dict[str, Any]) -> None:
-        check_json_schema(self.name, self.schema, args)
+    @classmethod
+    def check_args(cls, values: dict[str, Any]) -> None:
+        check_json_schema(cls.name, cls.schema, values)
 
     def checked_values(self, args: Any) -> dict[str, Any]:
-        """The arguments as a plain dict, after the declared schema accepted them."""
-        values = args.model_dump() if isinstance(args, FreeArgs) else dict(args)
+        """The arguments as a plain dict, after the declared schema accepted them.
+
+        ``FreeArgs`` come from :func:`validate_args`, which checked the schema
+        already; anything else is checked here.
+        """
+        if isinstance(args, FreeArgs):
+            return args.model_dump()
+        values = dict(args)
         self.check_args(values)
         return values

@@ -147,7 +147,8 @@ class Tool:
     def precheck(self, args: Any, ctx: ToolContext) -> ToolResult | None:
         """The error result this call is certain to end with, found with no side effects.
 
-        ``args`` are the raw arguments as the model sent them.  Policy calls
+        ``args`` are the arguments the policy gate validated (an instance of
+        :attr:`args_model`; raw JSON is validated here first).  Policy calls
         this before it asks a human, so only calls that could succeed reach
         an approval: a hopeless one (bad schema; for the file tools also a
         relative path, outside the workspace, not read, stale, no match, not
@@ -158,7 +159,7 @@ class Tool:
         their :meth:`run` uses.
         """
         try:
-            self.check(validate_args(self, args), ctx)
+            self.check(args if isinstance(args, self.args_model) else validate_args(self, args), ctx)
         except ToolFailure as exc:
             return exc.to_result()
         except Exception:
@@ -175,12 +176,20 @@ class Tool:
         return None
 
     def preview_of(self, raw: Any, ctx: ToolContext) -> str | None:
-        """:meth:`preview` of arguments not yet validated; ``None`` when they are invalid or
-        the preview fails (the call itself will report why)."""
+        """:meth:`preview` of the gate's validated arguments (raw JSON is validated first);
+        ``None`` when they are invalid or the preview fails (the call itself will report why)."""
         try:
-            return self.preview(validate_args(self, raw), ctx)
+            return self.preview(raw if isinstance(raw, self.args_model) else validate_args(self, raw), ctx)
         except Exception:
             return None
+
+    @classmethod
+    def check_args(cls, values: dict[str, Any]) -> None:
+        """Raise a :class:`ToolFailure` for validated values ``args_model`` cannot judge.
+
+        Part of :func:`validate_args` (a tool defined by a JSON schema checks
+        that schema here); the default finds nothing.
+        """
 
     def check(self, args: Any, ctx: ToolContext) -> None:
         """Raise the :class:`ToolFailure` that :meth:`run` would raise before changing anything.
@@ -247,7 +256,12 @@ def _shown(value: Any) -> str:
 
 
 def validate_args(tool: type[Tool] | Tool, raw: Any) -> Args:
-    """Validate raw JSON-like arguments, or raise a ToolFailure naming every problem."""
+    """Validate raw JSON-like arguments, or raise a ToolFailure naming every problem.
+
+    The one validation of a call: the policy gate calls it once and hands the
+    result on; :meth:`Tool.precheck` and :func:`run_tool` take an instance of
+    the tool's ``args_model`` as already validated.
+    """
     model = tool.args_model
     if not isinstance(raw, Mapping):
         raise ToolFailure(
@@ -255,7 +269,7 @@ def validate_args(tool: type[Tool] | Tool, raw: Any) -> Args:
             f"Arguments for {tool.name} must be a JSON object; got {_json_type(raw)} {_shown(raw)}.",
         )
     try:
-        return model.model_validate(dict(raw))
+        args = model.model_validate(dict(raw))
     except ValidationError as exc:
         allowed = ", ".join(model.model_fields)
         problems: list[str] = []
@@ -277,12 +291,19 @@ def validate_args(tool: type[Tool] | Tool, raw: Any) -> Args:
             fields.append({"field": loc, "problem": kind})
         text = f"Invalid arguments for {tool.name}: " + "; ".join(problems) + ". Nothing was run; fix and call again."
         raise ToolFailure("invalid_arguments", text, details={"fields": fields}) from None
+    tool.check_args(args.model_dump())
+    return args
 
 
 def run_tool(tool: Tool, raw_args: Any, ctx: ToolContext) -> ToolResult:
-    """Validate and run one call; never raises for anything the model can cause."""
+    """Validate and run one call; never raises for anything the model can cause.
+
+    ``raw_args`` already an instance of the tool's ``args_model`` were
+    validated by the caller (the policy gate, which also resolved their paths)
+    and are run as they are.
+    """
     try:
-        args = validate_args(tool, raw_args)
+        args = raw_args if isinstance(raw_args, tool.args_model) else validate_args(tool, raw_args)
         return tool.run(args, ctx)
     except ToolFailure as exc:
         return exc.to_result()

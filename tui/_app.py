@@ -29,7 +29,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
-    from appliance import Config
+    from appliance.compose import Config
     from appliance.events import Event, EventStore
 from tui._approval import GUARD_S, ApprovalCard
 from tui._commands import COMMANDS, UNAVAILABLE, complete_command, help_text

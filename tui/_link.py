@@ -1,7 +1,8 @@
 """The one seam between the TUI and the appliance: start an agent, feed the app, relay answers.
 
 Everything the TUI does to the agent goes through :class:`AgentLink`, and
-everything it calls here is what ``abhed rpc`` calls (``start_agent``, the
+everything it calls here is what ``abhed rpc`` calls (``appliance.compose``'s
+``load_config``, ``open_store`` and ``start_agent``, the
 session's event listener, ``Agent.on_delta``, a ``CallbackApprover``,
 ``Agent.steer``, ``Agent.interrupt``), so the TUI holds no agent logic: a
 decision policy makes, the TUI only shows and answers.
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the appliance is imported on the start thread, after the first frame
-    from appliance import Config
+    from appliance.compose import Config
     from appliance.events import EventStore, StoredEvent
     from appliance.loop import Agent, RunOutcome
     from appliance.policy import Approval, ApprovalRequest
@@ -152,25 +153,19 @@ class AgentLink:
         return self._store
 
     def _load(self) -> None:
-        from appliance import AbhedError, events_db_path, load_config
-        from appliance.events import EventStore
+        from appliance.compose import load_config, open_store
 
         if self._config is None:
             self._config = load_config(self.config_path)
         if self._store is None:
             # The operator's event-log settings (redaction, disk reserve, rotation, witness)
             # bind the TUI as every other door; a damaged log raises here, shown as one message.
-            store = EventStore(events_db_path(), settings=self._config.events)
-            try:
-                store.check_reserve()
-            except AbhedError:
-                store.close()
-                raise
-            self._store = store
+            self._store = open_store(self._config, for_work=True)
             self._own_store = True
 
     def _start(self) -> None:
-        from appliance import AbhedError, start_agent
+        from appliance import AbhedError
+        from appliance.compose import start_agent
         from appliance.policy import CallbackApprover
         from models import ModelsError
 
@@ -217,27 +212,10 @@ class AgentLink:
         self.info = LinkInfo(
             session_id=agent.session.id, workspace=agent.session.workspace, provider=provider.name,
             model=provider.model, mode=self.mode, sandbox=backend,
-            context_window=self._context_window(), tools=tuple(sorted(agent.tools)),
+            context_window=started.context_tokens, tools=tuple(sorted(agent.tools)),
             mode_chosen_by=started.mode.chosen_by, notices=tuple(n.message for n in started.notices))
         self.sink.started(self.info)
         agent.session.listen(self.sink.event, children=True)  # subagents' calls show in their card
-
-    def _context_window(self) -> int | None:
-        """The model's window from the catalog entry, when the provider names one."""
-        try:
-            from appliance import choose_provider
-
-            pconf = choose_provider(self.config, self.provider_name)
-            if pconf.catalog_entry is None:
-                return None
-            from appliance import abhed_home
-            from models import load_catalog
-
-            path = Path(self.config.catalog).expanduser() if self.config.catalog \
-                else abhed_home() / "catalog.json"
-            return int(load_catalog(path).get(pconf.catalog_entry).max_model_len)
-        except Exception:
-            return None
 
     def history(self) -> list[StoredEvent]:
         """The session's recorded events so far (a resumed session is re-rendered from them)."""

@@ -1,4 +1,4 @@
-"""Small helpers shared by CLI verbs."""
+"""Small helpers shared by CLI verbs: the config and the event log, as usage errors."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from appliance._config import Config, load_config
 from appliance._errors import AbhedError
-from appliance._home import events_db_path
+from appliance.compose import Config, load_config
+from appliance.compose import open_store as _open_store
 from appliance.events import EventStore
 
 config_option = click.option(
@@ -25,19 +25,8 @@ def get_config(path: Path | None) -> Config:
 
 
 def open_store(config: Config | None = None, *, for_work: bool = False) -> EventStore:
-    """The event log, or one clear message: damaged, disk full, unopenable.
-
-    ``for_work``: the door starts new work (run, rpc, tool), so it is also
-    refused when the disk is below the reserve kept for the log.
-    """
+    """The event log (:func:`appliance.compose.open_store`), or one clear message."""
     try:
-        store = EventStore(events_db_path(), settings=config.events if config else None)
-        if for_work:
-            try:
-                store.check_reserve()
-            except AbhedError:
-                store.close()
-                raise
-        return store
+        return _open_store(config, for_work=for_work)
     except AbhedError as exc:
         raise click.ClickException(str(exc)) from None

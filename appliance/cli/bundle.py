@@ -32,7 +32,7 @@ def check_settings(settings: Mapping[str, Any]) -> None:
     build are handed this)."""
     from pydantic import ValidationError
 
-    from appliance import Config
+    from appliance.compose import Config
 
     try:
         Config.model_validate_json(json.dumps(settings), strict=True)

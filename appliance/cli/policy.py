@@ -20,9 +20,9 @@ from typing import IO, Any
 
 import click
 
-from appliance._config import Config
 from appliance._errors import AbhedError
 from appliance.cli._common import config_option, get_config
+from appliance.compose import Config
 from appliance.extensions import ExtensionHost
 from appliance.policy import (
     MODES,
@@ -79,14 +79,14 @@ class _Explainer:
     def explain(self, tool: Tool, args: Any, mode: str | None = None) -> dict[str, Any]:
         """The decision for one call, as the JSON object both forms print."""
         try:
-            norm = normalize_args(tool, args, self.ctx)
+            norm = normalize_args(tool, args, self.ctx).model_dump()
         except ToolFailure as exc:
             return {"verdict": "invalid", "decided_by": exc.code, "reason": exc.message}
         verdict = HookVerdict()
         if self.host is not None:
             verdict = self.host.tool_call("explain", tool.name, norm)
             if verdict.args is not None:
-                norm = normalize_args(tool, verdict.args, self.ctx)
+                norm = normalize_args(tool, verdict.args, self.ctx).model_dump()
         decision: Decision = Gate._with_hook(self.engine(mode).decide(tool, norm, self.ctx.workspace.root),
                                              verdict)
         return {"verdict": decision.verdict, "decided_by": decision.decided_by,

@@ -108,7 +108,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         mode: str | None, max_turns: int | None, deadline_s: float | None, sampling_pairs: tuple[str, ...],
         force_tool: str | None, session_id: str | None, config_path: Path | None) -> None:
     """Work on PROMPT in a workspace until the model answers or a limit stops it."""
-    from appliance import start_agent
+    from appliance.compose import start_agent
     from appliance.policy import HeadlessApprover
     from models import ModelNotFound, ModelsError, ProviderConfigError
 

@@ -40,7 +40,7 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
           log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
           hash_dir: Path | None, dry_run: bool, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
-    from appliance import load_config_catalog
+    from appliance.compose import load_config_catalog
     from models import (
         ModelsError,
         ProviderConfigError,

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from appliance._assembly import open_tooling
 from appliance._errors import AbhedError
 from appliance._session import Session
 from appliance.cli._common import config_option, get_config, open_store
-from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused, resolve_mode
+from appliance.compose import choose_mode, open_tooling
+from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
 from tools import Workspace, native_tools
 
 _DOOR = "abhed tool --mode"
@@ -71,7 +71,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
         raise click.UsageError("ARGS_JSON is nested too deeply to parse; tool arguments are "
                                "a flat JSON object") from None
     try:  # refuse a looser mode before a session is even created
-        resolve_mode(mode, config.policy, door=_DOOR, config_file=config.source)
+        choice = choose_mode(config, mode, door=_DOOR)
     except ModeRefused as exc:
         raise click.UsageError(str(exc)) from None
     ws = Workspace(str(workspace), config.tools.secret_paths)
@@ -86,7 +86,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
         raise click.UsageError(str(exc)) from None
     click.echo(f"session: {session.id}", err=True)
     try:
-        tooling = open_tooling(config, session, ws, door=_DOOR, mode=mode,
+        tooling = open_tooling(config, session, ws, mode=choice,
                                approver=_CommandLineApprover(yes), sandbox=name == "bash")
     except AbhedError as exc:
         store.close()

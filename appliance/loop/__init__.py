@@ -1,10 +1,9 @@
 """The agent loop: prompt assembly, the loop itself, limits.
 
 Public surface: :class:`Agent` (and :class:`RunOutcome`), :class:`Limits`,
-:class:`ObservedSession`, the system prompt builder and untrusted-content
-wrapping.  The loop has no policy of its own: modes, rules and approvers live
+the system prompt builder and untrusted-content wrapping.  The loop has no policy of its own: modes, rules and approvers live
 in :mod:`appliance.policy` (``Mode``, ``Approver``, ``HeadlessApprover``...);
-a ready agent comes from :func:`appliance.start_agent`.
+a ready agent comes from :func:`appliance.compose.start_agent`.
 
 Control flow is not an error: limits and interrupts end a run through
 :class:`StopRun`, caught in one place; configuration problems raise
@@ -16,7 +15,6 @@ from __future__ import annotations
 from appliance.loop._agent import Agent, RunOutcome
 from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
 from appliance.loop._limits import Limits, StopRun, TaskSettings
-from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import (
     ABHED_MD,
     AGENTS_MD,
@@ -35,7 +33,6 @@ __all__ = [
     "Agent",
     "Budget",
     "Limits",
-    "ObservedSession",
     "RunOutcome",
     "StopRun",
     "SystemPrompt",

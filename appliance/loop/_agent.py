@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from appliance._dispatch import Dispatcher
+from appliance._session import Session
 from appliance.events import (
     Compacted,
     ModelTurn,
@@ -35,7 +36,6 @@ from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
 from appliance.loop._compact import Compactor
 from appliance.loop._history import History
 from appliance.loop._limits import Limits, StopRun
-from appliance.loop._observed import ObservedSession
 from appliance.loop._prompt import SystemPrompt, tool_specs
 from appliance.loop._recover import recover_interrupted_run
 from foundation import is_within
@@ -109,7 +109,7 @@ def _signature(tool: dict[str, Any]) -> str:
 class Agent:
     """Runs prompts in one session against one provider."""
 
-    def __init__(self, *, session: ObservedSession, dispatcher: Dispatcher, provider: Provider,
+    def __init__(self, *, session: Session, dispatcher: Dispatcher, provider: Provider,
                  system_prompt: SystemPrompt, tools: dict[str, Tool], limits: Limits | None = None,
                  first_tool_choice: str | dict[str, Any] | None = None,
                  on_delta: Callable[[Delta], None] | None = None,

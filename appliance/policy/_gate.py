@@ -30,6 +30,7 @@ from appliance.policy._mode import ChosenBy, ModeChoice, resolve_mode
 from appliance.policy._settings import Mode, PolicySettings
 from tools import (
     ARTIFACT_PREFIX,
+    Args,
     Tool,
     ToolContext,
     ToolFailure,
@@ -62,20 +63,22 @@ class CallHook(Protocol):
                     result: ToolResult) -> ToolResult: ...
 
 
-def normalize_args(tool: Tool, raw: Any, ctx: ToolContext) -> dict[str, Any]:
+def normalize_args(tool: Tool, raw: Any, ctx: ToolContext) -> Args:
     """Validated arguments with every path resolved beneath the workspace.
+
+    The call's one validation (:func:`tools.validate_args`, with a schema
+    tool's own schema): what this returns is an instance of the tool's
+    ``args_model``, which the tool's precheck and :func:`tools.run_tool` take
+    as validated.
 
     Raises ``ToolFailure`` for invalid arguments and for paths that are
     relative, outside the workspace or escape it through a symlink.  A path
     whose parent does not exist yet keeps its lexical absolute form.
     """
     args = validate_args(tool, raw)
-    out: dict[str, Any] = args.model_dump()
-    check = getattr(tool, "check_args", None)
-    if callable(check):
-        check(out)
+    resolved: dict[str, str] = {}
     for name in path_fields(tool):
-        value = out.get(name)
+        value = getattr(args, name, None)
         if not isinstance(value, str):
             continue
         if value.startswith(ARTIFACT_PREFIX):
@@ -86,11 +89,11 @@ def normalize_args(tool: Tool, raw: Any, ctx: ToolContext) -> dict[str, Any]:
         except ToolFailure as exc:
             if exc.code in ("outside_workspace", "symlink_loop", "symlink_escape"):
                 raise
-            out[name] = lexical
+            resolved[name] = lexical
             continue
         with located:
-            out[name] = located.path
-    return out
+            resolved[name] = located.path
+    return args.model_copy(update=resolved) if resolved else args
 
 
 class Gate:
@@ -106,17 +109,19 @@ class Gate:
         operator: the operator's ``policy`` section as configured, the ceiling
             :meth:`set_mode` holds a later change to (default: the engine's).
         config_file: where that section lives, named in a refusal.
+        basis_digest: the ``decision_basis`` in force, named in every
+            ``policy_decision`` (recorded where the tooling starts).
     """
 
     def __init__(self, engine: PolicyEngine, *, hook: CallHook | None = None,
                  approver: Approver | None = None, run_id: str = "",
                  chosen_by: ChosenBy = "operator", operator: PolicySettings | None = None,
-                 config_file: str | None = None) -> None:
+                 config_file: str | None = None, basis_digest: str = "") -> None:
         self.engine = engine
         self.hook = hook
         self.approver = approver
         self.run_id = run_id
-        self.basis_digest = ""  # the decision_basis in force, set where the tooling starts
+        self.basis_digest = basis_digest
         self.chosen_by: ChosenBy = chosen_by
         self.operator = operator if operator is not None else engine.settings
         self.config_file = config_file
@@ -152,18 +157,25 @@ class Gate:
         return self.approver is not None and not isinstance(self.approver, HeadlessApprover)
 
     def admit(self, session: Session, call_id: str, tool: Tool, raw_args: Any,
-              ctx: ToolContext) -> ToolResult | dict[str, Any]:
-        """The arguments to run ``tool`` with, or the result that refuses the call."""
+              ctx: ToolContext) -> ToolResult | Args:
+        """The validated arguments to run ``tool`` with, or the result that refuses the call.
+
+        Arguments are validated here once (again only when an extension
+        rewrote them, since those are new arguments); the precheck and the
+        runner take the validated instance as it is.
+        """
         try:
-            args = normalize_args(tool, raw_args, ctx)
+            valid = normalize_args(tool, raw_args, ctx)
         except ToolFailure as exc:
             return exc.to_result()
+        args = valid.model_dump()
         verdict = HookVerdict()
         if self.hook is not None:
             verdict = self.hook.tool_call(call_id, tool.name, args)
             if verdict.args is not None and verdict.args != args:
                 try:
-                    args = normalize_args(tool, verdict.args, ctx)
+                    valid = normalize_args(tool, verdict.args, ctx)
+                    args = valid.model_dump()
                 except ToolFailure as exc:
                     who = ", ".join(verdict.rewritten_by)
                     return failure("extension_rewrite_invalid",
@@ -181,24 +193,25 @@ class Gate:
             return failure("policy_denied", f"Refused by policy ({decision.decided_by}): "
                            f"{decision.reason}", details={"decided_by": decision.decided_by})
         if decision.verdict == "ask":
-            hopeless = tool.precheck(args, ctx)
+            hopeless = tool.precheck(valid, ctx)
             if hopeless is not None:
                 return hopeless  # certain to fail: the model hears why, nobody is asked
-            refused = self._ask(session, call_id, tool, args, decision, ctx)
+            refused = self._ask(session, call_id, tool, valid, decision, ctx)
             if refused is not None:
                 return refused
-        return args
+        return valid
 
     def waited_ms(self, call_id: str) -> float:
         """How long ``call_id``'s approval waited for its answer (0 if nobody was asked); once."""
         return self._waited.pop(call_id, 0.0)
 
-    def finish(self, call_id: str, tool: Tool, args: Mapping[str, Any],
+    def finish(self, call_id: str, tool: Tool, args: Args | Mapping[str, Any],
                result: ToolResult) -> ToolResult:
         """Let extensions rewrite the result before the model reads it."""
         if self.hook is None:
             return result
-        return self.hook.tool_result(call_id, tool.name, dict(args), result)
+        values = args.model_dump() if isinstance(args, Args) else dict(args)
+        return self.hook.tool_result(call_id, tool.name, values, result)
 
     @staticmethod
     def _with_hook(decision: Decision, verdict: HookVerdict) -> Decision:
@@ -217,7 +230,7 @@ class Gate:
                             commands=decision.commands)  # no "always": an extension asked
         return decision
 
-    def _ask(self, session: Session, call_id: str, tool: Tool, args: dict[str, Any],
+    def _ask(self, session: Session, call_id: str, tool: Tool, valid: Args,
              decision: Decision, ctx: ToolContext) -> ToolResult | None:
         if self.approver is None or not self.can_ask:
             reason = ("nobody can answer: this run has no approver that can ask a person "
@@ -231,11 +244,11 @@ class Gate:
                            f"but {reason}. Nothing was run. Do it another way that needs no "
                            "approval, or stop and tell the user what you need approved.",
                            details={"decided_by": decision.decided_by})
-        request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=args,
+        request = ScopedApprovalRequest(call_id=call_id, tool=tool.name, args=valid.model_dump(),
                                         reason=decision.reason, decided_by=decision.decided_by,
                                         commands=decision.commands, always_rules=decision.always,
                                         session_id=session.id,
-                                        preview=tool.preview_of(args, ctx) or "")
+                                        preview=tool.preview_of(valid, ctx) or "")
         asked = time.perf_counter()
         try:
             answer = self.approver.approve(request)

@@ -20,11 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from appliance._assembly import Tooling, choose_provider, open_tooling
 from appliance._errors import ConfigError
-from appliance._home import abhed_home
+from appliance.compose import (
+    Config,
+    Tooling,
+    choose_mode,
+    choose_provider,
+    load_config_catalog,
+    open_tooling,
+)
 from appliance.events import EventStore
 from appliance.loop import build_system_prompt, tool_specs
 from appliance.probe._cases import Case, load_cases
@@ -43,13 +49,9 @@ from models import (
     OpenAIProvider,
     ProbeBar,
     ProviderError,
-    load_catalog,
     open_provider,
 )
 from tools import Workspace, native_tools
-
-if TYPE_CHECKING:
-    from appliance._config import Config
 
 __all__ = ["ProbeOptions", "run_probe"]
 
@@ -70,8 +72,7 @@ class ProbeOptions:
 def _catalog_entry(config: Config, name: str | None) -> CatalogEntry | None:
     if name is None:
         return None
-    path = Path(config.catalog).expanduser() if config.catalog else abhed_home() / "catalog.json"
-    return load_catalog(path).get(name)
+    return load_config_catalog(config).get(name)
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -136,8 +137,7 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     cases = [c for c in load_cases() if c.family in families and (c.quick or not options.quick)]
     if not cases:
         raise ProbeError(f"no probe cases in families {', '.join(families)}")
-    catalog = load_catalog(Path(config.catalog).expanduser() if config.catalog
-                           else abhed_home() / "catalog.json") if pconf.catalog_entry else None
+    catalog = load_config_catalog(config) if pconf.catalog_entry else None
     provider = open_provider(pconf, catalog=catalog, model=model, check_model=True, transport=transport)
     extra: dict[str, Any] = {}
     if "seed" in pconf.sampling and "seed" not in provider.sampling:
@@ -221,9 +221,11 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
     tooling: Tooling | None = None
     try:
         if case.family in ("steps", "recovery", "tasks"):
-            tooling = open_tooling(_case_config(config, case), session,
+            case_config = _case_config(config, case)
+            tooling = open_tooling(case_config, session,
                                    Workspace(str(ws), config.tools.secret_paths),
-                                   door="abhed probe", mode="auto", run_id=rid)
+                                   mode=choose_mode(case_config, "auto", door="abhed probe"),
+                                   run_id=rid)
             conv.dispatcher = tooling.dispatcher
         if case.family == "wire":
             run_wire(run)

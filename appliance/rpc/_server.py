@@ -31,9 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from appliance._assembly import StartedAgent, start_agent
-from appliance._config import Config
 from appliance._errors import AbhedError
+from appliance.compose import Config, StartedAgent, start_agent
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent
 from appliance.policy import MODES, Approval, ApprovalRequest, CallbackApprover, ModeRefused

@@ -1,13 +1,14 @@
 """Run one ``task`` call: a child session and loop, a reserved budget, a measured result.
 
-The child is built here, in code: its tools from its ``agent_type``
-(appliance.tasks._profiles), its policy attenuated from the parent's (the
-same operator rules and mode, capabilities narrowed to its tools: never
-looser), its budget reserved from the parent's (appliance.loop.Budget), its
-session a new one in the same event log linked to the parent's call.  The
-result is what the harness measured from the child's events (status, files
-changed, commands and exit codes, spend); the child's own answer comes
-last, bounded.
+The child's tools come from its ``agent_type`` (appliance.tasks._profiles);
+the child itself is assembled by the session's composition
+(``appliance.compose``, handed in as a :class:`ChildAssembly`), so it gets
+every extension hook, the compaction settings and the policy its parent has,
+narrowed to its tools and never looser.  Its budget is reserved from the
+parent's (appliance.loop.Budget), its session a new one in the same event
+log linked to the parent's call.  The result is what the harness measured
+from the child's events (status, files changed, commands and exit codes,
+spend); the child's own answer comes last, bounded.
 """
 
 from __future__ import annotations
@@ -15,33 +16,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from importlib.metadata import version
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from appliance._session import new_session_id
+from appliance._session import Session, new_session_id
 from appliance.events import ActionEvent, ObservationEvent, TaskEnded, TaskStarted
-from appliance.loop import (
-    BUDGET_LIMIT_REACHED,
-    Agent,
-    Budget,
-    Limits,
-    ObservedSession,
-    SystemPrompt,
-    build_system_prompt,
-    tool_specs,
-)
-from appliance.sandbox import shell_for
-from appliance.sessions import ArtifactStore
+from appliance.loop import BUDGET_LIMIT_REACHED, Agent, Budget, build_system_prompt, tool_specs
 from appliance.tasks._ledger import AgentLedger, TreeLedger
 from appliance.tasks._profiles import PROFILE_PROMPTS, child_tools
-from tools import ToolContext, ToolResult, failure
+from tools import FileLedger, Tool, ToolResult, failure
 from tools.task import TaskArgs
 
-if TYPE_CHECKING:
-    from appliance._dispatch import Dispatcher
-    from appliance.policy import Gate
-
-__all__ = ["SUMMARY_MAX_CHARS", "Subagents"]
+__all__ = ["SUMMARY_MAX_CHARS", "ChildAssembly", "Subagents"]
 
 #: About 2k tokens: the specification's bound on what a child hands back (§8).
 SUMMARY_MAX_CHARS = 8000
@@ -71,30 +56,52 @@ def _refusal(budget: Budget, need: int) -> str:
     return "\n".join(lines)
 
 
-class Subagents:
-    """Spawns the children of one parent agent (implements ``tools.task.Subagents``)."""
+class ChildAssembly(Protocol):
+    """How a child is built: the session's composition (``appliance.compose.Children``)."""
 
-    def __init__(self, parent: Agent, *, max_concurrent: int = 20, default_max_turns: int = 20,
-                 max_tokens: int = 400_000, max_seconds: float = 1800.0,
-                 first_tool_choice: str | dict[str, Any] | None = None) -> None:
-        self.parent = parent
+    def open_session(self, parent: Session, call_id: str, settings: dict[str, object],
+                     session_id: str) -> Session:
+        """A new session linked to the parent's ``task`` call, its events relayed to the parent's."""
+        ...
+
+    def build(self, session: Session, tools: dict[str, Tool], profile_prompt: str,
+              ledger: FileLedger, reserved: Budget) -> Agent:
+        """The child's agent, bounded by ``reserved``."""
+        ...
+
+
+class Subagents:
+    """Spawns the children of one parent agent (implements ``tools.task.Subagents``).
+
+    Made before its parent (the agent's tools hold it) and bound to it once
+    the agent exists: :meth:`bind`.  Until then a ``task`` call is refused.
+    """
+
+    def __init__(self, *, max_concurrent: int = 20, default_max_turns: int = 20,
+                 max_tokens: int = 400_000, max_seconds: float = 1800.0) -> None:
+        self.parent: Agent | None = None
+        self.children: ChildAssembly | None = None
         self.max_concurrent = max_concurrent
         self.default_max_turns = default_max_turns
         self.max_tokens = max_tokens
         self.max_seconds = max_seconds
-        self.first_tool_choice = first_tool_choice
         self.tree = TreeLedger()
         self._running = 0
         self._lock = threading.Lock()
-        ctx = parent.dispatcher.ctx
-        # The parent's view joins the tree, so a child's write is named to it too.
-        self.tree.watch(parent.session, "the parent agent")
-        ctx.ledger = AgentLedger(parent.session, self.tree, "the parent agent")
+
+    def parent_ledger(self, session: Session) -> AgentLedger:
+        """The parent's view of files, joined to the tree so a child's write is named to it too."""
+        self.tree.watch(session, "the parent agent")
+        return AgentLedger(session, self.tree, "the parent agent")
+
+    def bind(self, parent: Agent, children: ChildAssembly) -> None:
+        """The agent whose ``task`` calls this serves, and how its children are built."""
+        self.parent = parent
+        self.children = children
 
     def spawn(self, args: TaskArgs, call_id: str) -> ToolResult:
-        parent = self.parent
-        budget = getattr(parent, "budget", None)
-        if budget is None:
+        budget = getattr(self.parent, "budget", None)
+        if budget is None or self.children is None:
             return failure("unavailable", "task runs only inside an agent run. Nothing was spawned.")
         with self._lock:
             if self._running >= self.max_concurrent:
@@ -110,7 +117,8 @@ class Subagents:
                 self._running -= 1
 
     def _spawn(self, args: TaskArgs, call_id: str, budget: Budget) -> ToolResult:
-        parent = self.parent
+        parent, children = self.parent, self.children
+        assert parent is not None and children is not None
         need = self._first_request_tokens(args)
         child_id = new_session_id()  # named in a sibling's refusal from the moment it reserves
         label = f"task {args.description!r} (session {child_id})"
@@ -119,21 +127,18 @@ class Subagents:
         if reserved is None:
             return failure("budget_limit", _refusal(budget, need))
         started = time.monotonic()
-        store = parent.session.store
-        ws = parent.dispatcher.ctx.workspace
-        child_session = ObservedSession.create(
-            store, ws.root, version=version("abhed"), parent=(parent.session.id, call_id),
-            settings={"agent_type": args.agent_type, "description": args.description},
-            session_id=child_id)
-        assert isinstance(child_session, ObservedSession)
-        parent.session.adopt(child_session)  # rpc and --json stream the child's events too
+        child_session = children.open_session(
+            parent.session, call_id, {"agent_type": args.agent_type, "description": args.description},
+            child_id)
         self.tree.watch(child_session, label)
         parent.session.append(TaskStarted(
             session_id=parent.session.id, call_id=call_id, child_session_id=child_session.id,
             agent_type=args.agent_type, description=args.description,
             reserved={"turns": reserved.turns, "tokens": reserved.tokens,
                       "deadline_s": round(reserved.left_seconds(), 3)}))
-        child = self._child_agent(args, child_session, label, reserved)
+        child = children.build(child_session, child_tools(args.agent_type, parent.tools),
+                               PROFILE_PROMPTS[args.agent_type],
+                               AgentLedger(child_session, self.tree, label), reserved)
         outcome = None
         try:
             outcome = child.run(args.prompt, budget=reserved)
@@ -159,6 +164,7 @@ class Subagents:
         refused instead of spawning a child that can only fail.
         """
         parent = self.parent
+        assert parent is not None
         tools = child_tools(args.agent_type, parent.tools)
         base = build_system_prompt(parent.dispatcher.ctx.workspace.root, tools)
         messages = [{"role": "system", "content": base.text + PROFILE_PROMPTS[args.agent_type]},
@@ -166,51 +172,8 @@ class Subagents:
         reply = parent.limits.max_completion_tokens or _MIN_REPLY_TOKENS
         return parent.estimate_tokens(messages, tool_specs(tools)) + reply
 
-    def _child_agent(self, args: TaskArgs, session: ObservedSession, label: str,
-                     reserved: Any) -> Agent:
-        from appliance import Dispatcher
 
-        parent = self.parent
-        pctx = parent.dispatcher.ctx
-        tools = child_tools(args.agent_type, parent.tools)
-        ctx = ToolContext(
-            workspace=pctx.workspace, settings=pctx.settings,
-            ledger=AgentLedger(session, self.tree, label),
-            # Its own shell in the session's sandbox: a `cd` here moves no one else.
-            sandbox=shell_for(pctx.sandbox, session.id) if "bash" in tools else None,
-            sandbox_problem=pctx.sandbox_problem,
-            artifacts=ArtifactStore.beside(session.store.path, session.id))
-        dispatcher: Dispatcher = Dispatcher(session, tools, ctx, _child_gate(parent, tools))
-        base = build_system_prompt(pctx.workspace.root, tools)
-        prompt = SystemPrompt(base.text + "\n" + PROFILE_PROMPTS[args.agent_type] + "\n",
-                              base.instructions_file)
-        limits = Limits(max_turns=reserved.turns, max_tokens=reserved.tokens,
-                        deadline_s=max(0.001, reserved.left_seconds()),
-                        max_completion_tokens=parent.limits.max_completion_tokens,
-                        max_repeated_failures=parent.limits.max_repeated_failures)
-        return Agent(session=session, dispatcher=dispatcher, provider=parent.provider,
-                     system_prompt=prompt, tools=tools, limits=limits,
-                     first_tool_choice=self.first_tool_choice)
-
-
-def _child_gate(parent: Agent, tools: dict[str, Any]) -> Gate:
-    """The parent's gate, narrowed: same rules, hook, approver and mode; only the child's capabilities.
-
-    ``PolicyEngine.attenuated`` is the one way a narrower policy is made, so a
-    child can never hold what its parent does not.
-    """
-    from appliance.policy import Gate
-
-    gate = parent.dispatcher.gate
-    caps = set().union(*(t.capabilities for t in tools.values())) if tools else set()
-    engine = gate.engine.attenuated(caps)
-    child = Gate(engine, hook=gate.hook, approver=gate.approver, run_id=gate.run_id,
-                 chosen_by=gate.chosen_by, operator=gate.operator, config_file=gate.config_file)
-    child.basis_digest = gate.basis_digest  # the parent's basis; the child's narrowing is in its tools
-    return child
-
-
-def _measure(session: ObservedSession) -> tuple[list[str], list[dict[str, Any]]]:
+def _measure(session: Session) -> tuple[list[str], list[dict[str, Any]]]:
     """Files the child changed and commands it ran, from its own events (not its word)."""
     files: list[str] = []
     commands: list[dict[str, Any]] = []

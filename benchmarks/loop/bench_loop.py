@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from appliance import Dispatcher
+from appliance import Dispatcher, Session
 from appliance.events import EventStore, ModelTurn, ObservationEvent
-from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
+from appliance.loop import Agent, Limits, build_system_prompt
 from appliance.policy import Gate
 from models import ProviderConfig, ScriptedServer, open_provider
 from tools import ToolContext, Workspace, native_tools
@@ -47,8 +47,7 @@ def main(turns: int = 200) -> None:
                                                     model="scripted", max_retries=0))
             tools = native_tools()
             w = Workspace(str(ws))
-            session = ObservedSession.create(store, w.root, version="bench")
-            assert isinstance(session, ObservedSession)
+            session = Session.create(store, w.root, version="bench")
             model_ms: list[float] = []
             tool_ms: list[float] = []
             session.listen(lambda e: model_ms.append(e.event.duration_ms)

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 def _run(base_url: str, home: Path, entry: dict[str, object], families: tuple[str, ...],
          concurrency: int, sampling: list[str]) -> tuple[int, float, int]:
-    from appliance import Config
+    from appliance.compose import Config
     from appliance.events import EventStore
     from appliance.probe import ProbeOptions, run_probe
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from appliance import load_config, start_agent
+from appliance.compose import load_config, start_agent
 from appliance.events import (
     EventStore,
     ModelTurn,

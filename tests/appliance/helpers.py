@@ -14,41 +14,59 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from appliance import Dispatcher
+from appliance.compose import Config, start_agent
 from appliance.events import EventStore, StoredEvent
-from appliance.loop import Agent, Limits, ObservedSession, build_system_prompt
-from appliance.policy import Approver, Gate, Mode, PolicyEngine, PolicySettings
-from models import ProviderConfig, ScriptedServer, ScriptStep, open_provider
-from tools import ToolContext, Workspace, native_tools
+from appliance.loop import Agent, Limits
+from appliance.policy import Approver, Mode
+from models import ProviderConfig, ScriptedServer, ScriptStep
+
+
+def scripted_config(base_url: str, *, limits: Limits | None = None,
+                    params: dict[str, Any] | None = None, provider: dict[str, Any] | None = None,
+                    **sections: Any) -> Config:
+    """A config whose one provider is the scripted server at ``base_url``; ``provider``: more
+    of its fields (``catalog_entry``); ``sections``: more of config.json's (``tasks``,
+    ``extensions``, ``policy``...), as models or dicts."""
+    pconf = ProviderConfig.model_validate({
+        "name": "scripted", "api": "openai", "base_url": base_url,
+        "sampling": ["temperature", "seed"], "params": params or {"temperature": 0},
+        "model": "scripted", "max_retries": 0, **(provider or {})})
+    return Config.model_validate({"custom_providers": [pconf], "loop": limits or Limits(),
+                                  **sections})
 
 
 @contextmanager
 def scripted_agent(workspace: Path, steps: list[dict[str, Any] | ScriptStep], *,
                    limits: Limits | None = None, approver: Approver | None = None, mode: Mode = "auto",
-                   params: dict[str, Any] | None = None) -> Iterator[tuple[Agent, ScriptedServer, list[StoredEvent]]]:
-    """A real agent on the real dispatch path: the gate runs ``mode`` with no rules."""
-    store = EventStore(workspace.parent / "events.db")
+                   params: dict[str, Any] | None = None, store: EventStore | None = None,
+                   session_id: str | None = None, sandbox: bool = False,
+                   provider: dict[str, Any] | None = None, **sections: Any,
+                   ) -> Iterator[tuple[Agent, ScriptedServer, list[StoredEvent]]]:
+    """A real agent built by the real composition (``start_agent``), on a scripted server.
+
+    The gate runs ``mode`` with no rules; ``store`` (default: a new one beside
+    the workspace) outlives the agent, so a test can resume ``session_id`` in
+    a "new process".  ``sandbox`` False leaves bash refusing (no VM, no bwrap).
+    """
+    own = store is None
+    log = store if store is not None else EventStore(workspace.parent / "events.db")
     with ScriptedServer(steps) as server:
-        pconf = ProviderConfig(name="scripted", api="openai", base_url=server.base_url,
-                               sampling=["temperature", "seed"], params=params or {"temperature": 0},
-                               model="scripted", max_retries=0)
-        provider = open_provider(pconf)
-        tools = native_tools()
-        ws = Workspace(str(workspace))
-        session = ObservedSession.create(store, ws.root, version="test")
-        assert isinstance(session, ObservedSession)
+        config = scripted_config(server.base_url, limits=limits, params=params, provider=provider,
+                                 **sections)
+        started = start_agent(config,
+                              log, workspace, door="test", mode=mode, approver=approver,
+                              session_id=session_id, sandbox=sandbox)
+        agent = started.agent
         seen: list[StoredEvent] = []
-        session.listen(seen.append)
-        ctx = ToolContext(workspace=ws, ledger=session)
-        gate = Gate(PolicyEngine(PolicySettings(mode=mode)), approver=approver, chosen_by="caller")
-        agent = Agent(session=session, dispatcher=Dispatcher(session, tools, ctx, gate),
-                      provider=provider, system_prompt=build_system_prompt(ws.root, tools),
-                      tools=tools, limits=limits)
+        open_ = [True]  # ``seen`` is what happened in the test's block, not the close after it
+        agent.session.listen(lambda stored: seen.append(stored) if open_[0] else None)
         try:
             yield agent, server, seen
         finally:
-            provider.close()
-            store.close()
+            open_[0] = False
+            agent.close()
+            if own:
+                log.close()
 
 
 def types(events: list[StoredEvent]) -> list[str]:

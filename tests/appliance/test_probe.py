@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from appliance import Config
+from appliance.compose import Config
 from appliance.events import EventStore
 from appliance.probe import (
     ProbeOptions,

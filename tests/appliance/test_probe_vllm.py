@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import Config
+from appliance.compose import Config
 from appliance.events import EventStore
 from appliance.probe import ProbeOptions, load_report, render_table, run_probe
 from tests.vllm_server import HONOURED, shared_vllm

@@ -95,7 +95,8 @@ def test_bad_provider_configs_are_refused(kw: dict[str, object], words: str) -> 
 
 
 def test_config_json_refuses_duplicates_and_unknown_default(abhed_home: Path) -> None:
-    from appliance import ConfigError, load_config
+    from appliance import ConfigError
+    from appliance.compose import load_config
 
     (abhed_home / "config.json").write_text(json.dumps({"custom_providers": [_provider(), _provider()]}))
     with pytest.raises(ConfigError, match="repeated: p"):

@@ -10,7 +10,8 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from appliance import events_db_path, load_config
+from appliance import events_db_path
+from appliance.compose import load_config
 from appliance.events import (
     ActionEvent,
     EventStore,

@@ -337,7 +337,7 @@ def test_before_send_drops_and_system_prompt_appends(tmp_path: Path) -> None:
 
 
 def test_config_refuses_unknown_events_and_duplicate_names() -> None:
-    from appliance import Config
+    from appliance.compose import Config
 
     with pytest.raises(ValueError, match="unknown events"):
         ExtensionSpec(name="x", command="x", events=["tool_cal"])

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from appliance import ConfigError, load_config
+from appliance import ConfigError
+from appliance.compose import load_config
 from appliance.policy import PolicyEngine, PolicySettings
 from tools import ToolContext, Workspace, native_tools, run_tool
 from tools.pathpattern import PatternError

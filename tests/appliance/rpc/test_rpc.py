@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import load_config
+from appliance.compose import load_config
 from appliance.events import EventStore
 from appliance.rpc import MAX_LINE_BYTES, RpcServer
 from models import ScriptedServer

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from appliance import Session
 from appliance.events import (
     ActionEvent,
     EventStore,
@@ -19,7 +20,7 @@ from appliance.events import (
     TurnToolCall,
     UserMessage,
 )
-from appliance.loop import Limits, ObservedSession
+from appliance.loop import Limits
 from tests.appliance.sessions.helpers import agent_on, call
 
 
@@ -80,7 +81,7 @@ def _crashed_session(store: EventStore, workspace: Path) -> tuple[str, Path]:
     """A session whose process died after recording a write's action, before its result."""
     target = workspace / "f.txt"
     target.write_text("old\n")
-    s = ObservedSession.create(store, str(workspace), version="test")
+    s = Session.create(store, str(workspace), version="test")
     s.append(RunStarted(session_id=s.id, run_id="r-dead", provider="p", model="m", mode="auto",
                         system_prompt_sha256="x"))
     s.append(UserMessage(session_id=s.id, run_id="r-dead", text="change f"))

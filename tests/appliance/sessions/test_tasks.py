@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from appliance.events import EventStore, ObservationEvent, SessionStarted, TaskEnded, TaskStarted
-from appliance.loop import Agent, Limits
-from appliance.tasks import SUMMARY_MAX_CHARS, Subagents
+from appliance.loop import Limits, TaskSettings
+from appliance.tasks import SUMMARY_MAX_CHARS
 from models import ScriptStep
 from tests.appliance.sessions.helpers import agent_on
 from tests.helpers import wait_for
@@ -58,11 +58,11 @@ class Script:
 
 
 def _run(workspace: Path, script: Script, prompt: str = "go", *, limits: Limits | None = None,
-         wire: Callable[[Agent], Subagents] | None = None) -> tuple[Any, EventStore, str]:
+         tasks: TaskSettings | None = None) -> tuple[Any, EventStore, str]:
     store = EventStore(workspace.parent / "e.db")
-    with agent_on(store, workspace, [], limits=limits) as (agent, server, _seen):
+    with agent_on(store, workspace, [], limits=limits, tasks=tasks or TaskSettings()) as (
+            agent, server, _seen):
         server.responder = script
-        agent.dispatcher.ctx.subagents = (wire or Subagents)(agent)
         out = agent.run(prompt)
         return out, store, agent.session.id
 
@@ -132,7 +132,6 @@ def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> Non
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, []) as (agent, server, _seen):
         server.responder = script
-        agent.dispatcher.ctx.subagents = Subagents(agent)
         box: list[Any] = []
         t = threading.Thread(target=lambda: box.append(agent.run("go")))
         t.start()
@@ -151,7 +150,7 @@ def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> Non
 def test_a_child_that_never_ends_is_stopped_by_its_reserved_time(workspace: Path) -> None:
     script = Script([_step(_task("Hang.")), ScriptStep(text="I did it myself")],
                     lambda body: ScriptStep(hang=True))
-    out, store, sid = _run(workspace, script, wire=lambda a: Subagents(a, max_seconds=0.5))
+    out, store, sid = _run(workspace, script, tasks=TaskSettings(max_seconds=0.5))
     assert out.ok and out.answer == "I did it myself"
     [ended] = [e.event for e in store.events(sid, types=("task_ended",))]
     assert isinstance(ended, TaskEnded) and ended.status == "deadline"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from appliance import load_config, start_agent
+from appliance.compose import load_config, start_agent
 from appliance.events import (
     ActionEvent,
     EventStore,
@@ -24,7 +24,7 @@ from appliance.events import (
     TaskStarted,
     TodoUpdated,
 )
-from appliance.tasks import Subagents
+from appliance.loop import TaskSettings
 from tests.vllm_server import SERVED, shared_vllm
 
 pytestmark = pytest.mark.slow
@@ -71,10 +71,10 @@ def test_real_model_spawns_a_task_whose_child_makes_a_real_tool_call(
     (workspace / "notes.txt").write_text("hello\n")
     config = load_config(_config(abhed_home))
     store = EventStore(abhed_home / "state" / "events.db")
+    config = config.model_copy(update={"tasks": TaskSettings(default_max_turns=2)})
     agent = start_agent(config, store, workspace, door="test", mode="auto",
-                        first_tool_choice=_named("task")).agent
-    agent.dispatcher.ctx.subagents = Subagents(agent, default_max_turns=2,
-                                               first_tool_choice=_named("glob"))
+                        first_tool_choice=_named("task"),
+                        child_first_tool_choice=_named("glob")).agent
     try:
         agent.run("find the notes file with a subagent")
         sid = agent.session.id

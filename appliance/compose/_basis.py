@@ -12,14 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from appliance._session import Session
 from appliance.events import DecisionBasis
-
-if TYPE_CHECKING:
-    from appliance.extensions import ExtensionSpec
-    from appliance.mcp import McpServerSpec
-    from appliance.policy import PolicySettings
+from appliance.extensions import ExtensionSpec
+from appliance.mcp import McpServerSpec
+from appliance.policy import PolicySettings
 
 __all__ = ["decision_basis", "record_basis"]
 
@@ -51,7 +50,7 @@ def decision_basis(session_id: str, policy: PolicySettings, extensions: Sequence
     return DecisionBasis(session_id=session_id, digest=digest, **copy)
 
 
-def record_basis(session: Any, basis: DecisionBasis) -> None:
+def record_basis(session: Session, basis: DecisionBasis) -> None:
     """Append ``basis`` unless the session's latest recorded basis is the same one."""
     latest = ""
     for stored in session.store.events(session.id, types=("decision_basis",)):

@@ -1,0 +1,195 @@
+"""A session's tools, sandbox, extensions, MCP servers and policy, built in one place.
+
+``abhed tool``, the probe, and through :func:`appliance.compose.start_agent`
+``abhed run``, ``abhed rpc``, the TUI and every subagent come through here, so a
+session has the same tools, the same policy, the same extensions and the same
+sandbox whichever door it came in by: an operator's deny rule or
+``policy.mode`` cannot be missed because one entry point forgot it.
+
+Everything is opened first and the :class:`tools.ToolContext` and the policy
+gate are built last, complete: nothing is set on them afterwards.
+
+What set-up refuses or degrades (an MCP server withheld because its tools no
+longer match their pin, an extension dead at start, the sandbox falling back
+from microVM to bubblewrap or missing) is recorded as a ``startup_notice``
+event and returned in :attr:`Tooling.notices`, for the door to say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from appliance._dispatch import Dispatcher
+from appliance._errors import ConfigError
+from appliance._session import Session
+from appliance.compose._basis import decision_basis, record_basis
+from appliance.compose._config import Config
+from appliance.events import SessionEnded, StartupNotice
+from appliance.extensions import ExtensionHost
+from appliance.mcp import McpGateway
+from appliance.policy import Approver, Gate, Mode, ModeChoice, PolicyEngine, resolve_mode
+from appliance.sandbox import SandboxError, open_sandbox
+from appliance.sessions import ArtifactStore
+from tools import FileLedger, ShellSandbox, Tool, ToolContext, Workspace, native_tools
+
+__all__ = ["Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "open_tooling"]
+
+NoticeKind = Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One thing set-up refused or degraded, as every door says it."""
+
+    kind: NoticeKind
+    subject: str
+    message: str
+
+    def line(self) -> str:
+        """The one-line warning a CLI door prints on stderr."""
+        return f"warning: {self.message}"
+
+
+def _close_parts(session: Session, reason: str, sandbox: ShellSandbox | None,
+                 host: ExtensionHost | None, gateway: McpGateway | None) -> None:
+    """Kill background jobs and stop the VM, tell extensions, stop MCP servers, record the end."""
+    try:
+        if sandbox is not None:
+            sandbox.close()
+    finally:
+        try:
+            if host is not None:
+                host.close(reason)  # sends session_end first
+        finally:
+            try:
+                if gateway is not None:
+                    gateway.close()
+            finally:
+                session.append(SessionEnded(session_id=session.id, reason=reason))
+
+
+@dataclass
+class Tooling:
+    """A session's dispatcher and what it holds open; :meth:`close` releases it all."""
+
+    dispatcher: Dispatcher
+    tools: dict[str, Tool]
+    ctx: ToolContext
+    mode: ModeChoice
+    config: Config
+    host: ExtensionHost | None = None
+    gateway: McpGateway | None = None
+    notices: list[Notice] = field(default_factory=list)
+    closed: bool = field(default=False, init=False)
+
+    @property
+    def gate(self) -> Gate:
+        return self.dispatcher.gate
+
+    def close(self, reason: str = "done") -> None:
+        """Kill background jobs and stop the VM, tell extensions, stop MCP servers, record the end."""
+        if self.closed:
+            return
+        self.closed = True
+        _close_parts(self.dispatcher.session, reason, self.ctx.sandbox, self.host, self.gateway)
+
+
+def choose_mode(config: Config, requested: Mode | str | None, *, door: str) -> ModeChoice:
+    """The session's mode: ``requested`` bounded by the operator's ``policy.mode``.
+
+    Every door calls this once, before anything is opened, and hands the
+    choice on; a looser mode raises ``ModeRefused`` naming ``door``.
+    """
+    return resolve_mode(requested, config.policy, door=door, config_file=config.source)
+
+
+def artifact_store(config: Config, session: Session) -> ArtifactStore:
+    """Where ``session`` keeps cut outputs and preimages, redacted as its events are."""
+    store = session.store
+    # only where a rule can exist: configured, or learned from an extension
+    redact = store.redactor.text if store.settings.redact or config.extensions else None
+    return ArtifactStore.beside(store.path, session.id, redact=redact)
+
+
+def _offer(tools: dict[str, Tool], new: dict[str, Any], where: str) -> None:
+    """Add ``new`` to ``tools``; a name offered twice is refused, naming both sources."""
+    for name, tool in new.items():
+        if name in tools:
+            raise ConfigError(
+                f"two tools are named {name!r}: one from {tools[name].source}, one from "
+                f"{tool.source} ({where}). Rename one or remove one from the config; Abhed will "
+                "not pick one by load order.")
+        tools[name] = tool
+
+
+def open_tooling(config: Config, session: Session, workspace: Workspace, *, mode: ModeChoice,
+                 approver: Approver | None = None, run_id: str = "", sandbox: bool = True,
+                 ledger: FileLedger | None = None, subagents: Any = None) -> Tooling:
+    """Build tools, sandbox, extensions, MCP servers and policy for ``session``.
+
+    Args:
+        mode: the session's mode, from :func:`choose_mode` (resolved once, by the door).
+        approver: who answers "ask"; ``None`` or a ``HeadlessApprover`` means
+            nobody, so ask means deny.
+        run_id: recorded in approval events (the loop sets it per run itself).
+        sandbox: open the shell sandbox (a microVM boots lazily on the first
+            command, so this is cheap); ``False`` leaves bash refusing.
+        ledger: what the tools ask about files seen (default: the session's
+            own; an agent with subagents passes its view of the shared tree).
+        subagents: who runs ``task`` calls (``None``: task refuses).
+
+    Raises:
+        ConfigError: a tool name is offered twice (extension / MCP / native).
+    """
+    tools: dict[str, Tool] = dict(native_tools())
+    notices: list[Notice] = []
+
+    def notice(kind: NoticeKind, subject: str, message: str) -> None:
+        notices.append(Notice(kind, subject, message))
+        session.append(StartupNotice(session_id=session.id, kind=kind, subject=subject,
+                                     message=message))
+
+    box: ShellSandbox | None = None
+    problem: str | None = None
+    host: ExtensionHost | None = None
+    gateway: McpGateway | None = None
+    try:
+        if sandbox:
+            try:
+                box = open_sandbox(workspace.root, config.sandbox,
+                                   on_fallback=lambda why: notice("sandbox_fallback", "microvm", why))
+            except SandboxError as exc:
+                problem = str(exc)
+                notice("sandbox_unavailable", config.sandbox.backend,
+                       f"bash is unavailable this session: {exc}")
+        if config.extensions:
+            host = ExtensionHost(config.extensions, session_id=session.id, sink=session.append,
+                                 redactor=session.store.redactor)
+            host.session_start(workspace.root)
+            _offer(tools, dict(host.list_tools(tools)), "extensions")
+            for name, why in sorted(host.dead().items()):
+                notice("extension_dead", name, f"extension {name!r} is dead and skipped for this "
+                       f"session ({why}); its tools and checks are missing")
+        if config.mcp_servers:
+            gateway = McpGateway(config.mcp_servers)
+            gateway.start()
+            _offer(tools, dict(gateway.tools), "MCP servers")
+            for name, why in sorted(gateway.refused.items()):
+                notice("mcp_refused", name, why)
+        settings = config.policy.model_copy(update={"mode": mode.mode})
+        # A copy of what decides, named by digest in every policy_decision (docs/event-log.md).
+        basis = decision_basis(session.id, settings, config.extensions, config.mcp_servers, tools)
+        record_basis(session, basis)
+    except BaseException:
+        _close_parts(session, "startup failed", box, host, gateway)
+        raise
+    ctx = ToolContext(workspace=workspace, settings=config.tools,
+                      ledger=ledger if ledger is not None else session, sandbox=box,
+                      sandbox_problem=problem, artifacts=artifact_store(config, session),
+                      subagents=subagents)
+    gate = Gate(PolicyEngine(settings), hook=host, approver=approver, run_id=run_id,
+                chosen_by=mode.chosen_by, operator=config.policy, config_file=config.source,
+                basis_digest=basis.digest)
+    return Tooling(Dispatcher(session, tools, ctx, gate), tools, ctx, mode, config, host, gateway,
+                   notices)
