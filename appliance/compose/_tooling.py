@@ -9,6 +9,12 @@ sandbox whichever door it came in by: an operator's deny rule or
 Everything is opened first and the :class:`tools.ToolContext` and the policy
 gate are built last, complete: nothing is set on them afterwards.
 
+What decides a session's calls is recorded as one copy with a digest (a
+``decision_basis`` event, built here because the tools offered are known only
+once the extensions and MCP servers have answered) and named by digest in
+every ``policy_decision``: a decision that says ``deny[2]`` can be resolved
+against the rules that were in force, long after ``config.json`` has changed.
+
 What set-up refuses or degrades (an MCP server withheld because its tools no
 longer match their pin, an extension dead at start, the sandbox falling back
 from microVM to bubblewrap or missing) is recorded as a ``startup_notice``
@@ -17,23 +23,34 @@ event and returned in :attr:`Tooling.notices`, for the door to say.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from appliance._dispatch import Dispatcher
 from appliance._errors import ConfigError
 from appliance._session import Session
-from appliance.compose._basis import decision_basis, record_basis
 from appliance.compose._config import Config
-from appliance.events import SessionEnded, StartupNotice
-from appliance.extensions import ExtensionHost
-from appliance.mcp import McpGateway
-from appliance.policy import Approver, Gate, Mode, ModeChoice, PolicyEngine, resolve_mode
+from appliance.events import DecisionBasis, SessionEnded, StartupNotice
+from appliance.extensions import ExtensionHost, ExtensionSpec
+from appliance.mcp import McpGateway, McpServerSpec
+from appliance.policy import (
+    Approver,
+    Gate,
+    Mode,
+    ModeChoice,
+    PolicyEngine,
+    PolicySettings,
+    resolve_mode,
+)
 from appliance.sandbox import SandboxError, open_sandbox
 from appliance.sessions import ArtifactStore
 from tools import FileLedger, ShellSandbox, Tool, ToolContext, Workspace, native_tools
 
-__all__ = ["Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "open_tooling"]
+__all__ = ["Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "decision_basis",
+           "open_tooling", "record_basis"]
 
 NoticeKind = Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
 
@@ -110,6 +127,42 @@ def artifact_store(config: Config, session: Session) -> ArtifactStore:
     # only where a rule can exist: configured, or learned from an extension
     redact = store.redactor.text if store.settings.redact or config.extensions else None
     return ArtifactStore.beside(store.path, session.id, redact=redact)
+
+
+def _spec(spec: ExtensionSpec | McpServerSpec) -> dict[str, Any]:
+    # env values may be credentials: the names say what was set, the values stay out.
+    data = spec.model_dump(mode="json")
+    if isinstance(data.get("env"), dict):
+        data["env"] = sorted(data["env"])
+    return data
+
+
+def decision_basis(session_id: str, policy: PolicySettings, extensions: Sequence[ExtensionSpec],
+                   mcp_servers: Sequence[McpServerSpec], tools: Mapping[str, Any]) -> DecisionBasis:
+    offered: dict[str, Any] = {}
+    for name in sorted(tools):
+        try:
+            offered[name] = tools[name].spec()
+        except (AttributeError, TypeError, ValueError):
+            offered[name] = None
+    copy: dict[str, Any] = {
+        "policy": policy.model_dump(mode="json"),
+        "extensions": [_spec(e) for e in extensions],
+        "mcp_pins": {m.name: m.tools_sha256 for m in mcp_servers},
+        "tools": offered,
+    }
+    text = json.dumps(copy, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return DecisionBasis(session_id=session_id, digest=digest, **copy)
+
+
+def record_basis(session: Session, basis: DecisionBasis) -> None:
+    """Append ``basis`` unless the session's latest recorded basis is the same one."""
+    latest = ""
+    for stored in session.store.events(session.id, types=("decision_basis",)):
+        latest = getattr(stored.event, "digest", "")
+    if latest != basis.digest:
+        session.append(basis)
 
 
 def _offer(tools: dict[str, Tool], new: dict[str, Any], where: str) -> None:

@@ -14,11 +14,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from appliance.compose import Config, start_agent
+from appliance import Session
+from appliance.compose import Config, Tooling, choose_mode, open_tooling, start_agent
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent, Limits
 from appliance.policy import Approver, Mode
 from models import ProviderConfig, ScriptedServer, ScriptStep
+from tools import Workspace
 
 
 def scripted_config(base_url: str, *, limits: Limits | None = None,
@@ -33,6 +35,23 @@ def scripted_config(base_url: str, *, limits: Limits | None = None,
         "model": "scripted", "max_retries": 0, **(provider or {})})
     return Config.model_validate({"custom_providers": [pconf], "loop": limits or Limits(),
                                   **sections})
+
+
+def tooling(store: EventStore, workspace: Path, *, approver: Approver | None = None,
+            mode: Mode | None = None, session: Session | None = None, run_id: str = "",
+            **sections: Any) -> Tooling:
+    """Tools, policy and dispatcher as ``abhed tool`` gets them (``open_tooling``), no sandbox.
+
+    ``sections`` are config.json's (``policy``, ``extensions``, ``tools``...);
+    ``mode`` is a caller's request bounded by ``policy.mode``; ``session``:
+    reopen one (default: a new session in ``store``).
+    """
+    config = Config.model_validate(sections)
+    ws = Workspace(str(workspace), config.tools.secret_paths)
+    if session is None:
+        session = Session.create(store, ws.root, version="test")
+    return open_tooling(config, session, ws, mode=choose_mode(config, mode, door="test"),
+                        approver=approver, run_id=run_id, sandbox=False)
 
 
 @contextmanager

@@ -25,15 +25,14 @@ from appliance.events import (
     SessionStarted,
 )
 from appliance.events._schema import SCHEMA
-from appliance.policy import Gate
-from tools import ToolContext, ToolResult, Workspace, native_tools
+from tests.appliance.helpers import tooling
+from tools import ToolResult
 
 
 def make_session(workspace: Path) -> tuple[EventStore, Session, Dispatcher]:
     store = EventStore(events_db_path())
-    session = Session.create(store, str(workspace), version="test")
-    ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=session)
-    return store, session, Dispatcher(session, native_tools(), ctx, Gate.permissive())
+    dispatcher = tooling(store, workspace, policy={"mode": "auto"}).dispatcher
+    return store, dispatcher.session, dispatcher
 
 
 def raw(store: EventStore) -> sqlite3.Connection:
@@ -52,8 +51,8 @@ def test_every_call_is_an_action_then_an_observation_persisted(workspace: Path) 
     # A second connection sees both events: they were committed before call() returned.
     other = EventStore(store.path)
     kinds = [(e.event.type, getattr(e.event, "call_id", None)) for e in other.events(session.id)]
-    assert kinds == [("session_started", None), ("action", "c-1"), ("policy_decision", "c-1"),
-                     ("observation", "c-1")]
+    assert kinds == [("session_started", None), ("decision_basis", None), ("action", "c-1"),
+                     ("policy_decision", "c-1"), ("observation", "c-1")]
     obs = list(other.events(session.id, types=("observation",)))[0].event
     assert isinstance(obs, ObservationEvent)
     assert obs.result == result
@@ -86,7 +85,7 @@ def test_verify_passes_on_an_intact_log(workspace: Path) -> None:
     for i in range(5):
         dispatch.call("glob", {"pattern": f"*{i}"})
     count, head = store.verify()
-    assert count == 16  # session_started + 5 x (action, policy_decision, observation)
+    assert count == 17  # session_started, decision_basis + 5 x (action, policy_decision, observation)
     assert head == store.head()[1]
 
 
@@ -204,8 +203,7 @@ def test_file_ledger_survives_a_restart(workspace: Path) -> None:
     store2 = EventStore(events_db_path())
     again = Session.open(store2, session.id, str(workspace))
     assert again.seen_hash(str(target)) is not None
-    ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=again)
-    result = Dispatcher(again, native_tools(), ctx, Gate.permissive()).call(
+    result = tooling(store2, workspace, session=again, policy={"mode": "auto"}).dispatcher.call(
         "edit", {"path": str(target), "old_string": "one", "new_string": "two"})
     assert result.ok, result.content
     assert target.read_text() == "two\n"
@@ -273,4 +271,4 @@ def test_big_arguments_are_stored_whole(workspace: Path) -> None:
     assert dispatch.call("write", {"path": str(workspace / "big.txt"), "content": content}).ok
     action = [e.event for e in store.events(session.id, types=("action",))][0]
     assert isinstance(action, ActionEvent) and action.args["content"] == content
-    assert store.verify()[0] == 4
+    assert store.verify()[0] == 5  # session_started, decision_basis, action, decision, observation

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from appliance import Dispatcher, Session, events_db_path
+from appliance import events_db_path
 from appliance.events import EventStore, ExtensionDied, ExtensionLog, PolicyDecision
 from appliance.extensions import DuplicateTool, ExtensionHost, ExtensionSpec, Reply
-from appliance.policy import Gate, HookVerdict, PolicyEngine, PolicySettings
-from tools import ToolContext, ToolResult, Workspace, native_tools
+from appliance.policy import HookVerdict
+from tests.appliance.helpers import tooling
+from tools import ToolResult, native_tools
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "extensions"
 HOSTILE = str(HERE / "hostile.py")
@@ -31,19 +32,18 @@ def hostile(name: str, mode: str, log: Path | None = None, **kw: Any) -> Extensi
 
 
 class Rig:
-    """A real session, event store, extension host and gated dispatcher."""
+    """A real session, event store, extension host and gated dispatcher, built by ``open_tooling``."""
 
     def __init__(self, workspace: Path, specs: list[ExtensionSpec], policy: dict[str, Any] | None = None,
                  approver: Any = None) -> None:
         self.store = EventStore(events_db_path())
-        self.session = Session.create(self.store, str(workspace), version="test")
-        self.host = ExtensionHost(specs, session_id=self.session.id, sink=self.session.append)
-        self.tools = native_tools()
-        self.tools.update(self.host.list_tools(self.tools))
-        self.engine = PolicyEngine(PolicySettings.model_validate(policy or {"mode": "auto"}))
-        self.gate = Gate(self.engine, hook=self.host, approver=approver)
-        ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=self.session)
-        self.dispatcher = Dispatcher(self.session, self.tools, ctx, self.gate)
+        self.tooling = tooling(self.store, workspace, approver=approver, extensions=specs,
+                               policy=policy or {"mode": "auto"})
+        self.dispatcher = self.tooling.dispatcher
+        self.session = self.dispatcher.session
+        self.tools = self.tooling.tools
+        assert self.tooling.host is not None
+        self.host = self.tooling.host
 
     def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         return self.dispatcher.call(tool, args)
@@ -52,7 +52,7 @@ class Rig:
         return [e.event for e in self.store.events(self.session.id) if isinstance(e.event, kind)]
 
     def close(self) -> None:
-        self.host.close()
+        self.tooling.close()
         self.store.close()
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance import Dispatcher, Session, events_db_path
+from appliance import Dispatcher, events_db_path
 from appliance.cli import main
 from appliance.events import EventStore, PolicyDecision
 from appliance.mcp import McpGateway, McpServerSpec, describe_changes
 from appliance.policy import Gate, PolicyEngine, PolicySettings
-from tools import ToolContext, Workspace
+from tests.appliance import helpers
 
 BIN = Path(sys.executable).parent
 POISON = str(Path(__file__).resolve().parents[2] / "fixtures" / "mcp_poison_server.py")
@@ -46,14 +46,14 @@ def test_real_servers_are_pinned_namespaced_gated_and_tagged_untrusted(workspace
     specs = [time_spec(tools_sha256=pins["time"]),
              git.model_copy(update={"tools_sha256": pins["git"]})]
     store = EventStore(events_db_path())
-    session = Session.create(store, str(workspace), version="test")
-    with McpGateway(specs) as gw:
-        assert gw.refused == {}
-        assert "mcp__time__get_current_time" in gw.tools and "mcp__git__git_status" in gw.tools
+    # As every door opens them: the pinned servers' tools beside the native ones, behind the gate.
+    tooling = helpers.tooling(store, workspace, mcp_servers=specs, policy={"mode": "ask"})
+    session, d, ctx = tooling.dispatcher.session, tooling.dispatcher, tooling.ctx
+    try:
+        assert tooling.gateway is not None and tooling.notices == []
+        gw = tooling.gateway
+        assert "mcp__time__get_current_time" in tooling.tools and "mcp__git__git_status" in tooling.tools
         assert gw.tools["mcp__time__get_current_time"].mutates is False  # reviewed readOnlyHint
-        gate = Gate(PolicyEngine(PolicySettings(mode="ask")))
-        ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=session)
-        d = Dispatcher(session, dict(gw.tools), ctx, gate)
         ok = d.call("mcp__time__get_current_time", {"timezone": "Europe/London"})
         assert ok.ok and "<untrusted" not in ok.content  # the loop tags it, once
         assert ok.details["source"] == "mcp:time/get_current_time"
@@ -77,6 +77,8 @@ def test_real_servers_are_pinned_namespaced_gated_and_tagged_untrusted(workspace
             PolicySettings(mode="auto"), capabilities=["fs:read"]))).call(
             "mcp__time__get_current_time", {"timezone": "UTC"})
         assert not nocap.ok and "mcp" in nocap.content
+    finally:
+        tooling.close()
     decisions = [e.event for e in store.events(session.id) if isinstance(e.event, PolicyDecision)]
     assert decisions[0].decided_by == "mode:ask" and decisions[0].verdict == "allow"
     store.close()

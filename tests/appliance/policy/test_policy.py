@@ -11,30 +11,29 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance import Dispatcher, Session, events_db_path
+from appliance import events_db_path
 from appliance.cli import main
 from appliance.events import ApprovalEvent, EventStore, PolicyDecision, PolicyRuleAdded
 from appliance.policy import (
     Approval,
-    Gate,
     HeadlessApprover,
     PolicyEngine,
     PolicySettings,
     ScopedApproval,
     ScriptedApprover,
 )
-from tools import ToolContext, ToolResult, Workspace, native_tools
+from tests.appliance.helpers import tooling
+from tools import ToolResult
 
 
 class Rig:
-    def __init__(self, workspace: Path, policy: dict[str, Any], approver: Any = None,
-                 capabilities: list[str] | None = None) -> None:
+    """A session's tooling as every door builds it (``open_tooling``), under ``policy``."""
+
+    def __init__(self, workspace: Path, policy: dict[str, Any], approver: Any = None) -> None:
         self.store = EventStore(events_db_path())
-        self.session = Session.create(self.store, str(workspace), version="test")
-        self.engine = PolicyEngine(PolicySettings.model_validate(policy), capabilities=capabilities)
-        ctx = ToolContext(workspace=Workspace(str(workspace)), ledger=self.session)
-        self.d = Dispatcher(self.session, native_tools(), ctx,
-                            Gate(self.engine, approver=approver, run_id="r-1"))
+        self.d = tooling(self.store, workspace, approver=approver, run_id="r-1",
+                         policy=policy).dispatcher
+        self.session = self.d.session
 
     def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         return self.d.call(tool, args)
@@ -112,7 +111,7 @@ def test_paths_outside_the_workspace_are_refused_before_policy(workspace: Path) 
 
 
 def test_capabilities_refuse_tools_outside_the_grant_and_subagents_attenuate(workspace: Path) -> None:
-    r = Rig(workspace, {"mode": "auto"}, capabilities=["fs:read"])
+    r = Rig(workspace, {"mode": "auto", "capabilities": ["fs:read"]})
     result = r.call("write", {"path": str(workspace / "b.txt"), "content": "y"})
     assert result.error is not None and "fs:write" in result.content
     assert r.events(PolicyDecision)[0].decided_by == "capability"

@@ -14,7 +14,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from appliance.events import Compacted, EventStore, PolicyDecision, RunEnded, RunStarted, TaskStarted
+from appliance.events import (
+    Compacted,
+    EventStore,
+    PolicyDecision,
+    RunEnded,
+    RunStarted,
+    TaskStarted,
+)
 from appliance.extensions import ExtensionSpec
 from appliance.loop import Limits
 from models import ScriptStep
