@@ -58,14 +58,15 @@ def tooling(store: EventStore, workspace: Path, *, approver: Approver | None = N
 def scripted_agent(workspace: Path, steps: list[dict[str, Any] | ScriptStep], *,
                    limits: Limits | None = None, approver: Approver | None = None, mode: Mode = "auto",
                    params: dict[str, Any] | None = None, store: EventStore | None = None,
-                   session_id: str | None = None, sandbox: bool = False,
+                   session_id: str | None = None, shell: bool = False,
                    provider: dict[str, Any] | None = None, **sections: Any,
                    ) -> Iterator[tuple[Agent, ScriptedServer, list[StoredEvent]]]:
     """A real agent built by the real composition (``start_agent``), on a scripted server.
 
     The gate runs ``mode`` with no rules; ``store`` (default: a new one beside
     the workspace) outlives the agent, so a test can resume ``session_id`` in
-    a "new process".  ``sandbox`` False leaves bash refusing (no VM, no bwrap).
+    a "new process".  ``shell`` False leaves bash refusing (no sandbox is opened); True
+    opens the one config's ``sandbox`` section names (e.g. ``sandbox={"backend": "host"}``).
     """
     own = store is None
     log = store if store is not None else EventStore(workspace.parent / "events.db")
@@ -74,7 +75,7 @@ def scripted_agent(workspace: Path, steps: list[dict[str, Any] | ScriptStep], *,
                                  **sections)
         started = start_agent(config,
                               log, workspace, door="test", mode=mode, approver=approver,
-                              session_id=session_id, sandbox=sandbox)
+                              session_id=session_id, sandbox=shell)
         agent = started.agent
         seen: list[StoredEvent] = []
         open_ = [True]  # ``seen`` is what happened in the test's block, not the close after it

@@ -257,7 +257,6 @@ def test_a_refused_spawn_names_what_is_reserved_and_by_whom(workspace: Path) -> 
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(max_turns=4)) as (agent, server, seen):
         server.responder = script
-        agent.dispatcher.ctx.subagents = Subagents(agent)
         box: list[Any] = []
         t = threading.Thread(target=lambda: box.append(agent.run("go")))
         t.start()
@@ -276,8 +275,6 @@ def test_a_refused_spawn_names_what_is_reserved_and_by_whom(workspace: Path) -> 
 
 
 def test_the_harness_result_lists_what_ran_apart_from_what_was_refused(workspace: Path) -> None:
-    from appliance.sandbox import HostSandbox
-
     def child(body: dict[str, Any]) -> ScriptStep:
         n = sum(m["role"] == "assistant" for m in body["messages"])
         commands = ["echo hello", "vim notes.txt"]
@@ -287,14 +284,10 @@ def test_the_harness_result_lists_what_ran_apart_from_what_was_refused(workspace
 
     script = Script([_step(_task("Run things.", "run things", "test")), ScriptStep(text="ok")], child)
     store = EventStore(workspace.parent / "e.db")
-    with agent_on(store, workspace, []) as (agent, server, _seen):
+    with agent_on(store, workspace, [], shell=True, sandbox={"backend": "host"}) as (
+            agent, server, _seen):
         server.responder = script
-        agent.dispatcher.ctx.sandbox = HostSandbox(str(workspace))
-        agent.dispatcher.ctx.subagents = Subagents(agent)
-        try:
-            agent.run("go")
-        finally:
-            agent.dispatcher.ctx.sandbox.close()
+        agent.run("go")
         sid = agent.session.id
     res = [e.event for e in store.events(sid, types=("observation",))][0]
     assert isinstance(res, ObservationEvent)
