@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from appliance.events import EventStore, ObservationEvent, TaskEnded
-from appliance.sandbox import SandboxSettings, open_sandbox
-from appliance.tasks import Subagents
 from models import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.appliance.sessions.helpers import agent_on
@@ -57,16 +55,11 @@ def test_a_childs_reservation_deadline_stops_its_command_not_its_parent(workspac
                      _step(_bash("echo parent-after-child")), ScriptStep(text="parent done")],
                     child)
     store = EventStore(workspace.parent / "e.db")
-    with agent_on(store, workspace, []) as (agent, server, _seen):
+    with agent_on(store, workspace, [], shell=True, tasks={"max_seconds": 2.0},
+                  sandbox={"backend": "bwrap", "kill_grace_s": 0.5}) as (agent, server, _seen):
         server.responder = script
-        agent.dispatcher.ctx.sandbox = open_sandbox(
-            workspace, SandboxSettings(backend="bwrap", kill_grace_s=0.5))
-        agent.dispatcher.ctx.subagents = Subagents(agent, max_seconds=2.0)
         t0 = time.monotonic()
-        try:
-            out = agent.run("go")
-        finally:
-            agent.dispatcher.ctx.sandbox.close()
+        out = agent.run("go")
         took = time.monotonic() - t0
         sid = agent.session.id
     assert out.ok and out.answer == "parent done"
@@ -98,14 +91,10 @@ def test_children_cd_in_their_own_shells(workspace: Path) -> None:
     script = Script([_step(_task("Task A.", "in a", "test"), _task("Task B.", "in b", "test")),
                      _step(_bash("pwd")), ScriptStep(text="ok")], child)
     store = EventStore(workspace.parent / "e.db")
-    with agent_on(store, workspace, []) as (agent, server, _seen):
+    with agent_on(store, workspace, [], shell=True, sandbox={"backend": "bwrap"}) as (
+            agent, server, _seen):
         server.responder = script
-        agent.dispatcher.ctx.sandbox = open_sandbox(workspace, SandboxSettings(backend="bwrap"))
-        agent.dispatcher.ctx.subagents = Subagents(agent)
-        try:
-            assert agent.run("go").ok
-        finally:
-            agent.dispatcher.ctx.sandbox.close()
+        assert agent.run("go").ok
         sid = agent.session.id
     results = [e.event.result for e in store.events(sid, types=("observation",))
                if isinstance(e.event, ObservationEvent)]
