@@ -165,7 +165,7 @@ class AgentLink:
 
     def _start(self) -> None:
         from appliance import AbhedError
-        from appliance.compose import start_agent
+        from appliance.compose import choose_provider, start_agent
         from appliance.policy import CallbackApprover
         from models import ModelsError
 
@@ -175,8 +175,6 @@ class AgentLink:
             self.sink.failed(str(exc))
             return
         try:  # the status line names the model while the server is being reached
-            from appliance import choose_provider
-
             pconf = choose_provider(self.config, self.provider_name)
             self.sink.preparing(pconf.name, self.model or pconf.model or "")
         except AbhedError:
