@@ -14,6 +14,7 @@ sends, or steers while the agent works; Tab queues while it works.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -774,8 +775,8 @@ class AbhedApp(App[int]):
             problem = self.link.compact(done)
             if problem:
                 self.note(problem, error=True)
-        elif name == "/undo":
-            self._undo(arg)
+        elif name in ("/undo", "/redo"):
+            self._undo(arg, redo=name == "/redo")
         elif name == "/todo":
             if not self.panel_items:
                 self.note("no todo list or plan yet: the agent records them with its todo and "
@@ -792,18 +793,32 @@ class AbhedApp(App[int]):
             self._submit(self.queue.pop(0))
             self._queue_view()
 
-    def _undo(self, arg: str) -> None:
+    def _undo(self, arg: str, *, redo: bool = False) -> None:
+        """/undo [N] [--skip PATH] [--overwrite PATH] and /redo [--skip/--overwrite PATH]."""
         if self.link is None:
             return
+        name = "/redo" if redo else "/undo"
+        usage = (f"{name} takes " + ("" if redo else "nothing (the newest run not undone yet) "
+                                     "or a run number N (every run after run N; 0: all), and ")
+                 + "--skip PATH or --overwrite PATH for a file it refused")
+        try:
+            words = shlex.split(arg)
+        except ValueError as exc:
+            self.note(f"{usage}; {exc}", error=True)
+            return
         after: int | None = None
-        if arg:
-            try:
-                after = int(arg)
-            except ValueError:
-                self.note(f"/undo takes nothing (the last run) or a run number N (undo every run "
-                          f"after run N; 0 undoes them all), not {arg!r}", error=True)
+        skip: list[str] = []
+        overwrite: list[str] = []
+        while words:
+            word = words.pop(0)
+            if word in ("--skip", "--overwrite") and words:
+                (skip if word == "--skip" else overwrite).append(words.pop(0))
+            elif not redo and after is None and word.isdigit():
+                after = int(word)
+            else:
+                self.note(f"{usage}, not {word!r}", error=True)
                 return
-        problem = self.link.undo(after)
+        problem = self.link.undo(after, redo=redo, overwrite=tuple(overwrite), skip=tuple(skip))
         if problem:
             self.note(problem, error=True)
 

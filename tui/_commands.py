@@ -14,7 +14,9 @@ COMMANDS: dict[str, str] = {
     "/resume": "pick an earlier session to continue",
     "/new": "start a new session in this workspace",
     "/compact": "compact the conversation now (between runs)",
-    "/undo": "undo the last run's file changes: /undo [N] undoes every run after run N",
+    "/undo": "undo the newest run's file changes (again: the run before); /undo N: every run "
+             "after run N; --skip/--overwrite PATH for a file it refused",
+    "/redo": "put back what the last /undo undid",
     "/todo": "show the todo list and the plan",
     "/export": "write the conversation as Markdown: /export [FILE]",
     "/sandbox": "where bash runs: the sandbox backend of this session",

@@ -343,19 +343,27 @@ class AgentLink:
         self._worker.start()
         return ""
 
-    def undo(self, after_run: int | None = None) -> str:
-        """Undo the last run's file changes, or every run after run ``after_run`` (rpc
-        ``undo``); "" when done (the ``undo_applied`` event says what), else why not."""
-        from appliance.sessions import UndoError, undo
+    def undo(self, after_run: int | None = None, *, redo: bool = False,
+             overwrite: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> str:
+        """Undo the newest run not undone yet, or every run after run ``after_run``; with
+        ``redo``, reverse the newest undo in effect (rpc ``undo``/``redo``, the same module).
+        "" when done (the ``undo_applied`` event says what), else why not."""
+        from appliance.sessions import UndoError
+        from appliance.sessions import redo as redo_call
+        from appliance.sessions import undo as undo_call
 
         if self.agent is None:
             return "the agent is not running"
         if self.busy:
             return "a run is in progress; press Esc to interrupt it first"
         try:
-            undo(self.agent.session, after_turn=after_run, requested_by="tui")
+            if redo:
+                redo_call(self.agent.session, overwrite=overwrite, skip=skip, requested_by="tui")
+            else:
+                undo_call(self.agent.session, after_turn=after_run, overwrite=overwrite,
+                          skip=skip, requested_by="tui")
         except UndoError as exc:
-            return f"nothing undone: {exc}"
+            return f"nothing {'redone' if redo else 'undone'}: {exc}"
         return ""
 
     def _ask(self, req: ApprovalRequest) -> Approval:

@@ -119,7 +119,7 @@ class FakeLink:
         self.interrupted += 1
         return self.busy
 
-    def undo(self, after_run: int | None = None) -> str:
+    def undo(self, after_run: int | None = None, **kw: Any) -> str:
         return "nothing undone: a fake link"
 
     def close(self, wait_s: float = 10.0) -> None:

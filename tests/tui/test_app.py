@@ -376,3 +376,60 @@ async def test_a_real_command_streams_into_its_card_before_it_ends(server: Scrip
         await until(pilot, lambda: not app.running, timeout_s=30)
         assert card.status == "failed" and card.outcome is not None
         assert card.outcome.label == "failed (exit 3)" and "finished" in card.outcome.tail
+
+
+async def test_undo_again_walks_back_and_says_when_nothing_is_left_and_redo_puts_it_back(
+        abhed_home: Path, workspace: Path) -> None:
+    a, b = workspace / "a.txt", workspace / "b.txt"
+    with ScriptedServer() as server:
+        write_config(abhed_home, server.base_url)
+        server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(a), "content": "A\n"}}]},
+                   {"text": "wrote a"},
+                   {"tool_calls": [{"name": "write", "arguments": {"path": str(b), "content": "B\n"}}]},
+                   {"text": "wrote b"})
+        app = real_app(workspace)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None)
+            for prompt in ("write a", "write b"):
+                app.composer.text = prompt
+                await pilot.press("enter")
+                await until(pilot, lambda: not app.running and app.last_answer == prompt.replace(
+                    "write", "wrote"))
+            for _ in range(3):
+                app.composer.text = "/undo"
+                await pilot.press("enter")
+                await pilot.pause()
+            said = notes(app)[-3:]
+            assert said[0].startswith("undo: restored 1 file") and not b.exists() and not a.exists()
+            assert said[1].startswith("undo: restored 1 file")
+            assert "nothing undone" in said[2] and "undone already" in said[2]
+            app.composer.text = "/redo"
+            await pilot.press("enter")
+            await pilot.pause()
+            assert notes(app)[-1].startswith("redo: restored 1 file") and a.read_text() == "A\n"
+
+
+async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, workspace: Path) -> None:
+    target = workspace / "long.py"
+    target.write_text("".join(f"x{i} = {i}\n" for i in range(1, 101)))
+    with ScriptedServer() as server:
+        write_config(abhed_home, server.base_url, policy={"mode": "ask"})
+        server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(target)}}]},
+                   {"tool_calls": [{"name": "edit", "arguments": {
+                       "path": str(target), "old_string": "x70 = 70\n", "new_string": "x70 = 7\n"}}]},
+                   {"text": "edited"})
+        app = real_app(workspace)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None)
+            app.composer.text = "fix x70"
+            await pilot.press("enter")
+            card = await until(pilot, lambda: app.card, what="the approval card")
+            shown = "\n".join(s.text for s in app.screen._compositor.render_strips())
+            assert "-@@" not in shown and "   70       - x70 = 70" in shown
+            assert "         70 + x70 = 7" in shown and "   67    67   x67 = 67" in shown
+            assert card.pending.preview and target.read_text().count("x70 = 70") == 1
+            await pilot.press("shift+tab")
+            await pilot.pause(0.6)
+            await pilot.press("y")
+            await until(pilot, lambda: not app.running)
+            assert "x70 = 7\n" in target.read_text()

@@ -417,20 +417,24 @@ def test_prompt_history_survives_a_damaged_file_and_stays_bounded(tmp_path: Path
 
 async def test_undo_takes_its_argument_and_says_what_is_wrong() -> None:
     class Undoing(FakeLink):
-        asked: list[int | None] = []
+        asked: list[tuple[Any, ...]] = []
 
-        def undo(self, after_run: int | None = None) -> str:
-            self.asked.append(after_run)
+        def undo(self, after_run: int | None = None, *, redo: bool = False,
+                 overwrite: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> str:
+            self.asked.append((after_run, redo, overwrite, skip))
             return ""
 
     app = fake_app(link_factory=Undoing)
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot, app)
-        for text in ("/undo", "/undo 2", "/undo two"):
+        for text in ("/undo", "/undo 2", "/undo two", "/undo --skip 'a b.txt' --overwrite c",
+                     "/redo", "/redo 3", "/undo --skip"):
             app.composer.text = text
             await pilot.press("enter")
-        assert Undoing.asked == [None, 2]
-        assert "not 'two'" in notes(app)[-1]
+        assert Undoing.asked == [(None, False, (), ()), (2, False, (), ()),
+                                 (None, False, ("c",), ("a b.txt",)), (None, True, (), ())]
+        said = notes(app)
+        assert "not 'two'" in said[-3] and "not '3'" in said[-2] and "not '--skip'" in said[-1]
 
 
 async def test_the_token_count_resets_on_new_and_resume() -> None:
