@@ -393,8 +393,9 @@ async def test_undo_again_walks_back_and_says_when_nothing_is_left_and_redo_puts
             for prompt in ("write a", "write b"):
                 app.composer.text = prompt
                 await pilot.press("enter")
-                await until(pilot, lambda: not app.running and app.last_answer == prompt.replace(
-                    "write", "wrote"))
+                answer = prompt.replace("write", "wrote")
+                await until(pilot, lambda answer=answer: not app.running  # type: ignore[misc]
+                            and app.last_answer == answer)
             for _ in range(3):
                 app.composer.text = "/undo"
                 await pilot.press("enter")
