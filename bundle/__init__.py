@@ -58,11 +58,11 @@ from ._errors import (
                       UnsafeMember,
                       VolumeError,
 )
-from ._files import open_regular, read_regular
 from ._gather import GatherResult, default_cache, gather
 from ._inspect import BundleDiff, BundleInfo, diff_bundles, diff_settings, inspect_bundle
 from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
+from ._regular import open_regular, read_regular
 from ._settings import SettingsCheck, release_paths
 from ._site import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust

@@ -413,7 +413,7 @@ def _carried_weights(spec: BuildSpec, base: Path) -> dict[str, tuple[int, str]]:
     file only from its own store and re-hashes it first, so a wrong hint can make an
     install refuse (by name), never install other bytes.
     """
-    from ._files import open_regular
+    from ._regular import open_regular
     from ._verify import read_head
 
     carried: dict[str, tuple[int, str]] = {}

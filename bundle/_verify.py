@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import IO, BinaryIO, cast
 
 from ._errors import DigestMismatch, FormatError, RollbackRefused, StagingError
-from ._files import open_regular
 from ._manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
@@ -43,6 +42,7 @@ from ._manifest import (
     staged_name,
 )
 from ._minisign import MAX_SIGNATURE_FILE_BYTES, Signature, parse_signatures
+from ._regular import open_regular
 from ._tar import TarReader
 from ._trust import TrustPolicy, check_threshold
 

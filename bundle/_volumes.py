@@ -32,9 +32,9 @@ from foundation import DocumentError, validate_document
 
 from ._build import BuildProgress
 from ._errors import BundleError, FormatError, VolumeError
-from ._files import open_regular
 from ._manifest import canonical_json, strict_json
 from ._minisign import MAX_SIGNATURE_FILE_BYTES, SecretKey, parse_signatures
+from ._regular import open_regular
 from ._tar import CHUNK
 from ._trust import TrustPolicy, check_threshold, sign_set
 

@@ -7,9 +7,9 @@ import os
 import stat
 import time
 
-from tools._files import FileFacts, open_regular, scan
 from tools._paths import Located
 from tools._result import ToolFailure
+from tools._text_files import FileFacts, open_regular, scan
 from tools._tool import ToolContext
 
 __all__ = ["check_overwrite", "check_target_dir", "keep_preimage", "locate_for_check",

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from tools._files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
 from tools._mutate import (
     check_overwrite,
     check_target_dir,
@@ -40,6 +39,7 @@ from tools._mutate import (
 from tools._near import missing_file_failure
 from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
+from tools._text_files import CHUNK, FileFacts, atomic_write, decode, display, encode, encode_new
 from tools._tool import Args, Tool, ToolContext
 from tools.read import TRUNCATED_LINE
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from tools._files import CHUNK, binary_kind, open_regular, scan
 from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
+from tools._text_files import CHUNK, binary_kind, open_regular, scan
 from tools._tool import ARTIFACT_PREFIX, Args, Tool, ToolContext
 
 __all__ = ["MAX_LIMIT_LINES", "Read", "ReadArgs"]

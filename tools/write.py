@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from tools._files import FileFacts, atomic_write, display, encode, encode_new
 from tools._mutate import (
     check_overwrite,
     check_target_dir,
@@ -20,6 +19,7 @@ from tools._mutate import (
 )
 from tools._paths import Located
 from tools._result import ToolFailure, ToolResult, success
+from tools._text_files import FileFacts, atomic_write, display, encode, encode_new
 from tools._tool import Args, Tool, ToolContext
 
 __all__ = ["Write", "WriteArgs"]

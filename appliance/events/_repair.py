@@ -28,16 +28,16 @@ from pathlib import Path
 
 from appliance._errors import ChainBroken, EventLogError
 from appliance.events._chain import ChainWalker
-from appliance.events._files import (
+from appliance.events._models import LOG_SESSION, LogRepaired
+from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, write_segment_file
+from appliance.events._segment import start_segment
+from appliance.events._segment_files import (
     lock_path,
     open_ro,
     sealed_path,
     sealed_segments,
     segments_dir,
 )
-from appliance.events._models import LOG_SESSION, LogRepaired
-from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, write_segment_file
-from appliance.events._segment import start_segment
 from appliance.events._verify import verify_log
 from foundation import digest_file
 

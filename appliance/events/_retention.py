@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from appliance._errors import EventLogError
-from appliance.events._files import open_ro, sealed_segments
 from appliance.events._models import LOG_SESSION, SegmentDeleted
+from appliance.events._segment_files import open_ro, sealed_segments
 from appliance.events._store import EventStore
 from foundation import digest_file
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from appliance.events._files import open_ro
 from appliance.events._models import Event
 from appliance.events._schema import insert_chained, write_segment_file
+from appliance.events._segment_files import open_ro
 
 __all__ = ["created_age_s", "start_segment"]
 

@@ -42,7 +42,6 @@ from typing import Any
 import sqlite_utils
 
 from appliance._errors import EventLogDamaged, EventLogError, EventLogFull, SessionNotFound
-from appliance.events._files import lock_path, open_ro, sealed_path, sealed_segments, segments_dir
 from appliance.events._forward import Forwarder
 from appliance.events._guards import (
     CORRUPT_CODES,
@@ -63,6 +62,13 @@ from appliance.events._schema import (
     structure_problems,
 )
 from appliance.events._segment import created_age_s, start_segment
+from appliance.events._segment_files import (
+    lock_path,
+    open_ro,
+    sealed_path,
+    sealed_segments,
+    segments_dir,
+)
 from appliance.events._settings import EventLogSettings
 
 __all__ = ["EventStore", "StoredEvent", "GENESIS"]

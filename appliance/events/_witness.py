@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance._errors import EventLogError
-from appliance.events._files import open_ro, sealed_segments
+from appliance.events._segment_files import open_ro, sealed_segments
 
 __all__ = ["WitnessedHead", "check_witness", "collect_heads", "post_head"]
 

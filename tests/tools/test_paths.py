@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tools import ToolContext, ToolFailure, Workspace, run_tool
-from tools._files import open_regular
 from tools._paths import SecretMatcher
 from tools._settings import DEFAULT_SECRET_PATHS
+from tools._text_files import open_regular
 
 # -- absolute paths -----------------------------------------------------------
 

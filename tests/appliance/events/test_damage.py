@@ -192,7 +192,7 @@ def test_repair_refuses_while_the_log_is_open(abhed: Cli) -> None:
     import fcntl
     import os
 
-    from appliance.events._files import lock_path
+    from appliance.events._segment_files import lock_path
 
     fd = os.open(lock_path(path), os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_SH)

@@ -13,7 +13,7 @@ import pytest
 
 from appliance import Session, events_db_path
 from appliance.events import EventLogSettings, EventStore, ObservationEvent, verify_log
-from appliance.events._files import sealed_segments
+from appliance.events._segment_files import sealed_segments
 from tests.appliance.events.logs import Cli, fill
 from tools import ToolResult
 

@@ -1,4 +1,4 @@
-"""Where a log's pieces live on disk, and opening them without changing them.
+"""Where a log's segment files live on disk, and opening them without changing them.
 
 ``state/events.db`` is the active segment; sealed segments sit in
 ``state/segments/events.NNNNNN.db`` (N = segment number, from 1); a damaged

@@ -1,4 +1,4 @@
-"""File facts and atomic writes shared by read, write and edit.
+"""Text files on disk for read, write and edit: their facts, decoding and atomic writes.
 
 Everything here streams in fixed-size chunks, so a 100 MB file costs the same
 memory as a 1 KB one.
