@@ -68,6 +68,7 @@ from ._settings import (
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
 from ._trust import sign_set
+from ._wheels import compact_filename, platform_tags
 
 __all__ = ["BuildProgress", "build_bundle"]
 
@@ -106,6 +107,7 @@ class _Part:
     licence: str | None = None
     source: str | None = None
     purl: str | None = None
+    root: Path | None = None  # a model's directory, which its signature covers
 
 
 @dataclass
@@ -197,7 +199,7 @@ def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -
         if not files:
             raise SpecError(f"model {model.name!r}: {root} holds no files")
         parts.append(_Part("model", model.name, model.version, files, licence=model.licence,
-                           source=model.source))
+                           source=model.source, root=root))
     if spec.image is not None:
         img = spec.image
         names = [("kernel", img.kernel), ("initrd", img.initrd), ("rootfs", img.rootfs),
@@ -223,6 +225,43 @@ def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -
         raise SpecError("the spec names no inputs: add [agent], [wheelhouse], [[model]], "
                         "[image], [installer] or [docs]")
     return parts
+
+
+def _sign_models(parts: list[_Part], work: Path, key: SecretKey) -> None:
+    """Sign each model directory the OpenSSF Model Signing way (docs/bundle.md).
+
+    ``models/<name>/model.sig`` and ``models/<name>/model-signing.pub`` join the
+    model's members, so the installed directory verifies with the standard
+    ``model_signing verify key`` command; the key is derived from the first
+    signing key (``SecretKey.model_signing_key``), the signature deterministic,
+    so the build stays reproducible.
+    """
+    models = [p for p in parts if p.kind == "model"]
+    if not models:
+        return
+    from models import MODEL_SIGNATURE, MODEL_SIGNING_PUB, public_key_pem, sign_model
+
+    signing_key = key.model_signing_key()
+    pem = public_key_pem(signing_key)
+    for part in models:
+        prefix = f"models/{part.name}/"
+        for source in part.sources:
+            if source.member in (prefix + MODEL_SIGNATURE, prefix + MODEL_SIGNING_PUB):
+                raise SpecError(
+                    f"model {part.name!r}: {source.path} is named like the signature the build "
+                    f"writes ({source.member.removeprefix(prefix)}); move it out of the model "
+                    "directory: the build signs the model itself")
+        assert part.root is not None
+        sig = work / f"model-{part.name}.sig"
+        sig.write_bytes(sign_model(part.root, name=part.name, key=signing_key))
+        pub = work / f"model-{part.name}.pub"
+        pub.write_bytes(pem)
+        part.sources += [
+            _Source(prefix + MODEL_SIGNATURE, sig,
+                    label=f"[[model]] {part.name}: OpenSSF model signature (made by this build)"),
+            _Source(prefix + MODEL_SIGNING_PUB, pub,
+                    label=f"[[model]] {part.name}: the model signature's public key"),
+        ]
 
 
 def _site_part(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes) -> _Part:
@@ -258,6 +297,7 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
         raise SpecError(f"wheelhouse {house} is not a directory")
     parts: list[_Part] = []
     found: set[str] = set()
+    plats = platform_tags(spec.platform.arch, spec.platform.glibc)
     for wheel in sorted(house.glob("*.whl")):
         name, ver, lic = _wheel_info(wheel)
         key = normalize(name)
@@ -272,7 +312,10 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
                             "locked: download it again")
         found.add(key)
         kind = "vllm" if key == "vllm" else "wheel"
-        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{wheel.name}", wheel,
+        # pip download keeps every compressed tag (charset_normalizer's name is 101 bytes,
+        # over ustar's 100): stored under the target's best tag alone, as gather stores it.
+        stored = compact_filename(wheel.name, spec.platform.python, plats)
+        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{stored}", wheel,
                                                     known=(digest, wheel_size))],
                            licence=lic, purl=f"pkg:pypi/{key}@{ver}"))
     missing = sorted(set(lock) - found)
@@ -464,6 +507,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
     with tempfile.TemporaryDirectory(prefix=".abhed-build-", dir=out_dir) as tmp:
         work = Path(tmp)
         parts = _gather(spec, base, work, site_bytes)
+        _sign_models(parts, work, keys[0])
         sources = [s for p in parts for s in p.sources]
         total = sum(s.path.stat().st_size for s in sources)
         done = 0
@@ -477,7 +521,9 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             return inner
 
         carried = _carried_weights(spec, base)
-        model_files = {s.member for p in parts if p.kind == "model" for s in p.sources}
+        # The signature and its key are always carried: a few KiB, and what verifies the rest.
+        model_files = {s.member for p in parts if p.kind == "model" for s in p.sources
+                       if s.path.parent != work}
         prepared: dict[str, _Prepared] = {}
         references: dict[str, Reference] = {}
         for i, source in enumerate(sources):

@@ -36,7 +36,10 @@ import os
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ._errors import FormatError, SignatureError
 
@@ -113,6 +116,9 @@ class PublicKey:
         return f"{_UNTRUSTED}minisign public key {self.id_hex}\n{self.to_base64()}\n"
 
 
+_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
 @dataclass(frozen=True)
 class SecretKey:
     """An Ed25519 signing key (its 32-byte seed) with its minisign key id."""
@@ -130,6 +136,20 @@ class SecretKey:
 
     def _sign_raw(self, data: bytes) -> bytes:
         return Ed25519PrivateKey.from_private_bytes(self.seed).sign(data)
+
+    def model_signing_key(self) -> ec.EllipticCurvePrivateKey:
+        """The P-256 key that signs model directories, derived from this key's seed.
+
+        OpenSSF Model Signing (the ``model-signing`` library) signs with ECDSA
+        only (P-256/384/521, Sigstore's key types), not Ed25519; deriving the
+        key (HKDF-SHA256, 48 bytes reduced modulo the group order, as FIPS
+        186-5 A.2.1 makes a key from extra random bits) keeps one secret to
+        hold offline and rotate: whoever holds this key holds that one.
+        """
+        okm = HKDF(algorithm=hashes.SHA256(), length=48, salt=b"abhed model signing",
+                   info=b"P-256 v1").derive(self.seed)
+        return ec.derive_private_key(int.from_bytes(okm, "big") % (_P256_ORDER - 1) + 1,
+                                     ec.SECP256R1())
 
     @classmethod
     def from_text(cls, text: str) -> SecretKey:

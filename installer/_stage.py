@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ._audit import AuditLog
-from ._errors import HealthCheckFailed
+from ._errors import BundleRefused, HealthCheckFailed
 from ._layout import Layout, State
 from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
 from ._txn import Step, gc_store, remove_tree, switch_current
@@ -120,6 +120,52 @@ def _venv(s: Staging) -> None:
     s.audited("venv", "ok", python=s.python)
 
 
+# The OpenSSF model signature's files, as models._signature names them (installer may not
+# import models; tests/installer/test_model_signature.py keeps the two in step).
+MODEL_SIGNATURE, MODEL_SIGNING_PUB = "model.sig", "model-signing.pub"
+_VERIFY_TIMEOUT_S = 6 * 3600  # hashing hundreds of GiB of weights on a slow disk
+
+
+def _model_signatures(s: Staging) -> None:
+    """Check every model directory with the standard verifier, from the release's own venv.
+
+    ``model_signing verify key`` (the OpenSSF command, installed with the agent)
+    checks the installed files, the referenced ones linked from the store
+    included, against ``model.sig`` with the ``model-signing.pub`` the signed
+    manifest carries: the same check a site's own tools make, without Abhed.
+    A bundle built before model signing has no ``model.sig``: recorded, not refused.
+    """
+    import hashlib
+
+    from ._proc import child_env, run
+
+    models = s.release / "bundle" / "models"
+    dirs = sorted(d for d in models.iterdir() if d.is_dir()) if models.is_dir() else []
+    tool = s.release / "venv" / "bin" / "model_signing"
+    for d in dirs:
+        sig, pub = d / MODEL_SIGNATURE, d / MODEL_SIGNING_PUB
+        if not sig.is_file():
+            s.audited("model-signature", "skipped", model=d.name,
+                      detail="no model.sig: a bundle built before model signing")
+            continue
+        log = s.layout.logs / f"install-{s.version}-model-signature.log"
+        done = run([str(tool), "verify", "key", "--signature", str(sig), "--public_key", str(pub),
+                    str(d)], log=log, env=child_env(), timeout_s=_VERIFY_TIMEOUT_S)
+        key = hashlib.sha256(pub.read_bytes()).hexdigest() if pub.is_file() else "missing"
+        if done.returncode != 0:
+            s.audited("model-signature", "refused", model=d.name, key_sha256=key,
+                      detail=done.output[-1000:])
+            raise BundleRefused(
+                f"model {d.name}: its files do not match their OpenSSF model signature "
+                f"(`model_signing verify key` exited {done.returncode}"
+                f"{', timed out' if done.timed_out else ''}): {done.output.strip()[-600:]}. "
+                f"Nothing was switched; the full output is in {log}. Get the bundle again from "
+                "its publisher; if the weights were referenced from an earlier release, run "
+                "`abhed-installer check` on the host")
+        s.audited("model-signature", "ok", model=d.name, key_sha256=key)
+        say(f"model {d.name}: OpenSSF model signature verified (key sha256 {key[:16]}…)")
+
+
 def _run_script(s: Staging) -> None:
     if s.descriptor is None:
         return
@@ -221,6 +267,7 @@ STEPS: tuple[Step[Staging], ...] = (
     Step("verify", _verify, faults=("verified",), after="verified"),
     Step("stage", _stage, faults=("staged",), after="staged"),
     Step("venv", _venv, faults=("venv", "pip")),  # both inside build_venv
+    Step("model-signature", _model_signatures),
     Step("run-script", _run_script),
     Step("record", _record, faults=("recorded",), after="recorded"),
     Step("units", _units, _restore_unit,

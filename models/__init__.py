@@ -6,7 +6,9 @@ OpenAI-compatible client (:class:`OpenAIClient`) and provider
 reply types, sampling checks (:func:`check_sampling`), the model catalog
 (:class:`Catalog`, :class:`CatalogEntry`) and the model-family presets that
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
-(:class:`VllmServer`) and the scripted test server (:class:`ScriptedServer`).
+(:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
+:func:`verify_model`, :func:`signature_identity`) and the scripted test server
+(:class:`ScriptedServer`).
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
@@ -34,10 +36,20 @@ from models._provider_config import SUPPORTED_APIS, ProviderConfig
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
+from models._signature import (
+    MODEL_SIGNATURE,
+    MODEL_SIGNING_PUB,
+    public_key_pem,
+    sign_model,
+    signature_identity,
+    verify_model,
+)
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
     "KNOWN_SAMPLING",
+    "MODEL_SIGNATURE",
+    "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
     "PRESETS",
     "PROBE_FAMILIES",
@@ -78,5 +90,9 @@ __all__ = [
     "hash_weights",
     "load_catalog",
     "open_provider",
+    "public_key_pem",
+    "sign_model",
+    "signature_identity",
     "suggest_tensor_parallel",
+    "verify_model",
 ]

@@ -106,7 +106,11 @@ class CatalogEntry(BaseModel):
         return p if p.is_absolute() or base is None else base / p
 
     def verify_weights(self, base: Path | None = None) -> Path:
-        """Check every recorded file's sha256; raise :class:`ServeError` naming the first bad one."""
+        """Check every recorded file's sha256; raise :class:`ServeError` naming the first bad one.
+
+        A signed model directory (``model.sig``, docs/bundle.md) is checked against its
+        OpenSSF model signature instead, whose statement must list the catalog's digests.
+        """
         root = self.weights_path(base)
         if not root.is_dir():
             raise ServeError(
@@ -115,7 +119,24 @@ class CatalogEntry(BaseModel):
         if not self.files:
             raise ServeError(f"catalog entry {self.name!r} records no file digests; run "
                              "`abhed serve --hash DIR` and add them", reason="weights_unverified")
-        for rel, want in sorted(self.files.items()):
+        from models._signature import MODEL_SIGNATURE, signed_digests, verify_model
+
+        signed: dict[str, str] = {}
+        if (root / MODEL_SIGNATURE).is_file():
+            # Signed (OpenSSF model signing): one pass hashes every file against the
+            # signature, and the catalog's digests must be the signed ones.
+            verify_model(root)
+            signed = signed_digests(root)
+            for rel, want in sorted(self.files.items()):
+                if rel in signed and signed[rel] != want:
+                    raise ServeError(
+                        f"catalog entry {self.name!r} and the model's signature disagree about "
+                        f"{rel}: the catalog says {want}, the signature {signed[rel]}. Do not "
+                        "serve it; reinstall the model from its verified bundle.",
+                        reason="weights_altered")
+        unsigned = {rel: want for rel, want in self.files.items() if rel not in signed}
+        # What the signature does not cover (git files it leaves out, or an unsigned model).
+        for rel, want in sorted(unsigned.items()):
             f = root / rel
             try:
                 got = digest_file(f).sha256

@@ -49,6 +49,10 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
                                         "in the verb only",
     ("bundle._gather", "models"): "`abhed bundle gather` hashes model weights and serve flags "
                                   "from the model presets; lazily, never on the installer's path",
+    ("bundle._build", "models"): "`abhed bundle build` signs each model directory through "
+                                 "models' one definition of the OpenSSF model signature; "
+                                 "lazily, never on the installer's path (it runs the release "
+                                 "venv's model_signing command instead)",
 }
 
 

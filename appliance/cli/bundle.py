@@ -156,19 +156,32 @@ def bundle_group() -> None:
 @click.option("--out", "prefix", required=True, type=_FILE,
               help="Writes PREFIX.key (secret, mode 0600) and PREFIX.pub.")
 def keygen(prefix: Path) -> None:
-    """Make an Ed25519 signing key pair in minisign's formats."""
+    """Make an Ed25519 signing key pair in minisign's formats.
+
+    Also writes PREFIX.model-signing.pub: the public half of the P-256 key the
+    builds derive from the secret key to sign model directories (OpenSSF model
+    signing), for the site's own `model_signing verify`.
+    """
     sk_path, pk_path = Path(f"{prefix}.key"), Path(f"{prefix}.pub")
-    for p in (sk_path, pk_path):
+    model_pub = Path(f"{prefix}.model-signing.pub")
+    for p in (sk_path, pk_path, model_pub):
         if p.exists():
             raise click.UsageError(f"{p} already exists; keys are never overwritten")
     key = SecretKey.generate()
+    import hashlib
     import os
+
+    from models import public_key_pem
 
     fd = os.open(sk_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(key.to_text())
     pk_path.write_text(key.public_key().to_text())
+    pem = public_key_pem(key.model_signing_key())
+    model_pub.write_bytes(pem)
     click.echo(f"key id {key.public_key().id_hex}: secret {sk_path}, public {pk_path}")
+    click.echo(f"model signing (P-256, derived from the secret key): public {model_pub}, "
+               f"sha256 {hashlib.sha256(pem).hexdigest()}")
 
 
 @bundle_group.command()

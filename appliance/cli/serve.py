@@ -48,6 +48,7 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         VllmServer,
         hash_weights,
         load_catalog,
+        signature_identity,
     )
 
     if hash_dir is not None:
@@ -63,12 +64,17 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
     log = log_path or abhed_home() / "logs" / f"vllm-{entry.name}.log"
     server = VllmServer(entry, log_path=log, settings=settings, base_dir=catalog.base(), port=port,
                         python=python)
+    identity = signature_identity(entry.weights_path(catalog.base()))
+    checked = (f"weights: verified against their OpenSSF model signature (key sha256 "
+               f"{identity['key_sha256']}) and the catalog's digests" if identity else
+               "weights: verified against the catalog's digests (the model has no signature)")
     if dry_run:
         try:
             server.preflight()
         except ServeError as exc:
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)
+        click.echo(checked, err=True)
         click.echo(" ".join(server.command()))
         return
     stop = threading.Event()
@@ -85,6 +91,7 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         except ModelsError as exc:
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)
+        click.echo(checked, err=True)
         click.echo(f"serving {entry.served_name} at {url}", err=True)
         click.echo(url)
         sys.stdout.flush()

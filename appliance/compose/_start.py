@@ -26,7 +26,15 @@ from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_pro
 from appliance.policy import Approver, Gate, Mode, ModeChoice
 from appliance.sandbox import shell_for
 from appliance.tasks import Subagents
-from models import Catalog, OpenAIProvider, ProviderConfig, load_catalog, open_provider
+from models import (
+    Catalog,
+    OpenAIProvider,
+    ProviderConfig,
+    ProviderConfigError,
+    load_catalog,
+    open_provider,
+    signature_identity,
+)
 from tools import FileLedger, Tool, ToolContext, Workspace
 
 __all__ = ["Children", "StartedAgent", "choose_provider", "load_config_catalog", "open_store",
@@ -192,7 +200,7 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
             session = Session.create(store, ws.root, version=version("abhed"), settings={
                 "tools": config.tools.model_dump(mode="json"), "provider": pconf.name,
                 "model": provider.model, "mode": choice.mode, "mode_chosen_by": choice.chosen_by,
-                "door": door})
+                "door": door, "model_signature": model_signature(catalog, pconf.catalog_entry)})
         t = config.tasks
         subagents = Subagents(max_concurrent=t.max_concurrent, default_max_turns=t.default_max_turns,
                               max_tokens=t.max_tokens, max_seconds=t.max_seconds)
@@ -210,3 +218,18 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
     subagents.bind(agent, Children(tooling, provider, limits,
                                    first_tool_choice=child_first_tool_choice))
     return StartedAgent(agent, provider, tooling)
+
+
+def model_signature(catalog: Catalog | None, entry: str | None) -> dict[str, str] | str:
+    """The served model's OpenSSF signature identity, for the session's start record.
+
+    Read from the weights directory the catalog names (``model.sig`` and its key;
+    docs/bundle.md): which key signed which files.  "none" when the provider names
+    no catalog entry or the model is unsigned; the check itself is ``abhed serve``'s.
+    """
+    if catalog is None or entry is None:
+        return "none"
+    try:
+        return signature_identity(catalog.get(entry).weights_path(catalog.base())) or "none"
+    except ProviderConfigError:
+        return "none"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bundle import BundleError, SecretKey, TrustPolicy, gather, load_site, verify_bundle
+from bundle import BundleError, SecretKey, SpecError, TrustPolicy, gather, load_site, verify_bundle
 from bundle._wheels import exclude_for, platform_tags, wheel_rank
+from models import ServeError
 
 from .conftest import make_wheel
 
@@ -367,3 +368,48 @@ def test_long_wheel_names_keep_only_the_targets_best_tag() -> None:
     short = compact_filename(long, "3.11", platform_tags("x86_64", "2.36"))
     assert short == "charset_normalizer-3.5.3-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert compact_filename("x-1-py3-none-any.whl", "3.11", PLATS) == "x-1-py3-none-any.whl"
+
+
+def test_a_gathered_model_verifies_with_the_standard_model_signing_command(tmp_path: Path) -> None:
+    """The site's own tool checks the weights on the host, without Abhed (OpenSSF model signing)."""
+    from models import MODEL_SIGNATURE, MODEL_SIGNING_PUB, load_catalog, public_key_pem
+
+    key = SecretKey.generate()
+    out = tmp_path / "out.abhed"
+    gather(_site(tmp_path), out, [key], cache=tmp_path / "cache", say=lambda _: None)
+    stage = tmp_path / "stage"
+    verify_bundle(out, TrustPolicy(keys=(key.public_key(),)), stage_to=stage)
+    model = stage / "models" / "tiny"
+    # The key the operator distributes (keygen writes it): derived from the release key.
+    pub = tmp_path / "release.model-signing.pub"
+    pub.write_bytes(public_key_pem(key.model_signing_key()))
+    assert (model / MODEL_SIGNING_PUB).read_bytes() == pub.read_bytes()
+    cli = [str(Path(sys.executable).parent / "model_signing"), "verify", "key",
+           "--signature", str(model / MODEL_SIGNATURE), "--public_key", str(pub), str(model)]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and "Verification succeeded" in done.stdout, done.stderr
+    # Abhed's own check (abhed serve) agrees, through the catalog gather wrote.
+    catalog = load_catalog(model / "abhed-catalog.json")
+    assert catalog.get("tiny").verify_weights(catalog.base()) == model
+    # One byte changed in the weights: the standard command and abhed serve both refuse it.
+    weights = model / "model.safetensors"
+    weights.write_bytes(b"\0" + weights.read_bytes()[1:])
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "model.safetensors" in done.stdout + done.stderr
+    with pytest.raises(ServeError, match="altered: model.safetensors"):
+        catalog.get("tiny").verify_weights(catalog.base())
+    # A key that is not the release's: the signature does not verify with it.
+    other = tmp_path / "other.pub"
+    other.write_bytes(public_key_pem(SecretKey.generate().model_signing_key()))
+    weights.write_bytes(b"\0" + weights.read_bytes()[1:])
+    done = subprocess.run(cli[:6] + [str(other), str(model)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 1
+
+
+def test_a_model_directory_that_already_holds_a_signature_is_refused(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    (tmp_path / "model" / "model.sig").write_text("{}")
+    with pytest.raises(SpecError, match="named like the signature the build writes"):
+        gather(site, tmp_path / "out.abhed", [SecretKey.generate()], cache=tmp_path / "cache",
+               say=lambda _: None)

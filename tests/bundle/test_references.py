@@ -85,7 +85,7 @@ def test_an_upgrade_references_the_weights_the_earlier_bundle_carried(
     d = diff_bundles(inspect_bundle(b1, trust).manifest, m2)
     assert "models/tiny/model.safetensors" not in d.files_removed + d.files_changed
     assert [f for f in d.files_changed if f.startswith("models/")] == [
-        "models/tiny/tokenizer.json"]
+        "models/tiny/model.sig", "models/tiny/tokenizer.json"]  # a new file: a new signature
     assert d.bytes_to_write < weights.stat().st_size
 
     # A third bundle gathered against the second keeps the first as the carrier.

@@ -65,6 +65,9 @@ def test_1_install_offline_in_a_network_namespace(host: Installer, make_bundle: 
     assert "no systemd on this host" in p.stdout
     steps = [(e["step"], e["result"]) for e in host.audit()]
     assert ("gate", "ok") in steps and steps[-1] == ("done", "ok")
+    # The model was checked by the standard OpenSSF verifier from the release's venv.
+    assert ("model-signature", "ok") in steps
+    assert "model tiny: OpenSSF model signature verified" in p.stderr
     assert steps.index(("gate", "ok")) < steps.index(("switch", "ok"))
 
 

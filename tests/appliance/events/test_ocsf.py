@@ -267,3 +267,39 @@ def test_a_mapper_refuses_nothing_it_is_given() -> None:
         record = mapper.record(seq=1, session_seq=1, prev_hash="0" * 64, hash="1" * 64,
                                event=event)
         assert ocsf_problems(record) == []
+
+
+def test_the_session_start_names_the_models_signature_identity(abhed: Cli, abhed_home: Path,
+                                                                tmp_path: Path) -> None:
+    """A provider served from a signed catalog model: the start says which key signed what."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from models import hash_weights, public_key_pem, sign_model
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    files = hash_weights(model)
+    key = ec.generate_private_key(ec.SECP256R1())
+    (model / "model.sig").write_bytes(sign_model(model, name="tiny", key=key))
+    (model / "model-signing.pub").write_bytes(public_key_pem(key))
+    (tmp_path / "catalog.json").write_text(json.dumps({"models": [
+        {"name": "tiny", "served_name": "scripted", "weights_dir": str(model), "files": files}]}))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with ScriptedServer([{"text": "hello"}]) as server:
+        (abhed_home / "config.json").write_text(json.dumps({
+            "catalog": str(tmp_path / "catalog.json"),
+            "custom_providers": [{"name": "local", "api": "openai", "base_url": server.base_url,
+                                  "model": "scripted", "max_retries": 0,
+                                  "catalog_entry": "tiny"}]}))
+        done = abhed("run", "hi", "--workspace", str(ws))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "o.jsonl"
+    assert abhed("events", "export", "--format", "ocsf", "--out", str(out)).returncode == 0
+    started = json.loads(out.read_text().splitlines()[0])
+    signature = started["policy"]["data"]["model_signature"]
+    assert signature["key_sha256"] == hashlib.sha256(public_key_pem(key)).hexdigest()
+    assert signature["signature_sha256"] == hashlib.sha256(
+        (model / "model.sig").read_bytes()).hexdigest()
+    assert ocsf_problems(started) == []
