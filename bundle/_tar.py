@@ -149,10 +149,6 @@ class TarReader:
         self._pending: MemberHeader | None = None
         self._done = False
 
-    @property
-    def position(self) -> int:
-        return self._pos
-
     def _read_exact(self, n: int) -> bytes:
         buf = self._f.read(n)
         while len(buf) < n:

@@ -10,7 +10,7 @@ installer carries it too.
 Public surface:
 
 * the strict loader (:func:`load_document`, :func:`parse_document`,
-  :func:`validate_document`, :func:`problems_of`): read once, parse once,
+  :func:`validate_document`): read once, parse once,
   every problem reported with its location (see ``foundation._documents``);
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
@@ -29,21 +29,14 @@ Public surface:
 
 from __future__ import annotations
 
-from foundation._digest import CHUNK_BYTES, FileDigest, digest_file
-from foundation._documents import (
-    Syntax,
-    load_document,
-    parse_document,
-    problems_of,
-    validate_document,
-)
+from foundation._digest import FileDigest, digest_file
+from foundation._documents import Syntax, load_document, parse_document, validate_document
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._paths import is_within
 from foundation._process import OFFLINE_ENV, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
-    "CHUNK_BYTES",
     "OFFLINE_ENV",
     "DocumentError",
     "FileDigest",
@@ -59,7 +52,6 @@ __all__ = [
     "open_regular",
     "open_regular_fd",
     "parse_document",
-    "problems_of",
     "read_regular",
     "terminate_group",
     "validate_document",

@@ -203,7 +203,6 @@ class _Filters:
         # The operator's list is in the one path-pattern dialect (tools.pathpattern:
         # gitignore's rules plus braces); .gitignore files keep git's own.
         self.operator = PathRules(settings.ignore) if settings.ignore else None
-        self._root_len = len(ws.root.rstrip("/")) + 1
 
     def dir_excluded(self, name: str, abs_path: str) -> bool:
         if name in self.excluded_names:

@@ -119,10 +119,6 @@ class Case(_Data):
             raise ValueError(f"{self.id}: inject needs inject_code (the error it must produce)")
         return self
 
-    @property
-    def tool_names(self) -> tuple[str, ...]:
-        return tuple(str(spec.get("function", {}).get("name")) for spec in self.extra_tools)
-
 
 @cache
 def load_cases() -> tuple[Case, ...]:

@@ -33,7 +33,7 @@ from typing import Any
 
 from appliance._home import abhed_home
 
-__all__ = ["forget", "probe_key", "recall", "remember", "state_path"]
+__all__ = ["probe_key", "recall", "remember", "state_path"]
 
 _MAX_ENTRIES = 64  # hosts x QEMU builds x images; old keys are dropped first
 _MAX_FILE_BYTES = 1 << 20
@@ -102,9 +102,3 @@ def remember(key: str, accel: str, reason: str) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-
-
-def forget() -> None:
-    """Drop every remembered verdict (``abhed sandbox check`` probes afresh)."""
-    with contextlib.suppress(OSError):
-        os.unlink(state_path())

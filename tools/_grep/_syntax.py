@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tools._result import ToolFailure
 
-__all__ = ["Refusal", "check_pcre", "required_literals", "to_rust", "line_mode_anchors"]
+__all__ = ["Refusal", "required_literals", "to_rust", "line_mode_anchors"]
 
 MAX_PATTERN_CHARS = 4096
 
@@ -143,11 +143,6 @@ _OCTAL = re.compile(r"[0-7]{1,3}")
 _POSIX = re.compile(r"\[:\^?[a-z]+:\]")
 
 Token = tuple[str, str, object]
-
-
-def check_pcre(pattern: str) -> None:
-    """Raise a refusal for the first PCRE-only construct, if any."""
-    tokenize(pattern)
 
 
 def tokenize(pattern: str) -> list[Token]:
