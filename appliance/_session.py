@@ -64,6 +64,8 @@ class Session:
         self.store = store
         self.id = session_id
         self.workspace = workspace
+        # What redaction learned in this session's earlier processes binds this one too.
+        store.learned.recall(session_id, store.redactor)
         self._hashes: dict[str, str] = {}
         self._memory: dict[str, Any] = {}  # "todo" / "plan": as the last accepted call left it
         self._listeners: list[Callable[[StoredEvent], None]] = []

@@ -124,8 +124,10 @@ def choose_mode(config: Config, requested: Mode | str | None, *, door: str) -> M
 def artifact_store(config: Config, session: Session) -> ArtifactStore:
     """Where ``session`` keeps cut outputs and preimages, redacted as its events are."""
     store = session.store
-    # only where a rule can exist: configured, or learned from an extension
-    redact = store.redactor.text if store.settings.redact or config.extensions else None
+    # only where a rule can exist: configured, learned from an extension now, or learned
+    # in an earlier process of this session (remembered, docs/event-log.md)
+    redact = (store.redactor.text if store.settings.redact or config.extensions or store.redactor
+              else None)
     return ArtifactStore.beside(store.path, session.id, redact=redact)
 
 

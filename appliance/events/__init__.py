@@ -46,7 +46,7 @@ from appliance.events._models import (
     UserMessage,
     now_iso,
 )
-from appliance.events._redact import REDACTED, Redactor
+from appliance.events._redact import REDACTED, Redactor, passage_record
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings, ForwardSettings
@@ -101,6 +101,7 @@ __all__ = [
     "ObservationEvent",
     "Problem",
     "Redactor",
+    "passage_record",
     "RepairResult",
     "PolicyDecision",
     "PolicyRuleAdded",

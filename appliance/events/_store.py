@@ -50,6 +50,7 @@ from appliance.events._guards import (
     tail_problems,
     write_error,
 )
+from appliance.events._learned import LearnedRedactions
 from appliance.events._models import EVENT_ADAPTER, LOG_SESSION, Event, SegmentStarted, migrate
 from appliance.events._redact import Redactor
 from appliance.events._schema import (
@@ -101,7 +102,9 @@ class EventStore:
         self._append_lock = threading.RLock()
         self._lock_fd = -1
         self._appended = False
-        self.redactor = Redactor(self.settings.redact)
+        # What redaction learns in this process is remembered for the session's later ones.
+        self.learned = LearnedRedactions(path.parent / "redactions")
+        self.redactor = Redactor(self.settings.redact, persist=self.learned.remember)
         self._open()
         forward = self.settings.forward
         self._forwarder = Forwarder(forward, str(path)) if forward is not None else None

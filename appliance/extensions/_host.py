@@ -151,7 +151,7 @@ class ExtensionHost:
             if reply.content is not None and reply.content != result.content:
                 # A redacting rewrite of content must reach details (an edit's diff) and
                 # error text too: learn what it took out and take it out everywhere.
-                self.redactor.learn(result.content, reply.content)
+                self.redactor.learn(result.content, reply.content, session=self.session_id)
                 rewritten = result.model_copy(update={"content": reply.content})
                 result = ToolResult.model_validate(
                     self.redactor.value(rewritten.model_dump(mode="json")))

@@ -124,3 +124,39 @@ def test_hostile_redact_settings_are_refused() -> None:
     for bad in (["("], [""], [".*"], ["x" * 20_000]):
         with pytest.raises(ValidationError):
             EventLogSettings(redact=tuple(bad))
+
+
+def test_what_redaction_learned_binds_the_sessions_later_processes(abhed: Cli, abhed_home: Path,
+                                                                   workspace: Path) -> None:
+    """Issue 23: the read in one `abhed tool` process taught the redactor the key; the edit in
+    the next process kept a preimage holding it whole (`grep -r` found it under artifacts)."""
+    (abhed_home / "config.json").write_text(json.dumps({"extensions": [
+        {"name": "redact", "command": "bash", "args": [str(REDACT_KEYS)]}]}))
+    cfg = workspace / "cfg.ini"
+    cfg.write_text(f"key = {CANARY}\n" + "".join(f"line {n}\n" for n in range(40))
+                   + "region = x\n")
+    read = abhed("tool", "read", json.dumps({"path": str(cfg)}), "-w", str(workspace), "--yes")
+    assert read.returncode == 0, read.stderr
+    sid = session_of(read.stderr)
+    # Far from the key: the edit's own result (and diff) never shows it to the extension.
+    edit = abhed("tool", "edit", json.dumps({"path": str(cfg), "old_string": "region = x",
+                                             "new_string": "region = y"}),
+                 "-w", str(workspace), "--session", sid, "--yes")
+    assert edit.returncode == 0, edit.stderr
+    durable = everything_durable(abhed_home)
+    assert [n for n, data in durable.items() if CANARY.encode() in data] == []
+    # What binds the later process is a salted digest, never the key.
+    remembered = (abhed_home / "state" / "redactions" / f"{sid}.json").read_text()
+    assert CANARY not in remembered and '"length": 20, "kinds": "u"' in remembered
+
+
+def test_remembered_passages_are_found_wherever_they_stand() -> None:
+    from appliance.events import passage_record
+
+    r = Redactor()
+    r.remember("s", [passage_record("s", CANARY), passage_record("s", "pass word!é")])
+    assert r.text(f"x={CANARY};y=x{CANARY}z") == "x=[redacted];y=x[redacted]z"
+    assert r.text("the pass word!é here") == "the [redacted] here"
+    assert r.text("AKIAQWERTYUIOPASDFGX") == "AKIAQWERTYUIOPASDFGX"  # one letter off: not it
+    r.remember("s", [{"length": "x"}, {"sha256": 5}, "junk"])  # type: ignore[list-item]
+    assert r.text(CANARY) == "[redacted]"  # damaged records are skipped, the rest still bind

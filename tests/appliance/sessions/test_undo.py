@@ -213,3 +213,18 @@ def test_cli_undo_redo_with_skip(workspace: Path, abhed_home: Path) -> None:
     proc = cli("redo", sid)
     assert proc.returncode == 1 and "nothing to redo" in proc.stderr
     assert "redo: restored" in cli("show", sid).stdout
+
+
+def test_a_file_whose_earlier_content_was_not_kept_can_be_skipped(workspace: Path) -> None:
+    # A preimage is not kept over its bound or when it held a passage redaction removed.
+    store = EventStore(workspace.parent / "e.db")
+    sid, f = _three_edits(store, workspace)
+    for blob in (workspace.parent / "artifacts" / sid).iterdir():
+        blob.unlink()
+    session = Session.open(store, sid)
+    refused = undo(session)
+    [why] = [x.reason for x in refused.files if x.path == str(f)]
+    assert "was not kept" in why and f"--skip {f}" in why and f.read_text() == "four\n"
+    skipped = undo(session, skip=[str(f)])  # the run is undone, that file left as it is
+    assert [(x.path, x.action) for x in skipped.files] == [(str(f), "skipped")]
+    assert f.read_text() == "four\n"
