@@ -6,8 +6,11 @@ a call was started, so its outcome is unknown; this records an observation
 saying so, reconciled where that is possible: for ``write`` and ``edit`` the
 file's current hash is compared with the hash the session last saw, so the
 model is told whether the change is there.  ``bash`` cannot be reconciled;
-the model is told plainly that it may have run.  Then the run is ended
-(``interrupted``), so the log never holds an open run twice.
+the model is told plainly that it may have run.  A ``task`` call is
+reconciled from its subagent's own events: the subagent's unfinished run is
+recovered and ended the same way, its ``task_ended`` recorded, and the model
+is told which files the subagent changed and which commands it ran.  Then
+the run is ended (``interrupted``), so the log never holds an open run twice.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import os
 
 from appliance._session import Session
-from appliance.events import RunEnded
+from appliance.events import RunEnded, TaskEnded, TaskStarted
 from appliance.loop._history import History
+from appliance.sessions import effects_of
 from foundation import digest_file
 from tools import failure
 
@@ -50,13 +54,36 @@ def _reconcile(session: Session, tool: str, args: object) -> tuple[str, dict[str
     return "It may or may not have taken effect; check before repeating it.", {}
 
 
+def _reconcile_task(session: Session, call_id: str) -> tuple[str, dict[str, object]]:
+    """What a crashed task call's subagent did, from its own events; its open run is ended."""
+    started = [e.event for e in session.store.events(session.id, types=("task_started",))
+               if isinstance(e.event, TaskStarted) and e.event.call_id == call_id]
+    if not started:
+        return "Its subagent was never started, so nothing was done for it.", {}
+    child_id = started[-1].child_session_id
+    child = Session.open(session.store, child_id)
+    recover_interrupted_run(child, History.rebuild(session.store.events(child_id), ""))
+    effects = effects_of(session.store, child_id)
+    session.append(TaskEnded(session_id=session.id, call_id=call_id, child_session_id=child_id,
+                             status="interrupted", files_changed=effects.files,
+                             commands=effects.commands,
+                             spent={"turns": effects.turns, "tokens": effects.tokens}))
+    text = " ".join([f"Its subagent (session {child_id}) was stopped with Abhed after "
+                     f"{effects.turns} model turns; its run is now ended. Its events show:",
+                     *effects.lines(),
+                     "Check those files before redoing the subtask; what it finished is kept."])
+    return text, {"child_session_id": child_id, "files_changed": effects.files,
+                  "commands": effects.commands}
+
+
 def recover_interrupted_run(session: Session, history: History) -> None:
     """Record outcomes for a crashed run's started calls, then end that run."""
     run_id = history.open_run
     if run_id is None:
         return
     for action in history.dangling():
-        what, facts = _reconcile(session, action.tool, action.args)
+        what, facts = (_reconcile_task(session, action.call_id) if action.tool == "task"
+                       else _reconcile(session, action.tool, action.args))
         session.record_result(action.call_id, action.tool, failure(
             "outcome_unknown",
             f"Outcome unknown: this {action.tool} call was started, but Abhed stopped before its "

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from appliance._session import Session, new_session_id
-from appliance.events import ActionEvent, ObservationEvent, TaskEnded, TaskStarted
+from appliance.events import TaskEnded, TaskStarted
 from appliance.loop import BUDGET_LIMIT_REACHED, Agent, Budget, build_system_prompt, tool_specs
+from appliance.sessions import Effects, effects_of
 from appliance.tasks._ledger import AgentLedger, TreeLedger
 from appliance.tasks._profiles import PROFILE_PROMPTS, child_tools
 from tools import FileLedger, Tool, ToolResult, failure
@@ -149,7 +149,8 @@ class Subagents:
             spent = {"turns": reserved.spent_turns, "tokens": reserved.spent_tokens,
                      "seconds": round(time.monotonic() - started, 3)}
             reserved.release()
-            files, commands = _measure(child_session)
+            effects = effects_of(child_session.store, child_session.id)
+            files, commands = effects.files, effects.commands
             parent.session.append(TaskEnded(
                 session_id=parent.session.id, call_id=call_id, child_session_id=child_session.id,
                 status=outcome.reason if outcome is not None else "internal_error",
@@ -173,60 +174,11 @@ class Subagents:
         return parent.estimate_tokens(messages, tool_specs(tools)) + reply
 
 
-def _measure(session: Session) -> tuple[list[str], list[dict[str, Any]]]:
-    """Files the child changed and commands it ran, from its own events (not its word)."""
-    files: list[str] = []
-    commands: list[dict[str, Any]] = []
-    actions: dict[str, Any] = {}
-    for stored in session.store.events(session.id, types=("action", "observation")):
-        e = stored.event
-        if isinstance(e, ActionEvent):
-            actions[e.call_id] = e.args
-        elif isinstance(e, ObservationEvent):
-            d = e.result.details
-            if e.tool in ("write", "edit") and e.result.ok and d.get("changed"):
-                path = str(d.get("path"))
-                if path not in files:
-                    files.append(path)
-            elif e.tool == "bash":
-                args = actions.get(e.call_id)
-                command = args.get("command") if isinstance(args, dict) else None
-                if command is not None:
-                    # It ran when the sandbox reported how it ended (or started it in the
-                    # background); otherwise it was refused before running (policy, checks).
-                    ran = e.result.ok or "exit_code" in d or "signal" in d
-                    commands.append({"command": str(command)[:500], "exit_code": d.get("exit_code"),
-                                     "signal": d.get("signal"), "ok": e.result.ok, "ran": ran,
-                                     "error": e.result.error.code if e.result.error else None})
-    return files, commands
-
-
-def _ended(command: dict[str, Any]) -> str:
-    if command.get("exit_code") is not None:
-        return f"exit {command['exit_code']}"
-    if command.get("signal") is not None:
-        return f"killed (signal {command['signal']})"
-    return "started in the background" if command.get("ok") else str(command.get("error"))
-
-
-def _listed(commands: list[dict[str, Any]], outcome: Callable[[dict[str, Any]], str]) -> str:
-    shown = "; ".join(f"`{c['command'][:120]}` -> {outcome(c)}" for c in commands[:20])
-    return shown + (f" and {len(commands) - 20} more" if len(commands) > 20 else "")
-
-
 def _result(args: TaskArgs, child_id: str, reason: str, message: str, answer: str | None,
             files: list[str], commands: list[dict[str, Any]], spent: dict[str, float]) -> ToolResult:
     lines = [f"Subagent {args.description!r} ({args.agent_type}) ended: {reason}"
              + ("" if reason == "done" else f" ({message})") + f". Its session: {child_id}."]
-    lines.append("Files it changed: " + (", ".join(files) if files else "none")
-                 + (" (bash commands may have changed more)"
-                    if any(c.get("ran", True) for c in commands) else "") + ".")
-    ran = [c for c in commands if c.get("ran", True)]
-    refused = [c for c in commands if not c.get("ran", True)]
-    if ran:
-        lines.append(f"Commands it ran: {_listed(ran, _ended)}.")
-    if refused:
-        lines.append(f"Commands refused or not run: {_listed(refused, lambda c: str(c['error']))}.")
+    lines += Effects(files, commands).lines()
     lines.append(f"Spent: {spent['turns']:g} turns, {spent['tokens']:g} tokens, {spent['seconds']:g} s.")
     summary = (answer or "").strip()
     cut = len(summary) > SUMMARY_MAX_CHARS
