@@ -18,10 +18,10 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.helpers import wait_for
 
 RSYSLOG_CONF = """\
 global(workDirectory="{dir}" maxMessageSize="64k")
@@ -47,18 +47,6 @@ action(type="omfile" file="{out}" template="parsed")
 """
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something true; fail naming ``what``."""
-    end = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
 class Rsyslog:
     """A real rsyslogd on ``dir/log.sock``, writing what it parsed to ``dir/received.jsonl``."""
 
@@ -75,7 +63,7 @@ class Rsyslog:
             self.proc = subprocess.Popen(
                 ["rsyslogd", "-n", "-f", str(self.conf), "-i", str(self.dir / "rsyslogd.pid")],
                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        wait_for(self.sock.exists, 30, "rsyslogd's socket")
+        wait_for(self.sock.exists, 30, what="rsyslogd's socket")
         return self
 
     def stop(self) -> None:
@@ -110,7 +98,7 @@ class Journald:
         self.proc = subprocess.Popen(["/lib/systemd/systemd-journald", self.namespace],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
-        wait_for(self.sock.exists, 30, "journald's socket")
+        wait_for(self.sock.exists, 30, what="journald's socket")
         return self
 
     def entries(self, identifier: str) -> list[dict[str, Any]]:

@@ -22,9 +22,10 @@ from appliance.events import (
 )
 from appliance.events._forward import BACKLOG_MAX, NOTE_INTERVAL_S
 from models import ScriptedServer
-from tests.appliance.events.collectors import Journald, Rsyslog, wait_for
+from tests.appliance.events.collectors import Journald, Rsyslog
 from tests.appliance.events.logs import Cli
 from tests.appliance.events.ocsf_schema import ocsf_problems
+from tests.helpers import wait_for
 
 
 class Clock:
@@ -247,18 +248,19 @@ def test_a_session_reaches_a_real_rsyslog_and_survives_it_stopping(
                 got = [int(m["parsed"]["rfc5424-sd"]["abhed@32473"]["seq"])
                        for m in rsyslog.received()]
                 return running and got[-1:] == [local[-1][0]]
-            wait_for(settled, 120, "the first gated command, all of it at rsyslog")
+            wait_for(settled, 120, what="the first gated command, all of it at rsyslog")
             rsyslog.stop()
             (ws / "gate1").touch()
             wait_for(lambda: any(t == "forwarding" for _, _, t, _ in _local(abhed_home)), 120,
-                     "the interruption on the local record")
+                     what="the interruption on the local record")
             rsyslog.start()
             (ws / "gate2").touch()
             out, err = run.communicate(timeout=180)
         assert run.returncode == 0, err
         local = _local(abhed_home)
         try:
-            wait_for(lambda: len(rsyslog.received()) >= len(local), 60, "every event at rsyslog")
+            wait_for(lambda: len(rsyslog.received()) >= len(local), 60,
+                     what="every event at rsyslog")
         except AssertionError:
             got = [m["parsed"]["rfc5424-sd"]["abhed@32473"]["seq"] for m in rsyslog.received()]
             raise AssertionError(f"rsyslog has {got}; the log has "
@@ -326,7 +328,7 @@ def test_journald_receives_each_event_in_its_native_protocol(tmp_path: Path) -> 
                                          args={"command": "printf 'a\\nb'\n echo ünïcode"}))]
         store.close()
         entries = wait_for(lambda: len(journald.entries("abhed-test")) >= 2 and
-                           journald.entries("abhed-test"), 60, "two journal entries")
+                           journald.entries("abhed-test"), 60, what="two journal entries")
     finally:
         journald.stop()
     for entry, stored in zip(entries, sent):
