@@ -124,7 +124,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
             pass
         time.sleep(1)
     raise HealthCheckFailed(f"{UNIT_NAME} did not become healthy on release {version} after the "
-                     "switch; switched back")
+                            "switch; switched back")
 
 
 def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:

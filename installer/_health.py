@@ -88,9 +88,9 @@ def release_descriptor(release: Path) -> tuple[ServeDescriptor, Path]:
     path = find_descriptor(release / "bundle")
     if path is None:
         raise HealthCheckFailed(f"release {release.name} declares no model server (no "
-                         "models/<name>/abhed-serve.json in its bundle): the health gate cannot "
-                         "run; install with --skip-gate (recorded) or get a bundle that declares "
-                         "one")
+                                "models/<name>/abhed-serve.json in its bundle): the health gate cannot "
+                                "run; install with --skip-gate (recorded) or get a bundle that declares "
+                                "one")
     return load_descriptor(path), path.parent
 
 
@@ -103,7 +103,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
         code = proc.poll()
         if code is not None:
             raise HealthCheckFailed(f"the model server exited with code {code} before it was healthy; "
-                             f"last log lines: {_last_lines(tail(log))}. Full log: {log}")
+                                    f"last log lines: {_last_lines(tail(log))}. Full log: {log}")
         try:
             status, _ = loopback_get(root + d.health_path, 2.0)
             if status == 200:
@@ -119,7 +119,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
             last = f"{type(exc).__name__}: {exc}"
         if time.monotonic() > deadline:
             raise HealthCheckFailed(f"the model server was not healthy within {d.startup_timeout_s:g} s "
-                             f"({last}). Log: {log}")
+                                    f"({last}). Log: {log}")
         time.sleep(0.2)
 
 
@@ -135,16 +135,16 @@ def _known_answer(base: str, d: ServeDescriptor) -> str:
         "temperature": 0, "max_tokens": ka.max_tokens, "stream": False}, 600.0)
     if status != 200:
         raise HealthCheckFailed(f"the known-answer prompt got HTTP {status} "
-                         f"({body[:300].decode('utf-8', 'replace')})")
+                                f"({body[:300].decode('utf-8', 'replace')})")
     try:
         content = json.loads(body)["choices"][0]["message"]["content"] or ""
     except (ValueError, KeyError, IndexError, TypeError):
         raise HealthCheckFailed("the known-answer reply is not an OpenAI chat completion: "
-                         f"{body[:300].decode('utf-8', 'replace')}") from None
+                                f"{body[:300].decode('utf-8', 'replace')}") from None
     if ka.expect.lower() not in str(content).lower():
         raise HealthCheckFailed(f"the known-answer prompt {ka.prompt!r} was answered {str(content)[:200]!r}"
-                         f", which does not contain {ka.expect!r}: the model or its server is "
-                         "broken (wrong weights, wrong chat template)")
+                                f", which does not contain {ka.expect!r}: the model or its server is "
+                                "broken (wrong weights, wrong chat template)")
     return f"answered {str(content)[:60]!r}"
 
 
@@ -186,8 +186,8 @@ def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
     if d.agent_config is None:
         if not accept:
             raise HealthCheckFailed("the release declares no agent_config, so the capability probe cannot "
-                             "reach the model: nothing was switched. Declare one in abhed-serve.json, "
-                             "or pass --accept-probe-failure REASON (recorded)")
+                                    "reach the model: nothing was switched. Declare one in abhed-serve.json, "
+                                    "or pass --accept-probe-failure REASON (recorded)")
         return HealthStep("capability_probe", 0.0, f"not run (no agent_config); accepted: {accept}",
                         {"result": "failure-accepted", "reason": accept,
                          "problem": "no agent_config: the probe could not run"})
@@ -251,14 +251,14 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
                    cwd=workspace)
         if done.timed_out:
             raise HealthCheckFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
-                             f"Log: {agent_log}")
+                                    f"Log: {agent_log}")
         if done.returncode != 0:
             raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
-                             f"{_last_lines(done.output)}. Log: {agent_log}")
+                                    f"{_last_lines(done.output)}. Log: {agent_log}")
         if nonce not in agent_log.read_text("utf-8", "replace"):
             raise HealthCheckFailed("the agent probe exited 0 but its output does not show the probe "
-                             "file's name: the model made no tool call, or the tool did not "
-                             f"run. Log: {agent_log}")
+                                    "file's name: the model made no tool call, or the tool did not "
+                                    f"run. Log: {agent_log}")
         steps.append(HealthStep("agent_tool_call", time.monotonic() - t2,
                               "the agent's tool call saw the probe file"))
         on_step("agent tool call: ok")

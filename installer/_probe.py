@@ -192,7 +192,7 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
     passed = not problem
     if not passed and not accept_failure:
         raise HealthCheckFailed(problem + ". Nothing was switched. To switch anyway, pass "
-                         "--accept-probe-failure REASON (recorded in the audit log)")
+                                "--accept-probe-failure REASON (recorded in the audit log)")
     keep, summary = _keep_outcome(layout, version, key, passed,
                                   accept_failure if not passed else None,
                                   out if report is not None else None, home, report)

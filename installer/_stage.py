@@ -105,8 +105,8 @@ def _stage(s: Staging) -> None:
                        s.version)
     elif not s.skip_gate:
         raise HealthCheckFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
-                         "so the health gate cannot run; pass --skip-gate to install without it "
-                         "(recorded)")
+                                "so the health gate cannot run; pass --skip-gate to install without it "
+                                "(recorded)")
     refs = len(s.manifest.references)
     s.audited("stage", "ok", weights_reused_files=files, weights_reused_bytes=size,
               weights_referenced_files=refs or None)
