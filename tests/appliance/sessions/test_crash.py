@@ -11,11 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from appliance import events_db_path
 from appliance.events import EventStore, RunEnded, TaskEnded
 from models import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.helpers import wait_for
+
+pytestmark = pytest.mark.slow
 
 SUBAGENT = "You are a subagent"
 
