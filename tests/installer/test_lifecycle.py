@@ -99,7 +99,8 @@ def test_5_upgrade_reuses_unchanged_weights_by_hash(host: Installer, make_bundle
     r = host("upgrade", make_bundle(2))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "upgraded: release 2 is current" in r.stdout and "(was 1)" in r.stdout
-    assert "reused 5 unchanged model file(s)" in r.stderr  # weights, config, serve, script, catalog
+    # weights, config, serve, script, catalog, and the model signature with its key
+    assert "reused 7 unchanged model file(s)" in r.stderr
     w1 = host.prefix / "releases/1/bundle/models/tiny/weights.bin"
     w2 = host.prefix / "releases/2/bundle/models/tiny/weights.bin"
     assert w1.stat().st_ino == w2.stat().st_ino  # one copy on disk
