@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -230,6 +231,10 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
     t0 = time.monotonic()
     on_step(f"starting the model server ({Path(argv[0]).name} ... on port {port})")
     with log.open("ab") as fh:
+        # What ran, first: the log then says which release's server wrote it (no secrets:
+        # the API key travels in the environment, never argv).
+        fh.write(f"$ {shlex.join(argv)}\n".encode("utf-8", "surrogateescape"))
+        fh.flush()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
                                     stderr=subprocess.STDOUT, env=env, cwd=release,

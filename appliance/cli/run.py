@@ -126,6 +126,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
             raise click.UsageError(f"--force-tool {force_tool!r} is not a tool; tools: "
                                    f"{', '.join(sorted(native_tools()))}")
     store = open_store(config, for_work=True)
+    head_before = store.head()[0]
     try:
         started = start_agent(
             config, store, workspace, door="abhed run --mode", provider_name=provider_name,
@@ -149,6 +150,11 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         sys.stdout.flush()
 
     if as_json:
+        # start_agent recorded this session's start (and any start-up notices) before a
+        # listener could be attached: print those first, so --json is every event it made.
+        for stored in store.events(agent.session.id):
+            if stored.seq > head_before:
+                print_event(stored)
         agent.session.listen(print_event, children=True)
     else:
         agent.session.listen(_progress)

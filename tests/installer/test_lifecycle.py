@@ -69,6 +69,9 @@ def test_1_install_offline_in_a_network_namespace(host: Installer, make_bundle: 
     assert ("model-signature", "ok") in steps
     assert "model tiny: OpenSSF model signature verified" in p.stderr
     assert steps.index(("gate", "ok")) < steps.index(("switch", "ok"))
+    # The gate's model log starts with what it ran, from release 1's own venv.
+    first = (host.prefix / "logs/gate-1-model.log").read_text().splitlines()[0]
+    assert first.startswith(f"$ {host.prefix}/releases/1/venv/bin/python "), first
 
 
 def test_2_the_installed_agent_runs_from_the_prefix(host: Installer) -> None:

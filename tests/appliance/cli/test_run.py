@@ -40,7 +40,11 @@ def test_run_json_prints_one_event_per_line(server: ScriptedServer, workspace: P
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert all(line["type"] == "event" for line in lines)
     kinds = [line["event"]["type"] for line in lines]
-    assert kinds[0] == "session_started" or kinds[0] == "run_started"
+    # Every event this command made, the session's start-up records included (they are
+    # recorded before the run, and --json once began only at run_started).
+    start = kinds.index("run_started")
+    assert kinds[0] == "session_started" and "decision_basis" in kinds[:start], kinds
+    assert set(kinds[:start]) <= {"session_started", "startup_notice", "decision_basis"}, kinds
     assert kinds[-2:] == ["run_ended", "session_ended"] and "action" in kinds and "observation" in kinds
     assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
 

@@ -67,8 +67,10 @@ def test_approval_once_then_always_stores_a_scoped_rule(workspace: Path) -> None
     target = str(workspace / "b.txt")
     assert r.call("write", {"path": target, "content": "1"}).ok
     result = r.call("bash", {"command": "git status && npm test", "description": "check"})
-    # bash has no sandbox here, so it fails to run; what matters is that it was admitted
-    assert result.error is None or result.error.code not in ("approval_denied", "policy_denied")
+    # Admitted: policy and the approver let it through, and only then did it fail to run,
+    # since this rig gives bash no sandbox (a refusal would be approval_denied/policy_denied).
+    assert result.error is not None and result.error.code == "sandbox_unavailable", result.content
+    assert [a.decision for a in r.events(ApprovalEvent)][-1] == "allow"
     req = approver.requests[-1]
     assert [x.describe() for x in req.always_rules] == [  # type: ignore[attr-defined]
         "tool=bash program=git subcommand=status", "tool=bash program=npm subcommand=test"]
