@@ -62,7 +62,14 @@ def test_each_input_is_opened_once_for_compression_and_wheels_once_more_to_copy(
         opened[os.fspath(file)] += 1
         return real_open(file, *args, **kwargs)
 
+    real_digest = _build.digest_file
+
+    def counting_digest(path: Any, *args: Any, **kwargs: Any) -> Any:
+        opened[os.fspath(path)] += 1  # foundation.digest_file opens the file once per call
+        return real_digest(path, *args, **kwargs)
+
     monkeypatch.setattr(_build, "open", counting_open, raising=False)
+    monkeypatch.setattr(_build, "digest_file", counting_digest)
     build_bundle(spec, tmp_path / "b.abhed", [key])
     weights = str(tmp_path / "in" / "models" / "tiny" / "model.safetensors")
     assert opened[weights] == 1  # hashed and compressed in one read; the tar gets the work file
