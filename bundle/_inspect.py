@@ -54,6 +54,8 @@ class BundleInfo:
         sbom_summary: SBOM component counts by CycloneDX type.
         settings: the site's agent settings as carried (``site/settings.json``), checked
             against the manifest's digest; None when the bundle has none.
+        manifest_sha256: sha256 of the manifest's signed bytes (the bundle's identity in
+            the installer's records and every session's).
     """
 
     manifest: Manifest
@@ -63,6 +65,7 @@ class BundleInfo:
     problems: tuple[str, ...]
     sbom_summary: dict[str, int]
     settings: bytes | None = None
+    manifest_sha256: str = ""
 
 
 def _signer(sig: Signature, raw: bytes, trust: TrustPolicy | None) -> SignerInfo:
@@ -158,7 +161,8 @@ def inspect_bundle(path: Path, trust: TrustPolicy | None = None) -> BundleInfo:
             problems.append("members are not in manifest order")
     return BundleInfo(manifest=manifest, signers=tuple(_signer(s, raw, trust) for s in sigs),
                       trusted=trusted, tar_members=tuple(seen), problems=tuple(problems),
-                      sbom_summary=summary, settings=settings)
+                      sbom_summary=summary, settings=settings,
+                      manifest_sha256=hashlib.sha256(raw).hexdigest())
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,22 @@ def _reason(text: str) -> str:
     return text.strip()
 
 
+def _links(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-link", type=Path, default=None, metavar="PATH",
+                   help="where the host link to PREFIX/current/site goes (every abhed on the "
+                   "host reads /etc/abhed/site); default: /etc/abhed/site for /opt/abhed, "
+                   "none for another prefix")
+    p.add_argument("--bin-link", type=Path, default=None, metavar="PATH",
+                   help="where engineers' PATH finds abhed (a link to PREFIX/bin/abhed); "
+                   "default: /usr/local/bin/abhed for /opt/abhed, none for another prefix")
+
+
+def _drop(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--drop-site-layer", action="store_true",
+                   help="switch from a release with site settings to one without: engineers' "
+                   "abhed then has no site layer (recorded)")
+
+
 def _accept(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accept-probe-failure", metavar="REASON", type=_reason, default=None,
                    help="switch even if the model fails its capability probe; REASON and the "
@@ -71,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     _trust(p)
     _prefix(p)
     p.add_argument("--python", default=None, help="the CPython to build the venv with")
+    _links(p)
     p.add_argument("--json", action="store_true")
 
     for verb, what in (("install", "first install of a bundle"),
@@ -85,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--skip-gate", action="store_true",
                        help="switch without the health gate (recorded; not advised)")
         _accept(p)
+        _links(p)
+        _drop(p)
 
     p = sub.add_parser("rollback", help="switch back to the previous release (health-gated)")
     _prefix(p)
@@ -92,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="switch to this installed release instead of the previous one")
     p.add_argument("--skip-gate", action="store_true")
     _accept(p)
+    _drop(p)
 
     p = sub.add_parser("status", help="releases, current, service, model, last audit entries")
     _prefix(p)
@@ -101,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--release", type=int, default=None, help="default: the current one")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("repair", help="put the current release's site layer (settings, "
+                       "links) back as installed")
+    _prefix(p)
 
     p = sub.add_parser("uninstall", help="remove Abhed from the prefix (the audit log stays)")
     _prefix(p)

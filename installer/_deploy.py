@@ -43,6 +43,7 @@ from ._errors import (
 from ._faults import fault_point
 from ._layout import Layout, State, lock_prefix
 from ._release import disk_error, read_manifest, recover
+from ._site import HostLinks, release_has_site, site_checks
 from ._stage import STEPS, Staging
 from ._txn import Transaction
 from ._ui import out, say
@@ -60,6 +61,9 @@ class DeployOptions:
     python: str | None
     skip_gate: bool
     accept_probe_failure: str | None = None
+    host_link: Path | None = None  # --host-link (installer._site)
+    bin_link: Path | None = None  # --bin-link
+    drop_site_layer: bool = False  # --drop-site-layer
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -145,8 +149,9 @@ def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:
             except OSError as exc:
                 raise disk_error(exc, layout.prefix) from None
         entry = audit.append(action, "done", "ok", **staging.base, previous=staging.current,
-                             trust_pinned_sha256=staging.trust_sha)
-    _summary(layout, action, staging.version, staging.current, entry["hash"])
+                             trust_pinned_sha256=staging.trust_sha,
+                             site_settings_sha256=staging.site_sha)
+    _summary(layout, action, staging, entry["hash"])
     return 0
 
 
@@ -171,7 +176,7 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     audit.append(action, "start", "begun", **base, prefix=str(layout.prefix),
                  current=current, fault=os.environ.get("ABHED_INSTALLER_FAULT") or None)
     try:
-        manifest, signers = read_manifest(bundle, policy)
+        manifest, signers, manifest_sha = read_manifest(bundle, policy)
     except Exception as exc:
         audit.append(action, "verify", "refused", **base, detail=str(exc))
         raise
@@ -199,9 +204,13 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     if layout.release(v).is_dir():
         raise UsageError(f"release {v} is already on disk in {layout.releases} but not "
                          f"current; switch to it with `abhed-installer rollback --to {v}`")
+    check_site_change(layout, current, manifest.site is not None, opts.drop_site_layer,
+                      audit, action, base)
     say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
         f"{manifest.platform.accelerator})")
     checks, py = platform_checks(manifest, layout.prefix, python=opts.python)
+    links = HostLinks.choose(layout, opts.host_link, opts.bin_link, HostLinks.of(state))
+    checks += site_checks(manifest, layout, links)
     fail_preflight(checks, audit, action, run, v)
     assert py is not None
     audit.append(action, "preflight", "ok", **base,
@@ -210,16 +219,39 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
                    policy=policy, pinned=pinned, manifest=manifest, signers=signers, state=state,
                    current=current, python=py.executable, skip_gate=opts.skip_gate,
                    allow_downgrade=opts.allow_downgrade,
-                   accept_probe_failure=opts.accept_probe_failure)
+                   accept_probe_failure=opts.accept_probe_failure, manifest_sha256=manifest_sha,
+                   links=links)
 
 
-def _summary(layout: Layout, action: str, v: int, previous: int | None, head: str) -> None:
+def check_site_change(layout: Layout, current: int | None, has_site: bool, drop: bool,
+                      audit: AuditLog, action: str, base: dict[str, Any]) -> None:
+    """Switching from a release with site settings to one without would leave every
+    engineer's abhed with no site layer: refused unless the operator says so."""
+    had_site = current is not None and release_has_site(layout.release(current))
+    if had_site and not has_site and not drop:
+        audit.append(action, "site", "refused", **base, detail="would drop the site layer")
+        raise UsageError(f"release {current} carries site settings and the release to switch "
+                         "to carries none: every engineer's abhed would run with no site "
+                         "layer. Gather the bundle with an [agent] table, or pass "
+                         "--drop-site-layer if that is what you mean (recorded)")
+    if drop and (has_site or not had_site):
+        raise UsageError("--drop-site-layer is for switching from a release with site settings "
+                         "to one without; nothing would be dropped here")
+
+
+def _summary(layout: Layout, action: str, s: Staging, head: str) -> None:
     from ._services import RUN_SCRIPT, UNIT_NAME, systemd_present
 
     verb = "installed" if action == "install" else "upgraded"
-    out(f"{verb}: release {v} is current in {layout.prefix}"
-        + (f" (was {previous})" if previous is not None else ""))
-    out(f"agent: {layout.bin / 'abhed'}")
+    out(f"{verb}: release {s.version} is current in {layout.prefix}"
+        + (f" (was {s.current})" if s.current is not None else ""))
+    out(f"agent: {layout.bin / 'abhed'}"
+        + (f" (on PATH as {s.links.bin})" if s.links.bin else ""))
+    if s.site_sha is not None:
+        where = f"{s.links.site} -> " if s.links.site else ""
+        out(f"site settings: sha256 {s.site_sha} ({where}{layout.current / 'site'})")
+    else:
+        out("site settings: none (this bundle carries no [agent] table)")
     if systemd_present():
         out(f"service: {UNIT_NAME} (start: systemctl enable --now {UNIT_NAME})")
     else:

@@ -13,6 +13,9 @@
       data/                         ABHED_HOME of the installed agent (kept by --keep-data)
       bin/abhed -> ../current/venv/bin/abhed
 
+The site layer inside each release and the host's links to it are described in
+``installer._site``.
+
 A release directory without ``.complete`` is a staging that never finished
 (a crash or power loss): the next command that takes the lock removes it.
 """
@@ -122,6 +125,8 @@ class State:
     current: int | None = None
     previous: int | None = None
     highest: int | None = None
+    host_link: str | None = None  # /etc/abhed/site, or --host-link (installer._site)
+    bin_link: str | None = None  # /usr/local/bin/abhed, or --bin-link
 
     @classmethod
     def load(cls, layout: Layout) -> State:
@@ -136,12 +141,18 @@ class State:
         if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
             raise StepFailed(f"{path} is not an {STATE_FORMAT} file")
         return cls(name=raw.get("name"), current=raw.get("current"),
-                   previous=raw.get("previous"), highest=raw.get("highest"))
+                   previous=raw.get("previous"), highest=raw.get("highest"),
+                   host_link=raw.get("host_link"), bin_link=raw.get("bin_link"))
+
+    def copy(self) -> State:
+        return State(self.name, self.current, self.previous, self.highest, self.host_link,
+                     self.bin_link)
 
     def save(self, layout: Layout) -> None:
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         body = {"format": STATE_FORMAT, "name": self.name, "current": self.current,
-                "previous": self.previous, "highest": self.highest}
+                "previous": self.previous, "highest": self.highest,
+                "host_link": self.host_link, "bin_link": self.bin_link}
         atomic_write(layout.state_dir / "installed.json",
                      (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
 

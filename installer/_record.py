@@ -1,8 +1,10 @@
 """What a release's files should be, and how ``check`` compares them (like ``rpm -V``).
 
 At install, after the venv is built and before the switch, every file under
-the release directory is written to ``record.json``: sha256, size and mode
-of each regular file, the target of each symbolic link.  Files unpacked from
+the release directory is written to ``record.json``: sha256, size, mode and
+owner of each regular file, the target and owner of each symbolic link (a
+re-owned file or link matters as much as an edited one: the agent trusts the
+site's settings only while root owns them).  Files unpacked from
 the bundle take their hash from the signed manifest (they were hashed as
 they streamed; weights are not read a second time).  The record's own sha256
 goes into the audit log, so the record cannot be edited to hide a change
@@ -50,13 +52,14 @@ def record_tree(root: Path, known: Mapping[str, tuple[str, int]]) -> dict[str, A
     for rel, st in _walk(root):
         if rel in _SKIP:
             continue
+        owner = f"{st.st_uid}:{st.st_gid}"
         if stat.S_ISLNK(st.st_mode):
-            files[rel] = {"type": "link", "target": os.readlink(root / rel)}
+            files[rel] = {"type": "link", "target": os.readlink(root / rel), "owner": owner}
         elif stat.S_ISREG(st.st_mode):
             digest = known[rel][0] if rel in known and known[rel][1] == st.st_size \
                 else digest_file(root / rel).sha256
             files[rel] = {"type": "file", "sha256": digest, "size": st.st_size,
-                          "mode": oct(stat.S_IMODE(st.st_mode))}
+                          "mode": oct(stat.S_IMODE(st.st_mode)), "owner": owner}
         else:
             files[rel] = {"type": "other"}
     return {"format": RECORD_FORMAT, "files": files}
@@ -73,6 +76,7 @@ class _Entry(BaseModel):
     size: int | None = Field(default=None, ge=0)
     mode: str | None = Field(default=None, pattern=r"^0o[0-7]{1,4}$")
     target: str | None = None
+    owner: str | None = Field(default=None, pattern=r"^\d+:\d+$")
 
 
 class _Record(BaseModel):
@@ -127,12 +131,18 @@ def compare_tree(root: Path, expected: Mapping[str, Mapping[str, Any]]) -> Check
             result.added.append(rel)
             continue
         kind = want.get("type")
+        owner = f"{st.st_uid}:{st.st_gid}"
+        # Records written before owners were recorded have none: nothing to compare.
+        reowned = [f"owner {owner}, expected {want['owner']}"] \
+            if "owner" in want and owner != want["owner"] else []
         if stat.S_ISLNK(st.st_mode):
             target = os.readlink(root / rel)
             if kind != "link":
                 result.altered.append((rel, f"is a symbolic link to {target}, was a {kind}"))
             elif target != want.get("target"):
                 result.altered.append((rel, f"link target {target}, expected {want.get('target')}"))
+            elif reowned:
+                result.altered.append((rel, reowned[0]))
         elif stat.S_ISREG(st.st_mode):
             if kind != "file":
                 result.altered.append((rel, f"is a regular file, was a {kind}"))
@@ -146,6 +156,7 @@ def compare_tree(root: Path, expected: Mapping[str, Mapping[str, Any]]) -> Check
             mode = oct(stat.S_IMODE(st.st_mode))
             if "mode" in want and mode != want["mode"]:
                 reasons.append(f"mode {mode}, expected {want['mode']}")
+            reasons += reowned
             if reasons:
                 result.altered.append((rel, "; ".join(reasons)))
         else:

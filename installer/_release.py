@@ -53,8 +53,9 @@ def bundle_error(exc: Exception) -> InstallerError:
     return BundleRefused(f"{exc}")
 
 
-def read_manifest(path: Path, policy: TrustPolicy) -> tuple[Manifest, tuple[str, ...]]:
-    """The signed manifest, checked against the pinned keys; the payload is not read yet."""
+def read_manifest(path: Path, policy: TrustPolicy) -> tuple[Manifest, tuple[str, ...], str]:
+    """The signed manifest, checked against the pinned keys, its signers and its sha256;
+    the payload is not read yet."""
     from bundle import BundleError, inspect_bundle
 
     try:
@@ -70,7 +71,7 @@ def read_manifest(path: Path, policy: TrustPolicy) -> tuple[Manifest, tuple[str,
         raise BundleRefused(f"{path}: the archive does not match its signed manifest: "
                             f"{'; '.join(info.problems[:5])}. Get a fresh copy and verify it")
     signers = tuple(s.key_id for s in info.signers if s.status == "trusted")
-    return info.manifest, signers
+    return info.manifest, signers, info.manifest_sha256
 
 
 def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[int, int]:
@@ -211,12 +212,14 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
 
 
 def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ...], *,
-                       downgrade: bool, python: str, bundle: Path, skip_gate: bool) -> None:
+                       downgrade: bool, python: str, bundle: Path, skip_gate: bool,
+                       manifest_sha256: str) -> None:
     body = {
         "format": RELEASE_FORMAT,
         "name": manifest.name,
         "version": manifest.version,
         "manifest": manifest.model_dump(mode="json"),
+        "manifest_sha256": manifest_sha256,
         "signers": list(signers),
         "downgrade": downgrade,
         "python": python,

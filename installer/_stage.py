@@ -18,6 +18,7 @@ from ._audit import AuditLog
 from ._errors import BundleRefused, HealthCheckFailed
 from ._layout import Layout, State
 from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
+from ._site import HostLinks, LinkChange, install_site, make_links, undo_links
 from ._txn import Step, gc_store, remove_tree, switch_current
 from ._ui import Progress, say
 
@@ -52,6 +53,10 @@ class Staging:
     trust_sha: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     accept_probe_failure: str | None = None  # --accept-probe-failure REASON
+    manifest_sha256: str = ""
+    links: HostLinks = HostLinks(None, None)  # installer._site: the host and PATH links
+    site_sha: str | None = None  # the release's installed settings (None: it has none)
+    link_changes: list[LinkChange] = field(default_factory=list)
 
     @property
     def version(self) -> int:
@@ -166,6 +171,13 @@ def _model_signatures(s: Staging) -> None:
         say(f"model {d.name}: OpenSSF model signature verified (key sha256 {key[:16]}…)")
 
 
+def _site(s: Staging) -> None:
+    s.site_sha = install_site(s.release, s.layout, s.manifest, s.signers, s.manifest_sha256)
+    if s.site_sha is not None:
+        s.audited("site", "ok", site=s.manifest.site.name, settings_sha256=s.site_sha,
+                  settings=str(s.release / "site/settings.json"))
+
+
 def _run_script(s: Staging) -> None:
     if s.descriptor is None:
         return
@@ -188,7 +200,7 @@ def _run_script(s: Staging) -> None:
 
 def _record(s: Staging) -> None:
     write_release_json(s.release, s.manifest, s.signers, downgrade=s.downgrade, python=s.python,
-                       bundle=s.bundle, skip_gate=s.skip_gate)
+                       bundle=s.bundle, skip_gate=s.skip_gate, manifest_sha256=s.manifest_sha256)
     record_sha, release_sha = write_record(s.release, s.manifest)
     s.audited("recorded", "ok", record_sha256=record_sha, release_sha256=release_sha)
 
@@ -226,6 +238,16 @@ def _switch(s: Staging) -> None:
     s.audited("switch", "ok", previous=s.current)
 
 
+def _links(s: Staging) -> None:
+    s.link_changes = make_links(s.layout, s.links, s.site_sha is not None)
+    if s.link_changes:
+        s.audited("links", "ok", changed=[c.as_dict() for c in s.link_changes])
+
+
+def _unlink(s: Staging) -> None:
+    undo_links(s.link_changes)
+
+
 def _service(s: Staging) -> None:
     from ._deploy import post_switch
 
@@ -236,8 +258,10 @@ def _save_state(s: Staging) -> None:
     from ._trust import pin_trust
 
     state = s.state
-    s.old_state = State(state.name, state.current, state.previous, state.highest)
+    s.old_state = state.copy()
     state.name = s.manifest.name
+    state.host_link = str(s.links.site) if s.links.site else None
+    state.bin_link = str(s.links.bin) if s.links.bin else None
     state.previous, state.current = s.current, s.version
     state.highest = max(s.version, state.highest or 0)
     state.save(s.layout)
@@ -268,6 +292,7 @@ STEPS: tuple[Step[Staging], ...] = (
     Step("stage", _stage, faults=("staged",), after="staged"),
     Step("venv", _venv, faults=("venv", "pip")),  # both inside build_venv
     Step("model-signature", _model_signatures),
+    Step("site", _site, faults=("site",), after="site"),  # inside the release: no undo
     Step("run-script", _run_script),
     Step("record", _record, faults=("recorded",), after="recorded"),
     Step("units", _units, _restore_unit,
@@ -277,6 +302,8 @@ STEPS: tuple[Step[Staging], ...] = (
     Step("switch", _switch, lambda s: switch_current(s.layout, s.current),
          undo_label=lambda s: f"switched current back to {s.current}",
          faults=("switch",)),  # inside switch_current: between making the link and renaming it
+    Step("links", _links, _unlink, faults=("links",), after="links",
+         undo_label=lambda s: "restored the host and PATH links" if s.link_changes else None),
     Step("service", _service, faults=("switched",)),  # first thing in post_switch
     Step("state", _save_state, _restore_state, undo_label=lambda s: "restored state",
          undo_first=True, faults=("state",), after="state"),

@@ -28,19 +28,17 @@ _DIR = click.Path(file_okay=False, path_type=Path)
 
 def check_settings(settings: Mapping[str, Any]) -> None:
     """The site's ``[agent]`` table against the agent's own ``Config``, strictly: unknown
-    keys and wrong types are refused (``bundle`` cannot import the agent, so gather and
-    build are handed this)."""
-    from pydantic import ValidationError
-
+    keys and wrong types are refused, every one named (``bundle`` cannot import the agent,
+    so gather and build are handed this)."""
     from appliance.compose import Config
+    from foundation import DocumentError, validate_document
 
     try:
-        Config.model_validate_json(json.dumps(settings), strict=True)
-    except ValidationError as exc:
-        errors = exc.errors()
-        shown = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}"
-                          for e in errors[:5])
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        validate_document(dict(settings), Config, what="agent settings", source="[agent]")
+    except DocumentError as exc:
+        problems = exc.problems
+        shown = "; ".join(f"{p.where}: {p.message}" for p in problems[:8])
+        more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
         raise ValueError(f"{shown}{more}; the keys and nesting are config.json's "
                          "(docs/configuration.md)") from None
 

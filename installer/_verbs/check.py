@@ -2,6 +2,9 @@
 
 The record's and release.json's sha256 are taken from the audit log (whose
 chain is verified first), so neither file can be edited to hide a change.
+The site layer gets more: its settings against the signed member, its
+directory's owner and mode (the record holds files and links, not
+directories), and, for the current release, the host and PATH links.
 """
 
 from __future__ import annotations
@@ -14,14 +17,24 @@ from foundation import FoundationError, parse_document, read_regular
 
 from .._audit import AuditLog
 from .._errors import CheckFailed, NotInstalled
-from .._layout import Layout
+from .._layout import Layout, State
 from .._record import RECORD_NAME, compare_tree, load_record
+from .._site import (
+    SITE_DIR,
+    VENV_LINK,
+    HostLinks,
+    link_problems,
+    release_has_site,
+    site_dir_problems,
+)
 from .._ui import emit_json, out
 
 MAX_RELEASE_BYTES = 64 << 20  # the signed manifest and a few fields
 
 
-def _recorded(audit: AuditLog, version: int) -> dict[str, Any] | None:
+def recorded_entry(audit: AuditLog, version: int) -> dict[str, Any] | None:
+    """The audit log's last ``recorded`` entry for ``version`` (record and release.json
+    digests); the chain must have been verified."""
     found = None
     for _, e in audit.entries():
         if e.get("step") == "recorded" and e.get("version") == version and e.get("result") == "ok":
@@ -38,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     rel = layout.release(version)
     audit = AuditLog(layout.audit_dir)
     audit.verify()
-    entry = _recorded(audit, version)
+    entry = recorded_entry(audit, version)
     problems: list[str] = []
     if entry is None:
         problems.append(f"the audit log has no record entry for release {version}")
@@ -64,14 +77,27 @@ def run(args: argparse.Namespace) -> int:
         manifest = parse_document(data, what="release.json", source=release_path)["manifest"]
         expected = {("bundle/" + (m["name"][:-4] if m["compression"] == "zstd" else m["name"])):
                     m["content_sha256"] for m in manifest["members"]}
+        if manifest.get("site"):
+            # the installed settings are the signed member's bytes, byte for byte
+            expected[f"{SITE_DIR}/settings.json"] = expected["bundle/" + manifest["site"]["settings"]]
         for path, digest in expected.items():
             if files.get(path, {}).get("sha256") != digest:
                 problems.append(f"{path}: the record disagrees with the signed manifest")
     except (FoundationError, KeyError, TypeError) as exc:
         problems.append(f"release.json is unreadable ({exc}): the manifest cannot be compared")
+    site: list[str] = []
+    carries_site = release_has_site(rel) or any(p.startswith(f"{SITE_DIR}/") for p in files)
+    if carries_site:
+        site += site_dir_problems(rel)
+    if version == layout.current_version():
+        site += link_problems(layout, HostLinks.of(State.load(layout)), carries_site)
+    touched = site + [p for p in result.added + result.missing + [a for a, _ in result.altered]
+                      if p.startswith((f"{SITE_DIR}/", VENV_LINK))]
+    problems += site
     report = {"release": version, "added": result.added, "missing": result.missing,
               "altered": [{"path": p, "why": w} for p, w in result.altered],
-              "problems": problems, "ok": result.clean and not problems}
+              "problems": problems, "site_layer_ok": not touched,
+              "ok": result.clean and not problems}
     if args.json:
         emit_json(report)
     else:
@@ -87,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
             out(f"release {version}: {len(files)} files match the record and the signed manifest")
     if not report["ok"]:
         n = len(result.added) + len(result.missing) + len(result.altered) + len(problems)
+        site_note = ("the site layer is not as installed, so engineers' abhed refuses to "
+                     "start or runs under settings nobody signed: `abhed-installer repair` puts "
+                     "its files and links back from the release's verified bundle (recorded); "
+                     "for anything else " if touched else "")
         raise CheckFailed(f"release {version}: {n} difference(s) from what was installed; "
-                          "reinstall the release (uninstall, install) or roll back to another, "
-                          "and find out who changed the files")
+                          f"{site_note}reinstall the release (uninstall, install) or roll back "
+                          "to another, and find out who changed the files")
     return 0

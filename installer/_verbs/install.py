@@ -11,7 +11,9 @@ def options(args: argparse.Namespace) -> DeployOptions:
     return DeployOptions(bundle=args.bundle, prefix=args.prefix, trust=tuple(args.trust),
                          threshold=args.threshold, allow_downgrade=args.allow_downgrade,
                          python=args.python, skip_gate=args.skip_gate,
-                         accept_probe_failure=args.accept_probe_failure)
+                         accept_probe_failure=args.accept_probe_failure,
+                         host_link=args.host_link, bin_link=args.bin_link,
+                         drop_site_layer=args.drop_site_layer)
 
 
 def run(args: argparse.Namespace) -> int:

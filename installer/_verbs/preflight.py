@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from .._errors import PreflightFailed
-from .._layout import Layout
+from .._layout import Layout, State
 from .._preflight import platform_checks
 from .._release import read_manifest
+from .._site import HostLinks, site_checks
 from .._trust import resolve_trust
 from .._ui import emit_json, out
 
@@ -16,8 +17,11 @@ def run(args: argparse.Namespace) -> int:
     layout = Layout(args.prefix.absolute())
     policy, _ = resolve_trust(layout if layout.prefix.is_dir() else None, args.trust,
                               args.threshold)
-    manifest, _ = read_manifest(args.bundle.absolute(), policy)
+    manifest, _, _ = read_manifest(args.bundle.absolute(), policy)
     checks, _ = platform_checks(manifest, layout.prefix, python=args.python)
+    state = State.load(layout) if layout.prefix.is_dir() else State()
+    links = HostLinks.choose(layout, args.host_link, args.bin_link, HostLinks.of(state))
+    checks += site_checks(manifest, layout, links)
     failed = [c for c in checks if c.status == "fail"]
     if args.json:
         emit_json({"name": manifest.name, "version": manifest.version,

@@ -10,10 +10,17 @@ import argparse
 import secrets
 
 from .._audit import AuditLog
-from .._deploy import health_check_step, post_switch
+from .._deploy import check_site_change, health_check_step, post_switch
 from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._release import recover
+from .._site import (
+    HostLinks,
+    make_links,
+    release_has_site,
+    settings_digest,
+    undo_links,
+)
 from .._txn import Transaction, switch_current
 from .._ui import out
 
@@ -41,6 +48,11 @@ def run(args: argparse.Namespace) -> int:
                                f"(installed: {', '.join(map(str, installed)) or 'none'})")
         base = {"run": run_id, "version": target}
         audit.append("rollback", "start", "begun", **base, current=current)
+        has_site = release_has_site(layout.release(target))
+        check_site_change(layout, current, has_site, args.drop_site_layer, audit, "rollback",
+                          base)
+        site_sha = settings_digest(layout.release(target))
+        links = HostLinks.of(state)
         with Transaction(audit, "rollback", run_id, target) as tx:
             if args.skip_gate:
                 audit.append("rollback", "gate", "skipped", **base, detail="--skip-gate")
@@ -51,13 +63,21 @@ def run(args: argparse.Namespace) -> int:
             tx.on_undo(f"switched current back to {current}",
                        lambda: switch_current(layout, current))
             audit.append("rollback", "switch", "ok", **base, previous=current)
+            changes = make_links(layout, links, has_site)
+            if changes:
+                tx.on_undo("restored the host and PATH links", lambda: undo_links(changes))
+                audit.append("rollback", "links", "ok", **base,
+                             changed=[c.as_dict() for c in changes])
             post_switch(layout, audit, "rollback", run_id, target)
-            old = State(state.name, state.current, state.previous, state.highest)
+            old = state.copy()
             tx.on_undo("restored state", lambda: old.save(layout))
             state.previous, state.current = current, target
             state.save(layout)
             tx.commit()
-        entry = audit.append("rollback", "done", "ok", **base, previous=current)
+        entry = audit.append("rollback", "done", "ok", **base, previous=current,
+                             site_settings_sha256=site_sha)
     out(f"rolled back: release {target} is current in {layout.prefix} (was {current})")
+    out(f"site settings: sha256 {site_sha}" if site_sha else
+        "site settings: none (this release carries none)")
     out(f"audit head: {entry['hash']}")
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
 from .._layout import Layout, State
+from .._site import HostLinks, link_problems, settings_digest
 from .._ui import emit_json, out
 
 
@@ -47,6 +48,26 @@ def _service() -> dict[str, Any]:
     return svc
 
 
+def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
+    """The site settings in force: the current release's, as installed, and its links."""
+    rel = layout.release(current) if current is not None else None
+    digest = settings_digest(rel) if rel is not None else None
+    origin: dict[str, Any] = {}
+    if rel is not None and digest is not None:
+        try:
+            raw = json.loads((rel / "site" / "origin.json").read_bytes())
+            origin = raw if isinstance(raw, dict) else {}
+        except (OSError, ValueError):
+            origin = {}
+    links = HostLinks.of(state)
+    problems = link_problems(layout, links, digest is not None) if rel is not None else []
+    return {"settings_sha256": digest, "site": origin.get("site"),
+            "settings": str(layout.current / "site" / "settings.json") if digest else None,
+            "signed_sha256": origin.get("settings_sha256"),
+            "host_link": str(links.site) if links.site else None,
+            "bin_link": str(links.bin) if links.bin else None, "problems": problems}
+
+
 def run(args: argparse.Namespace) -> int:
     layout = Layout(args.prefix.absolute())
     if not layout.prefix.is_dir():
@@ -67,9 +88,10 @@ def run(args: argparse.Namespace) -> int:
     last_audit = [{k: e.get(k) for k in ("seq", "time", "action", "step", "result", "version")}
                   for e in last]
     svc = _service()
+    site = _site(layout, state, current)
     info: dict[str, Any] = {"prefix": str(layout.prefix), "name": state.name, "current": current,
             "previous": state.previous, "highest": state.highest, "releases": releases,
-            "service": svc, "audit": chain, "last_audit": last_audit}
+            "service": svc, "site": site, "audit": chain, "last_audit": last_audit}
     if args.json:
         emit_json(info)
         return 0
@@ -83,6 +105,16 @@ def run(args: argparse.Namespace) -> int:
     where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
         else "no systemd (run script)"
     out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
+    if site["settings_sha256"]:
+        out(f"site settings: sha256 {site['settings_sha256']} (site {site['site']}, release "
+            f"{current}) at {site['settings']}")
+        out(f"  found by every abhed on the host via {site['host_link'] or 'the venv link only'}"
+            + ("" if not site["problems"] else f"; PROBLEM: {'; '.join(site['problems'])} "
+               "(abhed-installer check)"))
+    else:
+        out("site settings: none (the current release carries no [agent] table)")
+    if site["bin_link"]:
+        out(f"on engineers' PATH: {site['bin_link']} -> {layout.bin / 'abhed'}")
     out("audit: " + (f"chain ok, {chain['entries']} entries, head {chain['head']}" if chain["ok"]
                      else f"BROKEN: {chain['problem']}"))
     for e in last_audit:

@@ -17,6 +17,7 @@ from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._proc import signals_blocked
 from .._services import UNIT_NAME, systemctl, unit_path
+from .._site import HostLinks, remove_links
 from .._txn import remove_tree
 from .._ui import out
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             stopped = systemctl("disable", "--now", UNIT_NAME)
             unit_path().unlink(missing_ok=True)
             systemctl("daemon-reload")
-            removed = []
+            removed = remove_links(layout, HostLinks.of(state))
             for p in [layout.current, layout.bin, layout.releases, layout.store.parent,
                       layout.state_dir, layout.logs] + ([] if args.keep_data else [layout.data]):
                 if p.exists() or p.is_symlink():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +129,11 @@ def test_without_the_agents_check_settings_are_never_signed(tmp_path: Path,
     ({"sandbox": {"memory_mib": 1.5}}, "sandbox.memory_mib"),
     ({"default_provider": "elsewhere"}, "default_provider"),
     ({"extensions": "redact"}, "extensions"),
-    ({"mcp_servers": [{"name": "../x", "command": "x"}]}, "mcp_servers.0.name"),
+    ({"mcp_servers": [{"name": "../x", "command": "x"}]}, "mcp_servers[0].name"),
 ])
 def test_settings_the_agent_would_refuse_are_refused_by_key(tmp_path: Path, key: SecretKey,
                                                             settings: Any, words: str) -> None:
-    with pytest.raises(SpecError, match=words.replace(".", r"\.")):
+    with pytest.raises(SpecError, match=re.escape(words)):
         _build(tmp_path, key, settings=settings, files=[])
 
 
@@ -304,7 +305,7 @@ def test_inspect_and_diff_through_the_cli(tmp_path: Path, key: SecretKey) -> Non
     r = runner.invoke(bundle_group, ["build", str(_spec(tmp_path / "c", settings={"x": 1})),
                                      "--out", str(tmp_path / "c.abhed"), "--key",
                                      str(_key_file(tmp_path, key))])
-    assert r.exit_code == 1 and "x: Extra inputs are not permitted" in r.output
+    assert r.exit_code == 1 and "x: unknown key: refused" in r.output
 
 
 def _key_file(tmp_path: Path, key: SecretKey) -> Path:

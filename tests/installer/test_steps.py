@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fault_points_are_derived_from_the_steps_and_documented() -> None:
-    assert FAULT_POINTS == ("verified", "staged", "venv", "pip", "recorded", "units", "gate",
-                            "switch", "switched", "state")
+    assert FAULT_POINTS == ("verified", "staged", "venv", "pip", "site", "recorded", "units",
+                            "gate", "switch", "links", "switched", "state")
     assert len(set(FAULT_POINTS)) == len(FAULT_POINTS)
     doc = (ROOT / "docs/installer.md").read_text()
     listed = doc[doc.index("ABHED_INSTALLER_FAULT=<point>"):].split("A fault can only")[0]
@@ -39,7 +39,7 @@ def test_every_fault_point_in_the_code_belongs_to_a_step() -> None:
 
 def test_every_step_that_changes_the_host_has_an_undo() -> None:
     undone = {s.name for s in STEPS if s.undo is not None}
-    assert {"release", "units", "switch", "state"} <= undone
+    assert {"release", "units", "switch", "links", "state"} <= undone
 
 
 class _Boom(Exception):
