@@ -8,6 +8,9 @@ Requests (one JSON object per line, ``id`` optional and echoed)::
     {"method": "steer", "text": "..."}           a message for the running run
     {"method": "abort"}                           interrupt the running run
     {"method": "approve", "request_id": "...", "decision": "allow"|"deny", "reason"?}
+    {"method": "undo", "to_turn"?, "overwrite"?: [...], "skip"?: [...]}   between runs
+    {"method": "redo", "overwrite"?: [...], "skip"?: [...]}             reverses the last undo
+    {"method": "compact"} / {"method": "mode", "mode": ...}              between runs
     {"method": "shutdown"}
 
 Lines out: ``{"type": "response", "id", "method", "ok": true, ...}`` for each

@@ -108,6 +108,18 @@ def _shell_script(command: str, cwd_fd: int | None) -> str:
     )
 
 
+def _pump(fd: int, feed: Callable[[bytes], None]) -> None:
+    """Hand everything read from ``fd`` to ``feed`` until end of file (or the pipe breaks)."""
+    try:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            feed(chunk)
+    except OSError:
+        pass
+
+
 class _Capture:
     """Combined output of one process: head and tail kept, everything counted."""
 
@@ -155,13 +167,7 @@ class _Capture:
 
     def pump(self, fd: int) -> None:
         try:
-            while True:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                self.feed(chunk)
-        except OSError:
-            pass
+            _pump(fd, self.feed)
         finally:
             self.done.set()
 
@@ -404,17 +410,7 @@ class Runner:
             self._jobs[job_id] = job
         fd = proc.stdout.fileno()
 
-        def pump() -> None:
-            try:
-                while True:
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        break
-                    log.feed(chunk)
-            except OSError:
-                pass
-
-        job.reader = threading.Thread(target=pump, daemon=True)
+        job.reader = threading.Thread(target=_pump, args=(fd, log.feed), daemon=True)
         job.reader.start()
         return {"job_id": job_id, "pid": proc.pid}
 

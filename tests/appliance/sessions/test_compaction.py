@@ -14,6 +14,18 @@ from models import ScriptStep
 from tests.appliance.sessions.helpers import agent_on, call
 
 
+def _summarising(steps: list[Any], summary: ScriptStep,
+                 bodies: list[dict[str, Any]] | None = None) -> Any:
+    """A responder: the summary request (no tools) gets ``summary``, the rest ``steps`` in order."""
+    def responder(body: dict[str, Any]) -> ScriptStep:
+        if not body.get("tools"):
+            if bodies is not None:
+                bodies.append(body)
+            return summary
+        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+    return responder
+
+
 def _big(workspace: Path, n: int) -> Path:
     f = workspace / f"big{n}.txt"
     f.write_text("".join(f"line {i} of file {n} with some padding text\n" for i in range(150)))
@@ -82,11 +94,8 @@ def test_summary_when_masking_is_not_enough_keeps_user_words(workspace: Path) ->
                         for _ in range(6)]
     summary_bodies: list[dict[str, Any]] = []
 
-    def responder(body: dict[str, Any]) -> ScriptStep:
-        if not body.get("tools"):
-            summary_bodies.append(body)
-            return ScriptStep(text="Task: look around.\nFiles: none.")
-        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+    responder = _summarising(steps, ScriptStep(text="Task: look around.\nFiles: none."),
+                             summary_bodies)
 
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(context_tokens=12000, compact_at=0.4)) as (
@@ -136,10 +145,7 @@ def test_a_summary_over_its_bound_is_cut(workspace: Path) -> None:
     steps: list[Any] = [{"text": "x " * 2000, "tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]}
                         for _ in range(6)]
 
-    def responder(body: dict[str, Any]) -> ScriptStep:
-        if not body.get("tools"):
-            return ScriptStep(text="S" * 50_000, chunk_chars=8192)
-        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+    responder = _summarising(steps, ScriptStep(text="S" * 50_000, chunk_chars=8192))
 
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(context_tokens=12000, compact_at=0.4)) as (
@@ -173,11 +179,7 @@ def test_a_compaction_that_would_not_save_is_not_applied(workspace: Path) -> Non
     steps: list[Any] = [_glob_turn("step " * 40) for _ in range(12)]
     summary_bodies: list[dict[str, Any]] = []
 
-    def responder(body: dict[str, Any]) -> ScriptStep:
-        if not body.get("tools"):
-            summary_bodies.append(body)
-            return ScriptStep(text="S" * 7000, chunk_chars=4096)
-        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+    responder = _summarising(steps, ScriptStep(text="S" * 7000, chunk_chars=4096), summary_bodies)
 
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(context_tokens=12000, compact_at=0.4)) as (
@@ -201,11 +203,7 @@ def test_the_breaker_counts_only_attempts_that_could_help(workspace: Path) -> No
     steps += [call("read", path=str(f)) for f in files]
     summary_bodies: list[dict[str, Any]] = []
 
-    def responder(body: dict[str, Any]) -> ScriptStep:
-        if not body.get("tools"):
-            summary_bodies.append(body)
-            return ScriptStep(text="Task: read the files.")
-        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+    responder = _summarising(steps, ScriptStep(text="Task: read the files."), summary_bodies)
 
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(context_tokens=16000, compact_at=0.45)) as (
