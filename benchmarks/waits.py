@@ -199,7 +199,7 @@ def sandbox(repeat: int) -> None:
             state = Path(home, "state", "sandbox-accel.json")  # docs/sandbox.md names it
             recorded = list(json.loads(state.read_text()).values()) if state.exists() else []
             later = json.loads(subprocess.run(
-                [sys.executable, "-c", _LATER_SESSION, ws, str(image.dir)], check=True,
+                [sys.executable, "-c", _LATER_SESSION, ws, str(image)], check=True,
                 capture_output=True, text=True, cwd=ROOT).stdout.splitlines()[-1])
             second, boot_ms = later["s"], later["boot_ms"]
             vm = MicroVM(ws, image, settings)

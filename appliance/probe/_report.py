@@ -13,11 +13,12 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from appliance.probe._errors import ProbeError
 from appliance.probe._result import RunResult
 from appliance.probe._score import Rate, macro_f1, rate
+from foundation import FoundationError, load_document
 from models import CatalogEntry, ProbeBar
 
 __all__ = ["REPORT_FORMAT", "FamilyScore", "FaultGap", "Finding", "Requirement", "ProbeReport",
@@ -101,14 +102,18 @@ class ProbeReport(BaseModel):
         return next((s for s in self.scores if s.family == family), None)
 
 
+MAX_REPORT_BYTES = 64 << 20  # every run's answer and calls: a few MiB for a full probe
+
+
 def load_report(path: Path) -> ProbeReport:
-    """A report written by ``abhed probe --out`` (the baseline for the soft gate)."""
+    """A report written by ``abhed probe --out`` (the baseline for the soft gate), read strictly."""
     try:
-        return ProbeReport.model_validate_json(path.read_bytes())
-    except OSError as exc:
-        raise ProbeError(f"cannot read the baseline report {path}: {exc.strerror}") from None
-    except ValidationError as exc:
-        raise ProbeError(f"{path} is not an Abhed probe report ({exc.errors()[0]['msg']})") from None
+        return load_document(path, ProbeReport, what="baseline report", cap=MAX_REPORT_BYTES,
+                             syntax="json",
+                             hint="Give a report written by `abhed probe --out`, from this "
+                                  "version of Abhed.")
+    except FoundationError as exc:
+        raise ProbeError(str(exc)) from None
 
 
 def _case_outcomes(runs: list[RunResult]) -> dict[str, bool]:

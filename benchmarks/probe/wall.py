@@ -1,6 +1,7 @@
 """Wall time of `abhed probe` against the tiny real model (vLLM CPU) and the scripted model.
 
     .venv/bin/python benchmarks/probe/wall.py [--concurrency 1,4,16] [--scripted-only]
+                                              [--families wire,decide,...]
 
 For each concurrency: the wire family (quick, named tool choice: the tiny model's
 bar) against real vLLM's CPU build serving the tests' tiny model, and the whole
@@ -49,7 +50,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", default="1,4,16")
     ap.add_argument("--scripted-only", action="store_true")
+    ap.add_argument("--families", default="",
+                    help="the scripted model's families, comma-separated (default: all five)")
     ns = ap.parse_args()
+    families = tuple(f for f in ns.families.split(",") if f)
     home = Path(tempfile.mkdtemp(prefix="abhed-bench-probe-"))
     os.environ["ABHED_HOME"] = str(home)
     from appliance.probe.scripted import ReferenceModel
@@ -60,8 +64,8 @@ def main() -> None:
     with ScriptedServer(responder=ReferenceModel("good"), model="m") as srv:
         entry = {"name": "m", "served_name": "m", "weights_dir": str(home), "max_model_len": 16384}
         for c in levels:
-            n, wall, tokens = _run(srv.base_url, home, entry, (), c, ["temperature", "seed"])
-            rows.append(("scripted, all families", c, n, wall, tokens))
+            n, wall, tokens = _run(srv.base_url, home, entry, families, c, ["temperature", "seed"])
+            rows.append((f"scripted, {'+'.join(families) or 'all families'}", c, n, wall, tokens))
     if not ns.scripted_only:
         from tests.vllm_server import HONOURED, shared_vllm
 

@@ -1,6 +1,6 @@
 """Start-up cost of the ``abhed`` command: what ``abhed --help`` may import.
 
-Speed itself is measured in benchmarks/startup, never asserted here; these
+Speed itself is measured by `benchmarks/waits.py --rows startup`, never asserted here; these
 tests hold the structure that makes it fast: verbs load on use, and the
 heavy libraries stay out of the help path.
 """

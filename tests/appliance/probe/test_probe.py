@@ -290,7 +290,8 @@ def test_cli_refuses_a_baseline_that_is_not_a_report(abhed_home: Path, tmp_path:
     bad.write_text(content)
     proc = _abhed("probe", "--baseline", str(bad))
     assert proc.returncode == 2
-    assert "not an Abhed probe report" in proc.stderr
+    assert f"baseline report {bad}: " in proc.stderr and "Traceback" not in proc.stderr
+    assert "written by `abhed probe --out`" in proc.stderr
 
 
 def test_cli_usage_errors(abhed_home: Path) -> None:
