@@ -48,7 +48,7 @@ _TOML_AT = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>
 
 
 class _Refused(ValueError):
-    """Raised while parsing (the JSON hooks, TOML's values); becomes one Problem at ``where``."""
+    """Raised inside the JSON parser (a duplicate key); becomes one Problem at ``where``."""
 
     def __init__(self, message: str, where: str = "") -> None:
         super().__init__(message)
@@ -73,23 +73,26 @@ def _line_col(text: str, pos: int) -> str:
 MAX_DEPTH = 64  # tables within tables: no config-like file needs more
 
 
-def _plain(value: Any, where: str = "", depth: int = 0) -> Any:
-    """``value`` as plain JSON data, or ``_Refused`` naming its key.
+def _plain(value: Any, problems: list[Problem], where: str = "", depth: int = 0) -> Any:
+    """``value`` as plain JSON data; each value it cannot hold is a Problem at its key.
 
     TOML has dates, times and ``nan``/``inf``, which no Abhed file takes and JSON
-    cannot hold; refusing them by key beats a crash or a silent string.
+    cannot hold; refusing them by key beats a crash or a silent string.  Every such
+    value is found in one walk, so one reading names them all.
     """
     if depth > MAX_DEPTH:
-        raise _Refused(f"nested more than {MAX_DEPTH} levels deep: refused", where)
+        problems.append(Problem(where, f"nested more than {MAX_DEPTH} levels deep: refused"))
+        return None
     if isinstance(value, dict):
-        return {k: _plain(v, f"{where}.{k}" if where else k, depth + 1) for k, v in value.items()}
+        return {k: _plain(v, problems, f"{where}.{k}" if where else k, depth + 1)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_plain(v, problems, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
-        raise _Refused(f"{value} has no JSON form: give a finite number", where)
-    if isinstance(value, datetime.date | datetime.time):  # datetime is a date
-        raise _Refused("a TOML date or time: no setting takes one; write it as a quoted "
-                       "string if the setting is text", where)
+        problems.append(Problem(where or _TOP, f"{value} has no JSON form: give a finite number"))
+    elif isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        problems.append(Problem(where or _TOP, "a TOML date or time: no setting takes one; "
+                                "write it as a quoted string if the setting is text"))
     return value
 
 
@@ -119,12 +122,13 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
     if text.startswith("\ufeff"):
         raise refuse("line 1, column 1", "a byte-order mark (BOM); save the file as UTF-8 "
                      "without one")
+    problems: list[Problem] = []
     try:
         if syntax == "toml":
-            raw: Any = _plain(tomllib.loads(text))
+            raw: Any = _plain(tomllib.loads(text), problems)
         else:
             # NaN and Infinity parse as floats, to be refused by key below with TOML's nan.
-            raw = _plain(json.loads(text, object_pairs_hook=_no_duplicates))
+            raw = _plain(json.loads(text, object_pairs_hook=_no_duplicates), problems)
     except json.JSONDecodeError as exc:
         raise refuse(f"line {exc.lineno}, column {exc.colno}",
                      f"not valid JSON: {exc.msg}") from None
@@ -136,6 +140,8 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
         raise refuse(exc.where, str(exc)) from None
     except RecursionError:
         raise refuse(_TOP, "nests too deeply: refused") from None
+    if problems:
+        raise DocumentError(what, str(source), problems, hint)
     if not isinstance(raw, dict):
         raise refuse(_TOP, f"must be a {'table' if syntax == 'toml' else 'JSON object'}, "
                      f"not {type(raw).__name__}")

@@ -122,6 +122,15 @@ def test_toml_values_json_cannot_hold_are_refused_by_key(tmp_path: Path, body: b
     assert problem.where == where and says in problem.message, str(info.value)
 
 
+def test_every_value_json_cannot_hold_is_named_in_one_reading(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_bytes(b'when = 2026-01-02\n[limits]\nmax_turns = nan\nnames = [1979-05-27, "x"]\n')
+    with pytest.raises(DocumentError) as info:
+        _load(p)
+    assert [problem.where for problem in info.value.problems] == [
+        "when", "limits.max_turns", "limits.names[0]"]
+
+
 def test_json_nested_past_the_limit_is_refused_by_key(tmp_path: Path) -> None:
     p = tmp_path / "c.json"
     p.write_bytes(b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}")
