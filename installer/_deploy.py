@@ -79,14 +79,30 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
 
 def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
                       version: int, accept_probe_failure: str | None = None) -> None:
-    from ._health import run_health_check
+    """The health gate, recorded; for a release with site settings, in private namespaces
+    where it is current (``installer._isolate``), its model server on the service's port."""
+    from ._health import HealthStep, run_health_check
+    from ._isolate import isolated
+    from ._services import DEFAULT_PORT
+    from ._site import release_has_site
 
     say(f"health gate for release {version}")
+    own = release_has_site(release)
+
+    def check() -> list[HealthStep]:
+        return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
+                                accept_probe_failure=accept_probe_failure,
+                                port=DEFAULT_PORT if own else None)
+
     t0 = time.monotonic()
     try:
         fault_point("gate")
-        steps = run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
-                         accept_probe_failure=accept_probe_failure)
+        if own:
+            say(f"  gate: in private mount and network namespaces where release {version} is "
+                "current, as engineers will get it")
+            steps = isolated(layout, version, check)
+        else:
+            steps = check()
     except HealthCheckFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise
@@ -98,7 +114,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
             audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
                          **{k: v for k, v in s.audit.items() if k != "result"})
     audit.append(action, "gate", "ok", run=run, version=version,
-                 seconds=round(time.monotonic() - t0, 2),
+                 seconds=round(time.monotonic() - t0, 2), isolated=own or None,
                  steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
                         for s in steps])
 

@@ -168,13 +168,16 @@ def _scratch(release: Path) -> Path:
 
 
 def run_health_check(release: Path, layout: Layout, *, on_step: Callable[[str], None],
-                     accept_probe_failure: str | None = None) -> list[HealthStep]:
-    """Run the health check for ``release``; HealthCheckFailed names the step and what was seen."""
+                     accept_probe_failure: str | None = None,
+                     port: int | None = None) -> list[HealthStep]:
+    """Run the health check for ``release``; HealthCheckFailed names the step and what was seen.
+    The model server listens on ``port`` (default: a free one)."""
     d, model_dir = release_descriptor(release)
     scratch = _scratch(release)
     home, workspace = scratch / "home", scratch / "ws"
     try:
-        return _check(release, layout, d, model_dir, home, workspace, on_step, accept_probe_failure)
+        return _check(release, layout, d, model_dir, home, workspace, on_step,
+                      accept_probe_failure, port)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -204,7 +207,7 @@ def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
 
 def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
            workspace: Path, on_step: Callable[[str], None],
-           accept_probe_failure: str | None = None) -> list[HealthStep]:
+           accept_probe_failure: str | None = None, port: int | None = None) -> list[HealthStep]:
     home.mkdir(parents=True)
     workspace.mkdir()
     nonce = secrets.token_hex(12)
@@ -212,7 +215,7 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
     # The same nonce under a fixed name, for a probe that names the file ({probe_file}) to a
     # model too small to find one: the nonce is still in no prompt, only in the file.
     (workspace / "PROBE.txt").write_text(f"{nonce}\n")
-    port = free_port()
+    port = port or free_port()
     base = f"http://{_HOST}:{port}/v1"
     values = {"release": str(release), "venv": str(release / "venv"),
               "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),

@@ -141,7 +141,8 @@ def origin_body(manifest: Manifest, signers: tuple[str, ...], manifest_sha256: s
     """origin.json: which site, release, bundle and keys the settings came from."""
     member = manifest.settings_member()
     assert manifest.site is not None and member is not None
-    body = {"format": ORIGIN_FORMAT, "site": manifest.site.name, "release": manifest.version,
+    # "release" is text, as the agent's origin record (appliance.compose) reads it.
+    body = {"format": ORIGIN_FORMAT, "site": manifest.site.name, "release": str(manifest.version),
             "bundle_manifest_sha256": manifest_sha256, "signing_key_ids": sorted(signers),
             "settings_sha256": member.content_sha256}
     return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
@@ -183,6 +184,10 @@ def install_site(release: Path, layout: Layout, manifest: Manifest, signers: tup
     if digest != member.content_sha256:  # it was verified as it streamed: a bug or a race
         raise StepFailed(f"the staged site settings' sha256 {digest} is not the signed "
                          f"{member.content_sha256}; nothing was switched: install again")
+    # The agent trusts the settings only if no directory on the way is writable by group or
+    # others (a umask of 002 would leave releases/ so): the installer's own are made 0755.
+    for directory in (layout.prefix, layout.releases, release):
+        os.chmod(directory, stat.S_IMODE(os.stat(directory).st_mode) & ~0o022)
     write_site(release, layout, data, origin_body(manifest, signers, manifest_sha256))
     missing = [p for p in release_paths(json.loads(data), str(release))
                if not os.path.exists(p)]

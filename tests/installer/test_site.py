@@ -89,7 +89,7 @@ def test_1_install_puts_the_settings_in_the_release_root_owned(
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, mode), path
     origin = json.loads((rel / "site/origin.json").read_text())
     info = inspect_bundle(bundle)
-    assert origin == {"format": "abhed-site-origin/1", "site": "plant-7", "release": 1,
+    assert origin == {"format": "abhed-site-origin/1", "site": "plant-7", "release": "1",
                       "bundle_manifest_sha256": info.manifest_sha256,
                       "signing_key_ids": [keys.secret.public_key().id_hex],
                       "settings_sha256": digest}
@@ -111,6 +111,9 @@ def test_1_install_puts_the_settings_in_the_release_root_owned(
     # the digest is in the audit chain
     steps = {(e["step"], e["result"]): e for e in host.audit() if e.get("run") == _run_of(host)}
     assert steps[("site", "ok")]["settings_sha256"] == digest
+    # the gate ran where this release was current, in private namespaces
+    assert steps[("gate", "ok")]["isolated"] is True
+    assert "in private mount and network namespaces where release 1 is current" in r.stderr
     assert steps[("done", "ok")]["site_settings_sha256"] == digest
     assert {c["path"] for c in steps[("links", "ok")]["changed"]} == {str(site_link), str(bin_link)}
 
