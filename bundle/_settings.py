@@ -39,9 +39,7 @@ final newline; at most :data:`MAX_SETTINGS_BYTES`.
 
 from __future__ import annotations
 
-import datetime
 import json
-import math
 import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -50,14 +48,13 @@ from ._errors import SpecError
 
 __all__ = ["DEFAULT_PREFIX", "MAX_SETTINGS_BYTES", "PREFIX_PATTERN", "SETTINGS_MEMBER",
            "SITE_FILES", "SettingsCheck", "check_carried", "check_prefix", "expand_settings",
-           "plain_json", "prepare_settings", "release_dir", "release_paths", "settings_bytes",
+           "prepare_settings", "release_dir", "release_paths", "settings_bytes",
            "unexpand"]
 
 SETTINGS_MEMBER: Final = "site/settings.json"
 SITE_FILES = "site/files/"
 DEFAULT_PREFIX = "/opt/abhed"
 MAX_SETTINGS_BYTES = 256 * 1024
-_MAX_DEPTH = 32
 
 PREFIX_PATTERN = r"^/[A-Za-z0-9_.+@/-]{1,200}$"
 """An install prefix's characters (no white space: the installer refuses it)."""
@@ -79,24 +76,6 @@ def release_dir(prefix: str, version: int) -> str:
     return f"{prefix.rstrip('/')}/releases/{version}"
 
 
-def plain_json(value: Any, where: str, depth: int = 0) -> Any:
-    """``value`` as plain JSON, or SpecError naming the key (TOML has dates and nan)."""
-    if depth > _MAX_DEPTH:
-        raise SpecError(f"{where}: nested more than {_MAX_DEPTH} levels deep: refused")
-    if isinstance(value, dict):
-        return {str(k): plain_json(v, f"{where}.{k}", depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain_json(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(f"{where}: {value} has no JSON form: give a finite number")
-    if isinstance(value, datetime.date | datetime.time):
-        raise SpecError(f"{where}: a TOML date or time has no place in the agent's settings; "
-                        "write it as a string if a setting takes one")
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise SpecError(f"{where}: a {type(value).__name__} is not a JSON value")
-
-
 def _expand(value: Any, values: Mapping[str, str]) -> Any:
     if isinstance(value, str):
         for key, text in values.items():
@@ -111,11 +90,11 @@ def _expand(value: Any, values: Mapping[str, str]) -> Any:
 
 def expand_settings(raw: Mapping[str, Any], *, prefix: str, version: int,
                     where: str = "[agent]") -> dict[str, Any]:
-    """The settings as plain JSON with ``{release}`` and ``{prefix}`` filled in (string
-    values only, never keys; any other ``{...}``, a regex quantifier say, is left alone)."""
-    plain = plain_json(dict(raw), where)
-    expanded: dict[str, Any] = _expand(plain, {"release": release_dir(prefix, version),
-                                               "prefix": prefix.rstrip("/")})
+    """The settings with ``{release}`` and ``{prefix}`` filled in (string values only, never
+    keys; any other ``{...}``, a regex quantifier say, is left alone).  ``raw`` is plain JSON:
+    it came through the strict loader (``foundation``), which refuses what JSON cannot hold."""
+    expanded: dict[str, Any] = _expand(dict(raw), {"release": release_dir(prefix, version),
+                                                   "prefix": prefix.rstrip("/")})
     return expanded
 
 

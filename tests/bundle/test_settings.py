@@ -147,9 +147,9 @@ def _nested(depth: int) -> dict[str, Any]:
 @pytest.mark.parametrize(("settings", "words"), [
     ({"policy": {"deny": [{"reason": "x" * 300_000}]}}, "over the 262,144-byte cap"),
     ({"tools": {"ignore": [f"p{i}" for i in range(40_000)]}}, "over the 262,144-byte cap"),
-    ({"a": _nested(40)}, "nested more than 32 levels"),
-    ({"loop": {"deadline_s": float("nan")}}, "no JSON form"),
-    ({"loop": {"deadline_s": float("inf")}}, "no JSON form"),
+    ({"a": _nested(70)}, "nested more than 64 levels"),  # the strict loader's limit
+    ({"loop": {"deadline_s": float("nan")}}, "site.settings.loop.deadline_s: nan has no JSON"),
+    ({"loop": {"deadline_s": float("inf")}}, "site.settings.loop.deadline_s: inf has no JSON"),
 ])
 def test_hostile_and_oversized_tables_are_refused(tmp_path: Path, key: SecretKey,
                                                   settings: Any, words: str) -> None:
