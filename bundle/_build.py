@@ -297,7 +297,10 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
         raise SpecError(f"wheelhouse {house} is not a directory")
     parts: list[_Part] = []
     found: set[str] = set()
-    plats = platform_tags(spec.platform.arch, spec.platform.glibc)
+    try:
+        plats = platform_tags(spec.platform.arch, spec.platform.glibc)
+    except SpecError:  # not a manylinux glibc: no tag ranks, over-long names take their shortest
+        plats = []
     for wheel in sorted(house.glob("*.whl")):
         name, ver, lic = _wheel_info(wheel)
         key = normalize(name)

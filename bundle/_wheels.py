@@ -216,14 +216,18 @@ def compact_filename(filename: str, python: str, plats: Sequence[str], limit: in
     if len(filename) <= limit or not m:
         return filename
     best: tuple[int, str] | None = None
+    shortest = filename
     for py in m.group("py").split("."):
         for abi in m.group("abi").split("."):
             for plat in m.group("plat").split("."):
                 name = f"{m.group('name')}-{m.group('ver')}-{py}-{abi}-{plat}.whl"
+                shortest = min(shortest, name, key=len)
                 rank = wheel_rank(name, python, plats)
                 if rank is not None and (best is None or rank < best[0]):
                     best = (rank, name)
-    return best[1] if best is not None else filename
+    # No tag fits the target (a wheel for another platform): the shortest valid name, so the
+    # bundle still builds and the host's preflight names the mismatch, not the tar format.
+    return best[1] if best is not None else shortest
 
 
 def _index_files(index_url: str, name: str) -> list[dict[str, object]]:

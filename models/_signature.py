@@ -32,10 +32,10 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+if TYPE_CHECKING:  # cryptography loads when a key is used, not when `models` is imported
+    from cryptography.hazmat.primitives.asymmetric import ec
 
 from models._errors import ServeError
 
@@ -50,6 +50,8 @@ _MAX_SIGNATURE = 64 << 20  # a statement lists every file: large for sharded wei
 
 def public_key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     """The PEM (SubjectPublicKeyInfo) that ``model_signing verify key --public_key`` reads."""
+    from cryptography.hazmat.primitives import serialization
+
     return key.public_key().public_bytes(serialization.Encoding.PEM,
                                          serialization.PublicFormat.SubjectPublicKeyInfo)
 
@@ -71,6 +73,7 @@ def sign_model(model_dir: Path, *, name: str, key: ec.EllipticCurvePrivateKey) -
     depend on where the weights were downloaded); verifiers treat it as a label.
     """
     from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
     from google.protobuf import json_format  # type: ignore[import-untyped]
     from model_signing._signing import sign_sigstore_pb, signing
     from sigstore_models import intoto as intoto_pb

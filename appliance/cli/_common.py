@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from appliance._errors import AbhedError
-from appliance.compose import Config, load_config
-from appliance.compose import open_store as _open_store
-from appliance.events import EventStore
+
+if TYPE_CHECKING:  # the composition loads when a verb runs, not for its --help
+    from appliance.compose import Config
+    from appliance.events import EventStore
 
 config_option = click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -18,6 +20,8 @@ config_option = click.option(
 
 
 def get_config(path: Path | None) -> Config:
+    from appliance.compose import load_config
+
     try:
         return load_config(path)
     except AbhedError as exc:
@@ -26,6 +30,8 @@ def get_config(path: Path | None) -> Config:
 
 def open_store(config: Config | None = None, *, for_work: bool = False) -> EventStore:
     """The event log (:func:`appliance.compose.open_store`), or one clear message."""
+    from appliance.compose import open_store as _open_store
+
     try:
         return _open_store(config, for_work=for_work)
     except AbhedError as exc:
