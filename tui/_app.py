@@ -40,6 +40,7 @@ from tui._entries import AssistantEntry, NoticeEntry, SubagentInfo, ToolEntry, U
 from tui._export import export_markdown
 from tui._history import PromptHistory
 from tui._link import MODES, AgentLink, LinkInfo, PendingApproval, Sink
+from tui._memory import trim
 from tui._messages import (
     ApprovalAsked,
     AppSink,
@@ -57,6 +58,7 @@ from tui._transcript import Transcript
 __all__ = ["AbhedApp", "LinkFactory", "run_tui", "tune_gc"]
 
 RENDER_HZ = 25
+TRIM_EVERY_S = 2.0  # how often a quiet screen may give freed memory back (tui._memory)
 QUIT_WINDOW_S = 2.0
 LinkFactory = Callable[..., AgentLink]
 
@@ -152,6 +154,8 @@ class AbhedApp(App[int]):
         self._lead = ""
         self._events_handled = 0  # events from the sink handled so far (orders the deltas)
         self._last_second = 0
+        self._forgot_seen = 0
+        self._drawn_seen = 0
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -178,6 +182,7 @@ class AbhedApp(App[int]):
 
     def on_mount(self) -> None:
         self._clock_timer = self.set_interval(1 / RENDER_HZ, self._tick, pause=True)
+        self.set_interval(TRIM_EVERY_S, self._trim)
         self.composer.focus()
         self._layout_panel()
         if self.history is None:
@@ -531,6 +536,11 @@ class AbhedApp(App[int]):
         if msg.error:
             self.note(msg.error, error=True)
         self.state = "idle"
+        late = self.link.late_steers() if self.link is not None else []
+        if late:  # typed as the run ended: the model never read it, so it is the next prompt
+            self.note(f"sent as the next prompt: the run ended before it read "
+                      f"{'your steer' if len(late) == 1 else f'{len(late)} steers'}")
+            self.queue.insert(0, "\n\n".join(late))
         if self.queue:
             self._submit(self.queue.pop(0))
         self._queue_view()
@@ -574,6 +584,17 @@ class AbhedApp(App[int]):
             self.state = "answering"
             self._status()
         self.live.feed(text)
+
+    def _trim(self) -> None:
+        """After a burst of drawing (lines forgotten, a long message drawn), and only while
+        nothing streams, give the freed heap back to the system (tui._memory)."""
+        t = self.transcript
+        drawn = sum(len(e.body) for e in t.entries[-3:] if isinstance(e, AssistantEntry))
+        burst = t.forgot > self._forgot_seen or drawn > self._drawn_seen + 20_000
+        if self.live is not None or not burst:
+            return
+        self._forgot_seen, self._drawn_seen = t.forgot, drawn
+        trim()
 
     # -- the status line -------------------------------------------------------------------
     def _status(self) -> None:

@@ -475,20 +475,22 @@ class ToolEntry(Entry):
         return 3 + (COLLAPSED_LINES if self.output else 0)
 
     def _head(self) -> Text:
+        """Mark, tool, how it stands (before the argument, so a narrow screen keeps it),
+        the argument, the time."""
         mark, style = _MARKS.get(self.status, ("?", ""))
         head = Text()
         head.append(f"{mark} ", style=style)
         head.append(plain(self.tool, "bold"))
-        head.append("  ")
-        head.append(plain(self.summary))
         if self.status == "running" and self.waiting_since is not None:
             head.append(f"  waiting for your approval {elapsed(self.clock() - self.waiting_since)}",
                         style="bold yellow")
         elif self.status == "running":
             head.append(f"  running {elapsed(self.clock() - self.started)}", style="yellow")
-        elif self.outcome is not None:
-            if self.status != "ok":
-                head.append(plain(f"  {self.outcome.label}", "bold red"))
+        elif self.outcome is not None and self.status != "ok":
+            head.append(plain(f"  {self.outcome.label}", "bold red"))
+        head.append("  ")
+        head.append(plain(self.summary))
+        if self.outcome is not None and self.status != "running":
             head.append(f"  {self.outcome.timing}", style="dim")
         return head
 

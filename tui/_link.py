@@ -287,6 +287,12 @@ class AgentLink:
         self.agent.steer(text)
         return True
 
+    def late_steers(self) -> list[str]:
+        """Steers the ended run never read (sent after its last model call): the app sends
+        them as the next prompt, so nothing typed is lost or held for a later run."""
+        agent = self.agent
+        return agent.take_steers() if agent is not None and not self.busy else []
+
     def interrupt(self, reason: str = "Esc") -> bool:
         """Stop the model stream and a running command; a waiting approval is denied."""
         agent = self.agent

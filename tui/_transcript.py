@@ -35,6 +35,7 @@ __all__ = ["KEEP", "Transcript"]
 
 KEEP = 2  # screens of drawn lines kept above and below the screen
 _STRIP_CACHE = 400  # finished lines kept (a few screens' worth)
+_FORGET_AFTER = 48  # entries drawn before those far from the screen are forgotten
 
 
 class Transcript(ScrollView, can_focus=True):
@@ -89,6 +90,7 @@ class Transcript(ScrollView, can_focus=True):
         # scrolls redraws no line; keyed so that any change to what a line shows misses
         self._strips: dict[tuple[object, ...], Strip] = {}
         self.on_toggle: Callable[[ToolEntry], None] | None = None
+        self.forgot = 0  # entries that forgot their drawn lines (the app trims memory after)
 
     # -- geometry ----------------------------------------------------------------
     @property
@@ -187,6 +189,8 @@ class Transcript(ScrollView, can_focus=True):
         self._refit()
         if self.follow:
             self._scroll_to_line(self.max_scroll_y)
+            if len(self._drawn) > _FORGET_AFTER:
+                self._forget_far()  # what scrolled off the top while following
         else:
             if anchor is not None and anchor != i:  # what is on screen stays where it is
                 moved = self._offsets_now()[anchor] + into
@@ -266,6 +270,7 @@ class Transcript(ScrollView, can_focus=True):
             if offsets[i + 1] < lo_line or offsets[i] > hi_line:
                 self.entries[i].drop()
                 self._drawn.discard(i)
+                self.forgot += 1
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)

@@ -183,6 +183,14 @@ class Agent:
         with self._lock:
             self._steers.append(text)
 
+    def take_steers(self) -> list[str]:
+        """Steers that came too late for the run that just ended (after its last model call),
+        handed back, oldest first, so the door can send them on (a front end sends them as
+        the next prompt) instead of the next run finding them before its own prompt."""
+        with self._lock:
+            steers, self._steers = self._steers, []
+        return steers
+
     def interrupt(self, reason: str = "interrupted") -> None:
         """Stop the model stream and a running shell command at once, then the run.
 

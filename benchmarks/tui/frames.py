@@ -31,16 +31,18 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
-DEFAULT_ROOT = HERE.parents[2]
+sys.path.insert(0, str(HERE.parent))
+
+from side import ROOT, run_against, run_child, tune_gc_of  # noqa: E402
+
+DEFAULT_ROOT = ROOT
 
 
 def reply(lines: int) -> str:
@@ -69,11 +71,7 @@ async def measure(root: Path, messages: int, lines: int, tps: float, keys_hz: fl
     from models import Delta
     from tests.tui.helpers import INFO, fake_app, feed_turn
 
-    helpers = sys.modules["tests.tui.helpers"]
-    # tui.tune_gc is public now; an older tree had it in its test harness or only inside
-    tune = getattr(tui, "tune_gc", None) or getattr(helpers, "tune_gc", None) \
-        or sys.modules.get("tui._app").tune_gc
-    tune()  # as run_tui does
+    tune_gc_of(tui)()  # as run_tui does
     clock = time.perf_counter if wall else time.thread_time
     app = fake_app()
     frames: list[float] = []
@@ -206,22 +204,6 @@ def table(now: dict[str, Any], before: dict[str, Any] | None, rev: str) -> None:
         print(row)
 
 
-def run_against(rev: str, argv: list[str]) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="abhed-bench-"))
-    tree = tmp / "tree"
-    subprocess.run(["git", "-C", str(DEFAULT_ROOT), "worktree", "add", "--detach", str(tree), rev],
-                   check=True, capture_output=True)
-    try:
-        proc = subprocess.run([sys.executable, str(HERE), "--root", str(tree), "--json", *argv],
-                              capture_output=True, text=True, check=False, cwd=tree)
-        if proc.returncode != 0:
-            raise SystemExit(f"the run at {rev} failed:\n{proc.stderr[-3000:]}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-    finally:
-        subprocess.run(["git", "-C", str(DEFAULT_ROOT), "worktree", "remove", "--force", str(tree)],
-                       check=False, capture_output=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--messages", type=int, default=600)
@@ -239,10 +221,8 @@ def main() -> None:
         result = asyncio.run(measure(a.root, a.messages, a.lines, a.tps, a.keys_hz, a.wall))
         print(json.dumps(result))
         return
-    before = run_against(a.against, shared) if a.against else None
-    proc = subprocess.run([sys.executable, str(HERE), "--json", *shared], capture_output=True,
-                          text=True, check=True)
-    now = json.loads(proc.stdout.strip().splitlines()[-1])
+    before = run_against(a.against, HERE, shared) if a.against else None
+    now = run_child(HERE, shared)
     table(now, before, a.against or "")
 
 

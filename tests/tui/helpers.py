@@ -119,6 +119,9 @@ class FakeLink:
         self.interrupted += 1
         return self.busy
 
+    def late_steers(self) -> list[str]:
+        return []
+
     def undo(self, after_run: int | None = None, **kw: Any) -> str:
         return "nothing undone: a fake link"
 

@@ -522,3 +522,28 @@ async def test_streaming_still_works_after_the_rewrite() -> None:
         live = app.live
         assert isinstance(live, AssistantEntry) and len(live.blocks) >= 2
         assert "x99 = 99" in screen_text(app)
+
+
+async def test_a_steer_the_run_never_read_is_sent_as_the_next_prompt() -> None:
+    from tui._messages import RunFinished
+
+    class Late(FakeLink):
+        def late_steers(self) -> list[str]:
+            late, self.held = getattr(self, "held", []), []
+            return late
+
+    app = fake_app(link_factory=Late)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        app.composer.text = "first"
+        await pilot.press("enter")
+        link = app.link
+        assert isinstance(link, Late) and app.running
+        app.composer.text = "and also this"
+        await pilot.press("enter")  # a steer, but the run is ending: the model never reads it
+        assert link.steered == ["and also this"]
+        link.held = ["and also this"]
+        link.busy = False
+        app.post_message(RunFinished(None, None))
+        await pilot.pause()
+        assert link.sent == ["first", "and also this"] and "next prompt" in notes(app)[-1]

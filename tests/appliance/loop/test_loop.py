@@ -164,6 +164,16 @@ def test_steer_is_sent_before_the_next_model_call(workspace: Path) -> None:
     assert "user_message" in types(seen[4:])
 
 
+def test_a_steer_too_late_for_the_run_is_handed_back_not_kept_for_the_next(workspace: Path) -> None:
+    with scripted_agent(workspace, [{"text": "done"}, {"text": "second"}]) as (agent, server, _):
+        agent.session.listen(lambda e: agent.steer("one more thing")
+                             if e.event.type == "model_turn" else None)
+        agent.run("go")
+        assert agent.take_steers() == ["one more thing"] and agent.take_steers() == []
+        agent.run("next")
+    assert all(m.get("content") != "one more thing" for m in server.requests[1]["messages"])
+
+
 def test_ask_mode_denied_write_is_not_run_and_is_recorded(workspace: Path) -> None:
     target = workspace / "new.txt"
     steps = [{"tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "x"}}]},
