@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.appliance.sessions.test_tasks import Script, _is_child, _step, _task
+from tests.appliance.tasks.test_tasks import Script, _is_child, _step, _task
 
 from appliance.events import EventStore, ObservationEvent, TaskEnded
 from models import ScriptedServer, ScriptStep
