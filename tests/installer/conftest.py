@@ -141,7 +141,9 @@ BundleMaker = Callable[..., Path]
 
 # The site's agent settings of the test bundles (docs/bundle.md, [agent]): the installer's
 # model service, the release's catalog, a veto-only extension the site ships.
-VETO_EXTENSION = "import sys\nfor line in sys.stdin:\n    pass\n"
+VETO_EXTENSION = ("import sys\n"
+                  "for line in sys.stdin:  # no opinion on anything (docs/extensions.md)\n"
+                  "    print('{}', flush=True)\n")
 
 
 def site_settings(mode: str = "ask", *, deny: tuple[str, ...] = ("curl",)) -> dict[str, Any]:
