@@ -15,8 +15,9 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -360,10 +361,18 @@ class Agent:
         request = ChatRequest(messages=outgoing, tools=self.specs, tool_choice=tool_choice,
                               sampling=sampling, stream=True)
         t0 = time.perf_counter()
-        try:
+        with self._model_request():
             reply = self.provider.complete(request, on_delta=self.on_delta, cancel=self._cancel)
             if reply.usage is not None:
                 self.compactor.calibrate(messages, self.specs, reply.usage.prompt_tokens)
+        return reply, (time.perf_counter() - t0) * 1000
+
+    @contextmanager
+    def _model_request(self) -> Iterator[None]:
+        """Around a request to the model (a turn, or compaction's summary) under the run's
+        cancel token: a deadline or an interrupt ends the run, a failed request too."""
+        try:
+            yield
         except RequestCancelled:
             self._check_cancel()
             raise StopRun("interrupted", "interrupted") from None
@@ -375,7 +384,6 @@ class Agent:
             if self._cancel.cancelled:
                 self._check_cancel()
             raise
-        return reply, (time.perf_counter() - t0) * 1000
 
     # -- context budget ---------------------------------------------------------
     def _fit(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -383,7 +391,8 @@ class Agent:
         c = self.compactor
         if not c.over(c.estimate(messages, self.specs)):
             return messages
-        self.compact("auto")
+        with self._model_request():  # a summary is a model request: the deadline stops it
+            self._compact("auto", self._cancel)
         messages = self.history.outgoing()
         tokens = c.estimate(messages, self.specs)
         room = (c.context_tokens or 0) - (self.limits.max_completion_tokens or 0)
@@ -401,12 +410,16 @@ class Agent:
         (rpc ``compact``, the TUI's ``/compact``) between runs; when it records
         nothing, ``self.compactor.why`` says why.
         """
+        return self._compact(trigger, None)
+
+    def _compact(self, trigger: str, cancel: CancelToken | None) -> Compacted | None:
         history, specs = self.history, self.specs
         event = self.compactor.compact(
             history, specs, provider=self.provider, artifacts=self.dispatcher.ctx.artifacts,
             session_id=self.session.id, run_id=self.run_id,
             trigger="manual" if trigger == "manual" else "auto",
-            measure=lambda draft: self.compactor.estimate(history.outgoing(draft), specs))
+            measure=lambda draft: self.compactor.estimate(history.outgoing(draft), specs),
+            cancel=cancel)
         if event is not None:
             self.session.append(event)
         return event

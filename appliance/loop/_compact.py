@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from appliance.events import Compacted
 from appliance.loop._history import History
-from models import ChatRequest, ProviderError
+from models import CancelToken, ChatRequest, ProviderError, RequestCancelled
 
 if TYPE_CHECKING:
     from models import Provider
@@ -119,11 +119,15 @@ class Compactor:
     # -- compaction ---------------------------------------------------------------
     def compact(self, history: History, tools: list[dict[str, Any]], *, provider: Provider,
                 artifacts: ArtifactKeeper | None, session_id: str, run_id: str,
-                trigger: Literal["auto", "manual"], measure: Measure) -> Compacted | None:
+                trigger: Literal["auto", "manual"], measure: Measure,
+                cancel: CancelToken | None = None) -> Compacted | None:
         """The compaction to record (``tokens_after`` measured), or None when none would save.
 
         ``measure`` says how many tokens the conversation would take with a
         candidate applied, so only one that makes it smaller is returned.
+        ``cancel`` is the run's: the summary is a model request like any other,
+        so a deadline or an interrupt stops it at once (``RequestCancelled``
+        propagates; nothing is recorded and the breaker does not count it).
         """
         before = self.estimate(history.outgoing(), tools)
         context = self.context_tokens or before * 2
@@ -147,8 +151,12 @@ class Compactor:
             through, covered = cut
             try:
                 candidate: Compacted | None = event(
-                    "summary", self._summarise(provider, covered), through)
+                    "summary", self._summarise(provider, covered, cancel), through)
+            except RequestCancelled:
+                raise
             except ProviderError as exc:
+                if cancel is not None and cancel.cancelled:
+                    raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
                 candidate = None
                 self._failed(f"the summary request failed ({exc})")
             if candidate is not None:
@@ -195,12 +203,14 @@ class Compactor:
                             "more are tried in this run")
 
     @staticmethod
-    def _summarise(provider: Provider, covered: list[dict[str, Any]]) -> str:
+    def _summarise(provider: Provider, covered: list[dict[str, Any]],
+                   cancel: CancelToken | None = None) -> str:
         messages = [{"role": "system", "content": _SUMMARY_SYSTEM},
                     {"role": "user", "content": "The conversation:\n" + json.dumps(
                         covered, ensure_ascii=False)[-400_000:] + "\n\n" + _SUMMARY_PROMPT}]
         reply = provider.complete(ChatRequest(messages=messages, tools=[], tool_choice=None,
-                                              sampling={"max_tokens": 2048}, stream=True))
+                                              sampling={"max_tokens": 2048}, stream=True),
+                                  cancel=cancel)
         text = (reply.text or "").strip()
         if not text:
             raise ProviderError("the model returned an empty summary")

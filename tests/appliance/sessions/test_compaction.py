@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from appliance.events import ActionEvent, Compacted, EventStore, RunEnded
 from appliance.loop import Limits
@@ -251,3 +255,39 @@ def test_only_the_current_todo_and_plan_are_sent(workspace: Path) -> None:
     # The reminder the second run starts with holds the list as it is now (d in progress).
     assert "[>] f: step f" in reminder["content"] and "[>] e" not in reminder["content"]
     assert "Your plan" in reminder["content"]
+
+
+@pytest.mark.parametrize("stop", ["deadline", "interrupt"])
+def test_a_deadline_or_an_interrupt_stops_a_summary_request_that_hangs(
+        workspace: Path, stop: str) -> None:
+    # The summary is a model request like any other: a slow or stuck summariser must not hold
+    # the run past its deadline, nor ignore an abort (rpc `abort`, Ctrl-C, the parent's cascade).
+    # The server's read timeout (15 s) is what used to end it; the run must end well before.
+    long_text = "I looked at many things. " * 150
+    steps: list[Any] = [_glob_turn(long_text) for _ in range(6)]
+    asked = threading.Event()
+
+    def responder(body: dict[str, Any]) -> ScriptStep:
+        if not body.get("tools"):
+            asked.set()
+            return ScriptStep(text="never sent", hang=True)
+        return ScriptStep.model_validate(steps.pop(0)) if steps else ScriptStep(text="finished")
+
+    limits = Limits(context_tokens=12000, compact_at=0.4,
+                    deadline_s=4.0 if stop == "deadline" else 600.0)
+    store = EventStore(workspace.parent / "e.db")
+    with agent_on(store, workspace, [], limits=limits, provider={"read_timeout_s": 15}) as (
+            agent, server, seen):
+        server.responder = responder
+        if stop == "interrupt":
+            threading.Thread(target=lambda: asked.wait(30) and agent.interrupt("abort"),
+                             daemon=True).start()
+        t0 = time.monotonic()
+        out = agent.run("please look around carefully")
+        took = time.monotonic() - t0
+    assert asked.is_set(), "the run never asked for a summary: the test proves nothing"
+    assert out.reason == ("deadline" if stop == "deadline" else "interrupted"), out.message
+    assert took < 10, f"the hanging summary held the run {took:.1f} s"
+    # A stopped summary is not a summary that failed to help: nothing is recorded for it.
+    assert [e for e in seen if isinstance(e.event, Compacted)] == []
+    assert agent.compactor.failures == 0
