@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.appliance.tasks.test_tasks import Script, _is_child, _step, _task
 
 from appliance.events import EventStore, ObservationEvent, TaskEnded
 from models import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.appliance.sessions.helpers import agent_on
+from tests.appliance.tasks.test_tasks import Script, _is_child, _step, _task
 
 pytestmark = pytest.mark.slow
 
