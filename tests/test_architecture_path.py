@@ -16,7 +16,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
-from appliance.compose import load_config, start_agent
+from appliance.compose import find_site, load_config, read_config, start_agent
 from appliance.events import EventStore
 from appliance.policy import PolicyEngine
 from models import ScriptedServer
@@ -30,7 +30,8 @@ OURS = ("appliance/", "tools/", "models/", "tui/")
 CALL = ["appliance/loop/_agent.py", "appliance/_dispatch.py", "appliance/policy/_gate.py",
         "appliance/policy/_engine.py", "tools/_tool.py", "tools/read.py", "appliance/_session.py",
         "appliance/events/_store.py"]
-SETUP = ["appliance/compose/_config.py", "appliance/compose/_start.py",
+SETUP = ["appliance/compose/_config.py", "appliance/compose/_layers.py",
+         "appliance/compose/_site.py", "appliance/compose/_start.py",
          "appliance/compose/_tooling.py"]
 
 
@@ -92,7 +93,7 @@ def test_abhed_run_to_a_read_and_its_events(abhed_home: Path, workspace: Path) -
         rec, code = _profiled(lambda: main(["run", "What does notes.txt say?", "-w", str(workspace)]))
         assert code == 0
     assert sorted(rec.path("call")) == sorted(["appliance/cli/__init__.py", "appliance/cli/run.py", *CALL]), rec.path("call")
-    assert [f for f in rec.path("setup") if f.startswith("appliance/compose/")] == SETUP
+    assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
     assert _listed(["appliance/cli/run.py", *CALL, *SETUP]) == []
 
 
@@ -131,7 +132,7 @@ def test_a_tui_prompt_to_a_read_and_its_events(abhed_home: Path, workspace: Path
         finally:
             link.close()
     assert sorted(rec.path("call")) == sorted(["tui/_link.py", *CALL]), rec.path("call")
-    assert [f for f in rec.path("setup") if f.startswith("appliance/compose/")] == SETUP
+    assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
     assert _listed(["tui/_app.py", "tui/_link.py"]) == []
 
 
@@ -142,6 +143,8 @@ def _profiled(fn: Callable[[], Any]) -> tuple[Recorder, Any]:
                     PolicyEngine.decide.__code__: lambda f: "call",
                     EventStore.append.__code__: _event_kind,
                     load_config.__code__: lambda f: "setup",
+                    read_config.__code__: lambda f: "setup",
+                    find_site.__code__: lambda f: "setup",
                     start_agent.__code__: lambda f: "setup"})
     sys.setprofile(rec)
     threading.setprofile(rec)

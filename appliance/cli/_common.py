@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,15 +16,21 @@ if TYPE_CHECKING:  # the composition loads when a verb runs, not for its --help
 
 config_option = click.option(
     "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-    help="Config file to use instead of ABHED_HOME/config.json.",
+    help="Your settings file instead of ABHED_HOME/config.json (it narrows the site's, if any).",
 )
 
 
-def get_config(path: Path | None) -> Config:
+def get_config(path: Path | None,
+               flags: Mapping[str, tuple[Any, str]] | None = None) -> Config:
+    """The effective settings (the site's, narrowed by ``--config``'s file and ``flags``).
+
+    A refusal (a broken site layer, a loosening, a bad file) is a usage error: exit 2,
+    nothing started.
+    """
     from appliance.compose import load_config
 
     try:
-        return load_config(path)
+        return load_config(path, flags)
     except AbhedError as exc:
         raise click.UsageError(str(exc)) from None
 

@@ -112,11 +112,9 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
     from appliance.policy import HeadlessApprover
     from models import ModelNotFound, ModelsError, ProviderConfigError
 
-    config = get_config(config_path)
-    limits = config.loop.model_copy(update={k: v for k, v in
-                                            {"max_turns": max_turns, "deadline_s": deadline_s}.items()
-                                            if v is not None})
-    config = config.model_copy(update={"loop": limits})
+    config = get_config(config_path, {f"loop.{k}": (v, f"abhed run --{k.replace('_', '-')}")
+                                      for k, v in (("max_turns", max_turns), ("deadline_s", deadline_s))
+                                      if v is not None})
     if len(prompt) > 1_000_000:
         raise click.UsageError("PROMPT is longer than 1,000,000 characters; put it in a file the agent can read")
     if force_tool is not None:

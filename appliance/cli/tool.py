@@ -12,7 +12,7 @@ import click
 from appliance._errors import AbhedError
 from appliance._session import Session
 from appliance.cli._common import config_option, get_config, open_store
-from appliance.compose import choose_mode, open_tooling
+from appliance.compose import choose_mode, layers_of, open_tooling
 from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
 from tools import Workspace, native_tools
 
@@ -81,7 +81,8 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
             session = Session.open(store, session_id, ws.root)
         else:
             session = Session.create(store, ws.root, version=version("abhed"),
-                                     settings={"tools": config.tools.model_dump(mode="json")})
+                                     settings={"tools": config.tools.model_dump(mode="json"),
+                                               "door": "abhed tool", **layers_of(config).record()})
     except AbhedError as exc:
         raise click.UsageError(str(exc)) from None
     click.echo(f"session: {session.id}", err=True)

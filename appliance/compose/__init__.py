@@ -8,7 +8,10 @@ errors, ``ABHED_HOME``, the session and the dispatcher.
 
 Public surface:
 
-- :class:`Config` and :func:`load_config`: ``config.json``, strictly validated;
+- :class:`Config` (``config.json``'s schema, the site's too) and :func:`load_config`:
+  the effective settings, the site layer (:func:`find_site`) narrowed by the
+  engineer's (:func:`layer`, :data:`DIRECTIONS`; :func:`layers_of` says where
+  each value came from); :func:`read_config` reads one file alone;
 - :func:`choose_mode`: a door's requested mode bounded by the operator's, once;
 - :func:`open_tooling` → :class:`Tooling` (tools, sandbox, extensions, MCP,
   policy and the dispatcher; :class:`Notice` for what set-up degraded);
@@ -20,7 +23,21 @@ Errors: :class:`appliance.ConfigError` (and the other ``AbhedError`` branches
 the parts raise); a refused mode is ``appliance.policy.ModeRefused``.
 """
 
-from appliance.compose._config import Config, load_config
+from appliance.compose._config import Config, SiteSwitches, read_config
+from appliance.compose._layers import (
+    DIRECTIONS,
+    Layered,
+    Origin,
+    Rule,
+    Widening,
+    WideningRefused,
+    layer,
+    layers_of,
+    leaf_fields,
+    load_config,
+    rule_for,
+)
+from appliance.compose._site import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
     Children,
     StartedAgent,
@@ -32,17 +49,34 @@ from appliance.compose._start import (
 from appliance.compose._tooling import Notice, NoticeKind, Tooling, choose_mode, open_tooling
 
 __all__ = [
+    "DIRECTIONS",
+    "HOST_SITE",
     "Children",
     "Config",
+    "Layered",
+    "Origin",
+    "Rule",
+    "SiteLayer",
+    "SiteOrigin",
+    "SiteRefused",
+    "SiteSwitches",
+    "Widening",
+    "WideningRefused",
     "Notice",
     "NoticeKind",
     "StartedAgent",
     "Tooling",
     "choose_mode",
     "choose_provider",
+    "find_site",
+    "layer",
+    "layers_of",
+    "leaf_fields",
     "load_config",
     "load_config_catalog",
     "open_store",
     "open_tooling",
+    "read_config",
+    "rule_for",
     "start_agent",
 ]

@@ -1,12 +1,15 @@
-"""``ABHED_HOME/config.json``: the operator's settings, validated strictly.
+"""The settings' schema (``config.json``, and the site spec's ``[agent]`` table), read strictly.
 
 Unknown keys are refused rather than ignored: a misspelt deny rule that is
-silently dropped is worse than an agent that will not start.
+silently dropped is worse than an agent that will not start.  The same model
+is the site layer's and the user layer's; how they meet is
+:mod:`appliance.compose._layers`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -22,11 +25,34 @@ from foundation import FileMissing, FoundationError, load_document
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
-__all__ = ["Config", "load_config"]
+__all__ = ["Config", "SiteSwitches", "read_config"]
+
+
+class SiteSwitches(BaseModel):
+    """What the site lets an engineer's own config add (config section ``site``).
+
+    Only the site layer may set these (docs/configuration.md, "What an engineer
+    may change"); on a development checkout they mean nothing.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allow_user_allow_rules: bool = Field(
+        default=False, description="Let an engineer add policy.allow rules (they widen what runs "
+        "without asking). Off: only the site's allow rules apply.")
+    allow_user_extensions: bool = Field(
+        default=False, description="Let an engineer add extensions of their own, veto-only (no "
+        "list_tools/invoke_tool). The site's extensions always stay.")
+    allow_user_mcp_servers: bool = Field(
+        default=False, description="Let an engineer add MCP servers of their own (they add tools). "
+        "Off: only the site's reviewed servers, by name and pin.")
+    allow_user_providers: bool = Field(
+        default=False, description="Let an engineer add model providers of their own. Off: only "
+        "the site's model service.")
 
 
 class Config(BaseModel):
-    """The whole operator configuration."""
+    """The whole configuration: the site's settings, an engineer's, or the two layered."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -36,12 +62,22 @@ class Config(BaseModel):
     extensions: list[ExtensionSpec] = Field(default_factory=list)
     mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     events: EventLogSettings = Field(default_factory=EventLogSettings)
+    site: SiteSwitches = Field(default_factory=SiteSwitches)
     _source: str | None = PrivateAttr(default=None)
+    _layered: Any = PrivateAttr(default=None)  # appliance.compose._layers.Layered, when layered
 
     @property
     def source(self) -> str:
         """The file this config came from, as refusals name it (built-in defaults: none)."""
         return self._source or f"{abhed_home() / 'config.json'} (not present: built-in defaults)"
+
+    def source_of(self, setting: str) -> str:
+        """The file (or flag) the effective value of ``setting`` came from, for a refusal."""
+        if self._layered is not None:
+            origin = self._layered.origin(setting)
+            if origin.kind != "default":
+                return str(origin.where)
+        return self.source
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
@@ -78,10 +114,11 @@ class Config(BaseModel):
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few KiB; far more is not one
 
 
-def load_config(path: Path | None = None) -> Config:
-    """Load config from ``path`` (or ``ABHED_HOME/config.json``; absent means defaults).
+def read_config(path: Path | None = None) -> Config:
+    """One file's settings: ``path`` (or ``ABHED_HOME/config.json``; absent means defaults).
 
-    Read strictly (``foundation.load_document``): every invalid key is named with
+    The user layer alone; a door wants :func:`appliance.compose.load_config`,
+    which narrows the site's settings by it.  Read strictly (``foundation.load_document``): every invalid key is named with
     its location, not only the first.
     """
     explicit = path is not None

@@ -20,6 +20,7 @@ from appliance._errors import AbhedError, ConfigError
 from appliance._home import abhed_home, events_db_path
 from appliance._session import Session
 from appliance.compose._config import Config
+from appliance.compose._layers import layers_of
 from appliance.compose._tooling import Notice, Tooling, artifact_store, choose_mode, open_tooling
 from appliance.events import EventStore
 from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_prompt
@@ -109,7 +110,8 @@ class Children:
                      session_id: str) -> Session:
         """A new session in the parent's log, linked to the ``task`` call that made it."""
         child = Session.create(parent.store, parent.workspace, version=version("abhed"),
-                               parent=(parent.id, call_id), settings=settings,
+                               parent=(parent.id, call_id),
+                               settings={**settings, **layers_of(self.tooling.config).record()},
                                session_id=session_id)
         parent.adopt(child)  # rpc and --json stream the child's events too
         return child
@@ -200,7 +202,8 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
             session = Session.create(store, ws.root, version=version("abhed"), settings={
                 "tools": config.tools.model_dump(mode="json"), "provider": pconf.name,
                 "model": provider.model, "mode": choice.mode, "mode_chosen_by": choice.chosen_by,
-                "door": door, "model_signature": model_signature(catalog, pconf.catalog_entry)})
+                "door": door, "model_signature": model_signature(catalog, pconf.catalog_entry),
+                **layers_of(config).record()})
         t = config.tasks
         subagents = Subagents(max_concurrent=t.max_concurrent, default_max_turns=t.default_max_turns,
                               max_tokens=t.max_tokens, max_seconds=t.max_seconds)

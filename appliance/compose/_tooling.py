@@ -33,6 +33,7 @@ from appliance._dispatch import Dispatcher
 from appliance._errors import ConfigError
 from appliance._session import Session
 from appliance.compose._config import Config
+from appliance.compose._layers import layers_of
 from appliance.events import DecisionBasis, SessionEnded, StartupNotice
 from appliance.extensions import ExtensionHost, ExtensionSpec
 from appliance.mcp import McpGateway, McpServerSpec
@@ -49,23 +50,29 @@ from appliance.sandbox import SandboxError, open_sandbox
 from appliance.sessions import ArtifactStore
 from tools import FileLedger, ShellSandbox, Tool, ToolContext, Workspace, native_tools
 
-__all__ = ["Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "decision_basis",
+__all__ = ["NO_SITE", "Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "decision_basis",
            "open_tooling", "record_basis"]
 
-NoticeKind = Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
+_Recorded = Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
+NoticeKind = _Recorded | Literal["no_site_settings"]
+#: Said once per door on a development checkout (not recorded: ``session_started`` says "none").
+NO_SITE = ("no site settings apply: neither /etc/abhed/site nor this installation's abhed-site "
+           "exists, so this is a development checkout and your own config is the whole policy "
+           "(docs/configuration.md, 'The site layer')")
 
 
 @dataclass(frozen=True)
 class Notice:
-    """One thing set-up refused or degraded, as every door says it."""
+    """One thing set-up refused or degraded (a ``warning``), or a ``note`` every door says."""
 
     kind: NoticeKind
     subject: str
     message: str
+    level: Literal["warning", "note"] = "warning"
 
     def line(self) -> str:
-        """The one-line warning a CLI door prints on stderr."""
-        return f"warning: {self.message}"
+        """The one line a CLI door prints on stderr."""
+        return f"{self.level}: {self.message}"
 
 
 def _close_parts(session: Session, reason: str, sandbox: ShellSandbox | None,
@@ -118,7 +125,8 @@ def choose_mode(config: Config, requested: Mode | str | None, *, door: str) -> M
     Every door calls this once, before anything is opened, and hands the
     choice on; a looser mode raises ``ModeRefused`` naming ``door``.
     """
-    return resolve_mode(requested, config.policy, door=door, config_file=config.source)
+    return resolve_mode(requested, config.policy, door=door,
+                        config_file=config.source_of("policy.mode"))
 
 
 def artifact_store(config: Config, session: Session) -> ArtifactStore:
@@ -199,8 +207,10 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *, mode
     """
     tools: dict[str, Tool] = dict(native_tools())
     notices: list[Notice] = []
+    if layers_of(config).site is None:
+        notices.append(Notice("no_site_settings", "site", NO_SITE, "note"))
 
-    def notice(kind: NoticeKind, subject: str, message: str) -> None:
+    def notice(kind: _Recorded, subject: str, message: str) -> None:
         notices.append(Notice(kind, subject, message))
         session.append(StartupNotice(session_id=session.id, kind=kind, subject=subject,
                                      message=message))
@@ -244,7 +254,8 @@ def open_tooling(config: Config, session: Session, workspace: Workspace, *, mode
                       sandbox_problem=problem, artifacts=artifact_store(config, session),
                       subagents=subagents)
     gate = Gate(PolicyEngine(settings), hook=host, approver=approver, run_id=run_id,
-                chosen_by=mode.chosen_by, operator=config.policy, config_file=config.source,
+                chosen_by=mode.chosen_by, operator=config.policy,
+                config_file=config.source_of("policy.mode"),
                 basis_digest=basis.digest)
     return Tooling(Dispatcher(session, tools, ctx, gate), tools, ctx, mode, config, host, gateway,
                    notices)

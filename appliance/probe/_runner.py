@@ -28,6 +28,7 @@ from appliance.compose import (
     Tooling,
     choose_mode,
     choose_provider,
+    layers_of,
     load_config_catalog,
     open_tooling,
 )
@@ -148,7 +149,8 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     session = _locked(store, str(scratch), version=version("abhed"), settings={
         "probe": {"families": list(families), "quick": options.quick,
                   "cases": [c.id for c in cases], "bar": bar.model_dump(mode="json")},
-        "provider": pconf.name, "model": provider.model})
+        "provider": pconf.name, "model": provider.model, "door": "abhed probe",
+        **layers_of(config).record()})
     jobs: list[tuple[Case, str, int]] = []
     for case in cases:
         if case.family == "recovery":
