@@ -202,3 +202,36 @@ def test_a_site_this_user_cannot_look_into_refuses(host: Path, tmp_path: Path) -
     out = _as_engineer(code)
     assert out.returncode == 3, out.stderr
     assert "cannot be examined by this user" in out.stdout
+
+
+def test_each_session_records_what_governed_it_and_the_auditor_lists_it(
+        host: Path, tmp_path: Path, workspace: Path) -> None:
+    from appliance import events_db_path
+    from appliance.cli import main
+    from appliance.compose import layers_of
+    from appliance.events import export_log
+    from tests.appliance.events.test_export import auditor_run
+
+    def tool() -> str:
+        out = CliRunner().invoke(main, ["tool", "glob", '{"pattern": "*"}', "-w", str(workspace)])
+        assert out.exit_code == 0, out.output
+        return out.output.split("session: ")[1].split()[0]
+
+    bare = tool()  # a development checkout: no site
+    release = write_site(tmp_path / "opt" / "site")
+    (host / "site").symlink_to(release)
+    governed = tool()
+    effective = layers_of(load_config()).digest
+    site_sha = json.loads((release / "origin.json").read_text())["settings_sha256"]
+    store = EventStore(events_db_path())
+    started = {e.event.session_id: e.event.settings for e in store.events(types=("session_started",))}
+    assert started[bare]["site"] == "none" and started[bare]["site_settings_sha256"] == "none"
+    assert started[governed]["site"] == "lab" and started[governed]["release"] == "1.0"
+    assert started[governed]["signing_key_ids"] == ["RWQkey1"]
+    assert started[governed]["bundle_manifest_sha256"] == "c" * 64
+    assert started[governed]["site_settings_sha256"] == site_sha
+    assert started[governed]["effective_settings_sha256"] == effective
+    export_log(store, tmp_path / "audit.jsonl")
+    listed = {line.split()[0]: line for line in auditor_run(tmp_path / "audit.jsonl")[1:]}
+    assert f"site=lab release=1.0 site_settings={site_sha} effective={effective}" in listed[governed]
+    assert "site=none release=none" in listed[bare]
