@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from appliance._errors import ConfigError
 from appliance.compose._config import Config
-from foundation import FoundationError, problems_of, read_regular, validate_document
+from foundation import FoundationError, read_regular, validate_document
 
 __all__ = ["HOST_SITE", "MAX_SITE_BYTES", "SiteLayer", "SiteOrigin", "SiteRefused", "find_site",
            "load_site", "venv_site"]
@@ -184,6 +184,18 @@ def _read(directory: Path, name: str, where: Path) -> bytes:
         raise _refuse(where, f"{path} cannot be read ({exc.strerror})") from None
 
 
+def _origin(directory: Path, data: bytes, where: Path) -> SiteOrigin:
+    try:
+        raw = json.loads(data.decode("utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        return validate_document(raw, SiteOrigin, what="site origin",
+                                 source=directory / "origin.json")
+    except (UnicodeDecodeError, ValueError, FoundationError) as exc:
+        raise _refuse(where, f"{directory / 'origin.json'} is not a valid origin record: {exc}") \
+            from None
+
+
 def load_site(where: Path) -> SiteLayer:
     """The site layer at ``where`` (a place that exists), checked whole, or :class:`SiteRefused`."""
     directory = trusted_path(where, where)
@@ -191,12 +203,7 @@ def load_site(where: Path) -> SiteLayer:
         raise _refuse(where, f"{directory} is not a directory")
     data = _read(directory, "settings.json", where)
     origin_bytes = _read(directory, "origin.json", where)
-    try:
-        origin = SiteOrigin.model_validate_json(origin_bytes)
-    except ValidationError as exc:
-        found = "; ".join(f"{p.where}: {p.message}" for p in problems_of(exc))
-        raise _refuse(where, f"{directory / 'origin.json'} is not a valid origin record: {found}") \
-            from None
+    origin = _origin(directory, origin_bytes, where)
     digest = hashlib.sha256(data).hexdigest()
     if digest != origin.settings_sha256:
         raise _refuse(where, f"{directory / 'settings.json'} has sha256 {digest}, not the "
