@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,8 @@ from appliance.policy import MODES
 from foundation import FoundationError, validate_document
 
 __all__ = ["DIRECTIONS", "Direction", "Layered", "Origin", "Rule", "Widening", "WideningRefused",
-           "layer", "layers_of", "leaf_fields", "load_config", "rule_for"]
+           "SYSTEM_PATH", "govern_environment", "layer", "layers_of", "leaf_fields", "load_config",
+           "rule_for"]
 
 Direction = Literal["stricter", "lower", "higher", "union", "subset", "stronger", "site_only",
                     "kept", "gated", "free"]
@@ -498,6 +500,10 @@ def layer(site: SiteLayer | None, user: Config, user_file: str,
         _set(user_data, path, value)
         user_origins[path] = Origin("flag", flag)
     merge = _Merge(site, user_data, user_origins, defaults)
+    if site is not None and "image_dir" not in merge.site_raw.get("sandbox", {}):
+        # The default, ABHED_HOME/image, is the engineer's to fill: under a site the image is
+        # the release's own, laid out beside its settings by the installer.
+        merge.site_raw.setdefault("sandbox", {})["image_dir"] = str(site.directory.parent / "image")
     for path in leaf_fields():
         merge.settle(path)
     if merge.refusals and refuse:
@@ -539,7 +545,28 @@ def load_config(path: Path | None = None,
     """
     site = find_site()
     user = read_config(path)
-    return layer(site, user, user.source, flags).config
+    layered = layer(site, user, user.source, flags)
+    if site is not None:
+        govern_environment()
+    return layered.config
+
+
+#: Where programs are looked up under a site layer: the system's directories, never the
+#: engineer's PATH (a `bwrap`, `qemu-system-x86_64`, `rg` or an extension's command of
+#: their own, first on PATH, would stand in for the site's).
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def govern_environment() -> None:
+    """Under a site layer, this process looks programs up on :data:`SYSTEM_PATH` only.
+
+    The sandbox (bwrap, QEMU, virtiofsd), the grep engine, and the site's
+    extensions and MCP servers named by a bare command are found through PATH;
+    an engineer's own PATH could put a program of theirs in front.  What the
+    engineer's shell commands see inside the sandbox is the sandbox's own
+    environment (``sandbox.env_allow``), not this.
+    """
+    os.environ["PATH"] = SYSTEM_PATH
 
 
 def layers_of(config: Config) -> Layered:

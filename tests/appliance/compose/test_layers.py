@@ -181,3 +181,13 @@ def test_the_effective_digest_changes_with_what_governs() -> None:
     a = layer(site(), user(), "u").digest
     assert a == layer(site(), user(), "u").digest
     assert a != layer(site(), user(loop={"max_turns": 3}), "u").digest
+
+
+def test_the_docs_table_lists_every_setting_with_its_direction() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
+    table = doc[doc.index("## What an engineer may change"):].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip().strip("`"): line for line in table.splitlines()
+            if line.startswith("| `")}
+    assert sorted(rows) == sorted(DIRECTIONS), "regenerate the table in docs/configuration.md"
+    for key, rule in DIRECTIONS.items():
+        assert rule.why in rows[key] and (rule.switch is None or rule.switch in rows[key])

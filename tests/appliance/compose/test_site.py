@@ -66,6 +66,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     etc.mkdir(mode=0o755)
     monkeypatch.setattr(site_module, "HOST_SITE", etc / "site")
     monkeypatch.setattr(sys, "prefix", str(tmp_path / "venv"))
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # a site layer resets it: put it back after
     yield etc
 
 
@@ -235,3 +236,16 @@ def test_each_session_records_what_governed_it_and_the_auditor_lists_it(
     listed = {line.split()[0]: line for line in auditor_run(tmp_path / "audit.jsonl")[1:]}
     assert f"site=lab release=1.0 site_settings={site_sha} effective={effective}" in listed[governed]
     assert "site=none release=none" in listed[bare]
+
+
+def test_under_a_site_programs_come_from_the_system_not_the_engineers_path(
+        host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{tmp_path}/mine:{os.environ['PATH']}")
+    load_config()
+    assert f"{tmp_path}/mine" in os.environ["PATH"]  # a development checkout: untouched
+    release = write_site(tmp_path / "opt" / "releases" / "3" / "site")
+    (host / "site").symlink_to(release)
+    config = load_config()
+    assert os.environ["PATH"] == "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    # ... and the microVM image is the release's own, not ABHED_HOME/image.
+    assert config.sandbox.image_dir == str(tmp_path / "opt" / "releases" / "3" / "image")
