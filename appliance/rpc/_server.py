@@ -234,8 +234,8 @@ class RpcServer:
         return {"session_id": agent.session.id, "provider": provider.name, "model": provider.model,
                 "mode": started.mode.mode, "mode_chosen_by": started.mode.chosen_by,
                 "workspace": agent.session.workspace, "tools": sorted(agent.tools),
-                "notices": [{"kind": n.kind, "subject": n.subject, "message": n.message}
-                            for n in started.notices]}
+                "notices": [{"kind": n.kind, "subject": n.subject, "message": n.message,
+                             "level": n.level} for n in started.notices]}
 
     def _need_agent(self) -> Agent:
         if self.agent is None:

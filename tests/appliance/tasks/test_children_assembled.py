@@ -20,6 +20,7 @@ from appliance.events import (
     PolicyDecision,
     RunEnded,
     RunStarted,
+    SessionStarted,
     TaskStarted,
 )
 from appliance.extensions import ExtensionSpec
@@ -110,6 +111,11 @@ def test_a_child_compacts_against_the_catalogs_context_length(
     assert "was masked" in last or "summary of the earlier conversation" in last
     [ended] = [e for e in child if isinstance(e, RunEnded)]
     assert ended.reason == "done"
+    # The child's start records what governed it, as its parent's does.
+    [parent_start] = [e.event for e in store.events(sid, types=("session_started",))]
+    assert isinstance(child[0], SessionStarted) and isinstance(parent_start, SessionStarted)
+    keys = ("site", "site_settings_sha256", "effective_settings_sha256")
+    assert [child[0].settings[k] for k in keys] == [parent_start.settings[k] for k in keys]
 
 
 _EXTENSION = """\
