@@ -231,7 +231,7 @@ class Layered:
         the ones the exports read (``appliance.events``' OCSF mapping, the auditor).
         """
         o = self.site.origin if self.site is not None else None
-        return {"site": o.site if o else "none", "release": o.release if o else "none",
+        return {"site": o.site if o else "none", "release": str(o.release) if o else "none",
                 "bundle_manifest_sha256": o.bundle_manifest_sha256 if o else "none",
                 "signing_key_ids": list(o.signing_key_ids) if o else [],
                 "site_settings_sha256": o.settings_sha256 if o else "none",

@@ -73,7 +73,7 @@ class SiteOrigin(BaseModel):
 
     format: str = Field(pattern=r"^abhed-site-origin/1$")
     site: str = Field(min_length=1, max_length=200)
-    release: str = Field(min_length=1, max_length=100)
+    release: str | int = Field(description="The release's version, as the installer names it.")
     bundle_manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     signing_key_ids: list[str] = Field(max_length=16)
     settings_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
