@@ -42,6 +42,7 @@ from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor
 from ._errors import HealthCheckFailed
 from ._layout import Layout
 from ._proc import child_env, run, tail
+from ._site import release_has_site
 
 __all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_health_check"]
 
@@ -183,11 +184,11 @@ def run_health_check(release: Path, layout: Layout, *, on_step: Callable[[str], 
 
 
 def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
-           env: dict[str, str], accept: str | None) -> HealthStep:
+           env: dict[str, str], accept: str | None, sites: bool = False) -> HealthStep:
     from ._probe import run_probe_step
 
     t0 = time.monotonic()
-    if d.agent_config is None:
+    if d.agent_config is None and not sites:
         if not accept:
             raise HealthCheckFailed("the release declares no agent_config, so the capability probe cannot "
                                     "reach the model: nothing was switched. Declare one in abhed-serve.json, "
@@ -197,7 +198,8 @@ def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
                          "problem": "no agent_config: the probe could not run"})
     fresh = home / "probe-home"
     fresh.mkdir()
-    shutil.copyfile(home / "config.json", fresh / "config.json")
+    if not sites:
+        shutil.copyfile(home / "config.json", fresh / "config.json")
     outcome = run_probe_step(
         release, layout, model_dir, probe_argv=[str(release / "venv" / "bin" / "abhed"), "probe", "--quick"],
         env={**env, "ABHED_HOME": str(fresh)}, cwd=fresh, home=fresh, timeout_s=d.probe_timeout_s,
@@ -224,7 +226,11 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
               "probe_file": str(workspace / "PROBE.txt")}
     argv = expand(d.command, values, release=release, what="the model-server command")
     probe = expand(d.agent_probe, values, release=release, what="the agent probe")
-    if d.agent_config is not None:
+    # A release with site settings is checked as engineers get it: the site's settings alone
+    # (its provider is this server, on the service's port), nothing of the gate's own, which
+    # the agent would refuse as a widening (docs/configuration.md, "What an engineer may change").
+    as_engineers = release_has_site(release)
+    if d.agent_config is not None and not as_engineers:
         config = expand_values(d.agent_config, values, what="the agent config")
         (home / "config.json").write_text(json.dumps(config, indent=1) + "\n", "utf-8")
     env = child_env({"ABHED_HOME": str(home), **d.env})
@@ -271,7 +277,8 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
                               "the agent's tool call saw the probe file"))
         on_step("agent tool call: ok")
         on_step("capability probe (abhed probe --quick)")
-        step = _probe(release, layout, d, model_dir, home, env, accept_probe_failure)
+        step = _probe(release, layout, d, model_dir, home, env, accept_probe_failure,
+                      as_engineers)
         steps.append(step)
         on_step(f"capability probe: {step.detail}")
     finally:

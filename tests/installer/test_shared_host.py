@@ -221,14 +221,22 @@ def test_2_every_loosening_route_is_refused_with_its_name(host: Host, route: str
 def test_3_a_copy_of_the_venv_and_a_planted_site_are_refused(host: Host) -> None:
     uid = ENGINEERS[1]
     mine = host.homes[uid] / "venv"
-    copied = host.run(uid, "-c", "true", program=Path("/bin/sh"))  # the engineer can run things
-    assert copied.returncode == 0
     cp = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                          "cp", "-a", str(host.installer.prefix / "current/venv"), str(mine)],
                         capture_output=True, text=True, timeout=300, check=False)
     assert cp.returncode == 0, cp.stderr
+    # The copy's abhed script still runs the release's own interpreter: governed as before.
     done = host.run(uid, "config", "show", program=mine / "bin" / "abhed")
+    assert done.returncode == 0 and "# site 'plant-7', release 1" in done.stdout, done.stderr
+    # The copy's own interpreter finds the copied link in a directory the engineer owns:
+    # not the site's word, whatever it points at.
+    done = host.run(uid, "-m", "appliance.cli", "config", "show", program=mine / "bin" / "python")
     assert done.returncode == 2 and f"owned by uid {uid}" in done.stderr, done.stderr
+    # ... and with the link gone, a development checkout: what only /etc/abhed/site governs
+    # (docs/configuration.md, "Where the site layer is a boundary").
+    (mine / "abhed-site").unlink()
+    done = host.run(uid, "-m", "appliance.cli", "config", "show", program=mine / "bin" / "python")
+    assert done.returncode == 0 and "no site settings apply" in done.stdout
 
 
 def test_4_no_engineer_can_read_anothers_record(host: Host) -> None:
