@@ -36,6 +36,13 @@ def _value(data: Any, path: str) -> Any:
     return data
 
 
+def _shown(value: Any) -> Any:
+    """A list entry as written: fields left unset (null, empty) are not shown."""
+    if isinstance(value, dict):
+        return {k: _shown(v) for k, v in value.items() if v not in (None, {}, [])}
+    return value
+
+
 def _rows(layered: Any) -> list[dict[str, Any]]:
     from appliance.compose import leaf_fields
 
@@ -46,7 +53,7 @@ def _rows(layered: Any) -> list[dict[str, Any]]:
         if isinstance(value, list) and value:
             for i, item in enumerate(value):
                 origin = layered.origin(f"{path}[{i}]")
-                rows.append({"setting": f"{path}[{i}]", "value": item, "origin": origin.kind,
+                rows.append({"setting": f"{path}[{i}]", "value": _shown(item), "origin": origin.kind,
                              "where": origin.where})
             continue
         origin = layered.origin(path)
@@ -55,11 +62,15 @@ def _rows(layered: Any) -> list[dict[str, Any]]:
 
 
 @config.command("show")
+@click.argument("only", metavar="[SETTING]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: the site, the digests, "
               "every setting with its value and origin, and the refusals.")
 @config_option
-def show(as_json: bool, config_path: Path | None) -> None:
-    """Print every effective setting with its origin (site, user, default)."""
+def show(only: str | None, as_json: bool, config_path: Path | None) -> None:
+    """Print every effective setting with its origin (site, user, default).
+
+    SETTING (e.g. ``policy`` or ``loop.max_turns``) shows only that setting or section.
+    """
     from appliance.compose import find_site, layer, read_config
 
     try:
@@ -69,6 +80,14 @@ def show(as_json: bool, config_path: Path | None) -> None:
     except AbhedError as exc:
         raise click.UsageError(str(exc)) from None
     rows = _rows(layered)
+    if only is not None:
+        rows = [r for r in rows if r["setting"] == only or r["setting"].startswith((f"{only}.",
+                                                                                  f"{only}["))]
+        if not rows:
+            from appliance.compose import leaf_fields
+
+            sections = sorted({f.split(".")[0] for f in leaf_fields()})
+            raise click.UsageError(f"no setting {only!r}; sections: {', '.join(sections)}")
     refusals = [r.line(site.settings_file) for r in layered.refusals] if site is not None else []
     record = layered.record()
     if as_json:

@@ -238,9 +238,12 @@ class Layered:
                 "effective_settings_sha256": self.digest}
 
     def origin(self, path: str) -> Origin:
-        """Where ``path``'s value came from (a section: its first value's origin)."""
+        """Where ``path``'s value came from (a section: its first value's origin; a list's
+        entry: its own, else the list's)."""
         if path in self.origins:
             return self.origins[path]
+        if path.endswith("]") and "[" in path:
+            return self.origin(path[:path.rindex("[")])
         for key, found in self.origins.items():
             if key.startswith(path + ".") or key.startswith(path + "["):
                 return found

@@ -17,7 +17,8 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +40,13 @@ class Step:
     command: str  # as the operator types it, after "abhed-installer " (or "abhed ")
     before: Callable[[Path], None] | None = None
     exit_code: int = 0
-    program: str = "abhed-installer"
+    program: str = "abhed-installer"  # or "abhed" (this tree's), or "engineer" (see ENGINEER)
     hidden: str = ""  # arguments run but not shown (the default prefix's links)
+
+
+#: The engineer of the guide's last steps: a real unprivileged user running the installed
+#: ``PREFIX/bin/abhed`` in their own project, with nothing of their own configured.
+ENGINEER = 1001
 
 
 def _alter(prefix: Path) -> None:
@@ -53,6 +59,14 @@ def _loosen(prefix: Path) -> None:
     f.write_text(f.read_text().replace('"mode": "ask"', '"mode": "auto"'))
 
 
+def _engineer_loosens(prefix: Path) -> None:
+    """The engineer's own config asks for more than the site allows."""
+    mine = prefix.parent / "engineer" / ".abhed" / "config.json"
+    mine.write_text('{"policy": {"mode": "auto", "allow": [{"tool": "bash"}]},\n'
+                    ' "sandbox": {"backend": "host"}}\n')
+    os.chown(mine, ENGINEER, ENGINEER)
+
+
 LINKS = "--host-link {sysroot}/etc/abhed/site --bin-link {sysroot}/usr/local/bin/abhed"
 
 STEPS = [
@@ -60,6 +74,9 @@ STEPS = [
     Step("preflight", "preflight abhed-1.abhed --trust publisher.pub", hidden=LINKS),
     Step("install", "install abhed-1.abhed --trust publisher.pub", hidden=LINKS),
     Step("status", "status"),
+    Step("engineer-show", "config show policy", program="engineer"),
+    Step("engineer-loosen", "run 'tidy up the build' -w .", program="engineer",
+         before=_engineer_loosens, exit_code=2),
     Step("diff", "bundle diff abhed-1.abhed abhed-2.abhed --trust publisher.pub",
          program="abhed"),
     Step("upgrade", "upgrade abhed-2.abhed"),
@@ -81,6 +98,7 @@ def normalise(text: str, work: Path) -> str:
     The prefix is ``work/prefix`` (shown as /opt/abhed, so ``work`` itself is /opt) and
     the bundles and key lie in ``work/site``, the current directory.
     """
+    text = text.replace(str(work / "engineer"), "/home/ana")
     text = text.replace(str(work / "sysroot"), "")
     text = text.replace(str(work / "prefix"), PREFIX).replace(str(work / "site") + "/", "")
     text = text.replace(str(work / "site"), ".").replace(str(work), "/opt")
@@ -122,6 +140,11 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
     shutil.copy(bad, site / "abhed-3.abhed")
     shutil.copy(keys.pub, site / "publisher.pub")
     (work / "sysroot/etc").mkdir(parents=True)
+    engineer = work / "engineer"
+    for d in (engineer, engineer / ".abhed", engineer / "project"):
+        d.mkdir()
+        os.chown(d, ENGINEER, ENGINEER)
+    os.chmod(engineer, 0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ABHED_INSTALLER")}
     env.update(ABHED_PREFIX=str(prefix), ABHED_INSTALLER_SYSROOT=str(work / "sysroot"),
                COLUMNS="100")
@@ -131,13 +154,20 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
             step.before(prefix)
         program = installer_bin if step.program == "abhed-installer" else \
             [sys.executable, "-m", "appliance.cli"]
+        cwd, run_env = site, env
+        if step.program == "engineer":
+            program = ["setpriv", f"--reuid={ENGINEER}", f"--regid={ENGINEER}", "--clear-groups",
+                       str(prefix / "bin" / "abhed")]
+            cwd, run_env = engineer / "project", {
+                "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(engineer), "COLUMNS": "100",
+                "ABHED_HOME": str(engineer / ".abhed"), "PYTHONDONTWRITEBYTECODE": "1"}
         argv = program + shlex.split(step.command) + \
             shlex.split(step.hidden.format(sysroot=work / "sysroot"))
-        p = subprocess.run(argv, cwd=site, env=env, stdout=subprocess.PIPE,
+        p = subprocess.run(argv, cwd=cwd, env=run_env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
                            timeout=900)
         assert p.returncode == step.exit_code, f"{step.command}: exit {p.returncode}\n{p.stdout}"
-        shown = f"$ {step.program} {step.command}\n{p.stdout}"
+        shown = f"$ {'abhed' if step.program == 'engineer' else step.program} {step.command}\n{p.stdout}"
         if step.exit_code:
             shown += f"$ echo $?\n{step.exit_code}\n"
         blocks[step.id] = normalise(shown, work)
@@ -167,11 +197,20 @@ def test_normalise_replaces_what_varies() -> None:
                    "#26 <time> operator@host rollback start begun release 1")
 
 
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A root-owned 0755 scratch dir: the guide's engineer passes through it to the prefix."""
+    base = Path(tempfile.mkdtemp(prefix="abhed-guide-")).resolve()
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base)
+
+
 def test_the_guide_shows_the_binarys_real_output(installer_bin: list[str],
                                                  make_bundle: BundleMaker, keys: Keys,
-                                                 tmp_path: Path) -> None:
+                                                 work: Path) -> None:
     text = GUIDE.read_text()
-    blocks = run_transcript(installer_bin, make_bundle, keys, tmp_path)
+    blocks = run_transcript(installer_bin, make_bundle, keys, work)
     if os.environ.get("ABHED_WRITE_GUIDE") == "1":
         GUIDE.write_text(rewrite(text, blocks))
         text = GUIDE.read_text()

@@ -80,6 +80,7 @@ def test_no_user_settings_is_the_site_exactly() -> None:
     assert got.config.model_dump() == site().settings.model_dump() | {
         "policy": got.config.policy.model_dump()}
     assert got.origin("policy.mode").kind == "site" and got.origin("loop.max_tokens").kind == "default"
+    assert got.origin("policy.deny[0]").kind == "site"  # an entry of a list the site set
     assert got.config.policy.mode == "ask" and "mode" in got.config.policy.model_fields_set
 
 
