@@ -155,6 +155,7 @@ class AbhedApp(App[int]):
         self._events_handled = 0  # events from the sink handled so far (orders the deltas)
         self._last_second = 0
         self._forgot_seen = 0
+        self._status_shown: tuple[str, tuple[Any, ...]] = ("", ())
         self._drawn_seen = 0
         self.exit_code = 0
 
@@ -251,9 +252,9 @@ class AbhedApp(App[int]):
         self.options["session_id"] = msg.info.session_id
         self.state = "idle"
         history = self.link.history() if self.link is not None else []
-        for stored in history:  # a resumed session is re-rendered from its log
-            self._event(stored.event, replay=True)
-        self.transcript.follow_end()
+        with self.transcript.bulk():  # a resumed session is re-rendered from its log
+            for stored in history:
+                self._event(stored.event, replay=True)
         self._notices(msg.info)
         fresh = not any(s.event.type == "user_message" for s in history)
         if msg.info.mode_chosen_by == "caller" and fresh:
@@ -399,7 +400,8 @@ class AbhedApp(App[int]):
                 self.transcript.changed(card)
             case _:
                 pass
-        self._status()
+        if not replay:
+            self._status()
 
     def _turn(self, text: str) -> None:
         """A model turn was recorded: the streamed reply (if any) is finished with its text."""
@@ -630,7 +632,10 @@ class AbhedApp(App[int]):
         if state == "starting" and self.preparing:
             state = f"starting: reaching {self.preparing}"
         t.append(("● " if busy else "○ ") + state, style="yellow" if busy else "green")
-        line.update(t)
+        shown = (t.plain, tuple(t.spans))
+        if shown != self._status_shown:  # an unchanged line is not drawn again
+            self._status_shown = shown
+            line.update(t)
 
     def _queue_view(self) -> None:
         view = self.query_one("#queue", Static)

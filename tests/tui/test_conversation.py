@@ -547,3 +547,27 @@ async def test_a_steer_the_run_never_read_is_sent_as_the_next_prompt() -> None:
         app.post_message(RunFinished(None, None))
         await pilot.pause()
         assert link.sent == ["first", "and also this"] and "next prompt" in notes(app)[-1]
+
+
+async def test_a_resumed_long_session_draws_only_what_is_near_the_screen() -> None:
+    from appliance.events import ModelTurn, UserMessage
+
+    log = []
+    for i in range(300):
+        log += [stored(UserMessage(session_id=SID, run_id="r", text=f"prompt number {i}")),
+                stored(ModelTurn(session_id=SID, run_id="r", turn=1, text=f"answer {i}",
+                                 duration_ms=1.0))]
+
+    class Resumed(FakeLink):
+        def history(self) -> list[Any]:
+            return log
+
+    app = fake_app(link_factory=Resumed)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        t = app.transcript
+        assert len(t.entries) == 600 and t.follow and t.scroll_y == t.max_scroll_y
+        assert sum(t._measured) < 40  # the rest waits, estimated, until scrolled to
+        assert prompts_on_screen(app)[-1] == 299
+        await pilot.press("ctrl+home")
+        assert prompts_on_screen(app)[0] == 0
