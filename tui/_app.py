@@ -271,17 +271,19 @@ class AbhedApp(App[int]):
     def _notices(self, info: LinkInfo) -> None:
         """What set-up refused or degraded: a degradation said once, plainly; a loss each time.
 
-        A sandbox fallback (bubblewrap instead of a microVM) is said the first time
-        it happens for this reason, then only by the status line and /sandbox; a
-        tool that is missing (no sandbox at all, an MCP server refused, an extension
-        dead) is said at every start, in red, because something is wrong.
+        A sandbox fallback (bubblewrap instead of a microVM) and a note (a development
+        checkout: no site settings) are said the first time they happen for this reason,
+        then only by the status line and /sandbox; a tool that is missing (no sandbox at
+        all, an MCP server refused, an extension dead) is said in red at every start,
+        because something is wrong.
         """
         for notice in info.notices:
-            if notice.startswith("the shell runs under bubblewrap"):
-                if _first_time(notice):
-                    self.note(f"note: {notice} (said once; /sandbox says it again)")
+            if notice.degraded_only:
+                if _first_time(notice.message):
+                    again = "; /sandbox says it again" if notice.kind.startswith("sandbox") else ""
+                    self.note(f"note: {notice.message} (said once{again})")
                 continue
-            self.note(notice, error=True)
+            self.note(notice.message, error=True)
 
     def on_link_failed(self, msg: LinkFailed) -> None:
         self._failed(msg.message)
@@ -915,8 +917,9 @@ class AbhedApp(App[int]):
             return
         self.note(f"sandbox: {self.info.sandbox} (`abhed sandbox check` compares the backends)")
         for notice in self.info.notices:
-            if notice.startswith("the shell runs under bubblewrap"):
-                self.note(f"note: {notice}")
+            if notice.kind.startswith("sandbox"):
+                self.note(("note: " if notice.degraded_only else "") + notice.message,
+                          error=not notice.degraded_only)
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:
