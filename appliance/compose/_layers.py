@@ -391,23 +391,31 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _union(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _add(self, path: str, base: Any, b: Origin, asked: Any, mine: Origin,
+             refused: Callable[[Any, list[Any]], bool]) -> None:
+        """The site's entries, then each of the user's that ``refused`` lets in (it records why not)."""
         kept = list(base or ())
-        seen = {_key(i) for i in kept}
         for i in range(len(kept)):
             self.origins[f"{path}[{i}]"] = b
+        seen = {_key(i) for i in kept}
         for item in asked or ():
-            if _key(item) in seen:
-                continue
-            if path == "tools.secret_paths" and isinstance(item, str) and item.startswith("!"):
-                self.refuse(path, item, base, "A '!' pattern takes a file out of the secrets; "
-                            "only the site can. Add patterns, or leave the list out.")
-                continue
+            if _key(item) in seen or refused(item, kept):
+                continue  # the site's own entry, repeated; or refused, and said why
             seen.add(_key(item))
             self.origins[f"{path}[{len(kept)}]"] = mine
             kept.append(item)
         _set(self.out, path, kept)
         self.origins[path] = mine if len(kept) > len(base or ()) else b
+
+    def _union(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+        def refused(item: Any, kept: list[Any]) -> bool:
+            if path == "tools.secret_paths" and isinstance(item, str) and item.startswith("!"):
+                self.refuse(path, item, base, "A '!' pattern takes a file out of the secrets; "
+                            "only the site can. Add patterns, or leave the list out.")
+                return True
+            return False
+
+        self._add(path, base, b, asked, mine, refused)
 
     def _subset(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if base is None:  # the site grants everything: any list is fewer
@@ -435,36 +443,27 @@ class _Merge:
             self.take(path, asked, mine)
 
     def _gated(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
-        kept = list(base or ())
-        for i in range(len(kept)):
-            self.origins[f"{path}[{i}]"] = b
-        by_name = _named(kept) if path != "policy.allow" else {}
-        seen = {_key(i) for i in kept}
+        by_name = _named(base or ()) if path != "policy.allow" else {}
         allowed = self.switch(rule.switch)
-        for item in asked or ():
-            if _key(item) in seen:
-                continue  # the site's own entry, repeated
+
+        def refused(item: Any, kept: list[Any]) -> bool:
             name = item.get("name") if isinstance(item, Mapping) else None
             if name is not None and str(name) in by_name:
                 self.refuse(f"{path}.{name}", item, by_name[str(name)], "The site's entry of that "
                             f"name stays as the site wrote it; remove yours from {mine.where} or "
                             "give it another name.")
-                continue
-            if not allowed:
+            elif not allowed:
                 self.refuse(path, item, [i.get("name", i) if isinstance(i, Mapping) else i
                                          for i in kept],
                             f"Only the site's entries are allowed here; remove it from {mine.where}, "
                             f"or ask the operator to set {rule.switch}: true in the site spec.")
-                continue
-            problem = _own_extension_problem(item) if path == "extensions" else None
-            if problem:
+            elif path == "extensions" and (problem := _own_extension_problem(item)):
                 self.refuse(path, item, "veto-only extensions", problem)
-                continue
-            seen.add(_key(item))
-            self.origins[f"{path}[{len(kept)}]"] = mine
-            kept.append(item)
-        _set(self.out, path, kept)
-        self.origins[path] = mine if len(kept) > len(base or ()) else b
+            else:
+                return False
+            return True
+
+        self._add(path, base, b, asked, mine, refused)
 
 
 _TOOL_EVENTS = {"list_tools", "invoke_tool"}

@@ -17,7 +17,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from models import public_key_pem
+from tests.helpers import shared_scratch
 
 from .conftest import ROOT, BundleMaker, Keys, descriptor, scripted_command, site_settings
 
@@ -226,11 +226,9 @@ def test_normalise_replaces_what_varies() -> None:
 
 @pytest.fixture
 def work() -> Iterator[Path]:
-    """A root-owned 0755 scratch dir: the guide's engineer passes through it to the prefix."""
-    base = Path(tempfile.mkdtemp(prefix="abhed-guide-")).resolve()
-    os.chmod(base, 0o755)
-    yield base
-    shutil.rmtree(base)
+    """Scratch the guide's engineer passes through to the prefix (pytest's tmp_path is 0700)."""
+    with shared_scratch("abhed-guide-") as base:
+        yield base
 
 
 def test_the_guide_shows_the_binarys_real_output(installer_bin: list[str],
