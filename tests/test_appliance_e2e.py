@@ -78,6 +78,7 @@ source_date_epoch = 1700000000
 agent_project = "{ROOT}"
 docs = ["{ROOT}/docs/bundle.md", "{ROOT}/docs/installer.md"]
 reuse_weights_from = {json.dumps([str(reuse)] if reuse else [])}
+prefix = "{tmp / 'opt-abhed'}"
 
 [target]
 accelerator = "cpu"
