@@ -285,6 +285,11 @@ def _wider_number(rule: Rule, asked: Any, base: Any) -> bool:
     return bool(asked < base)
 
 
+def _leave(mine: Origin) -> str:
+    """What the engineer may do instead: drop the flag, or the setting from their file."""
+    return f"leave out {mine.where}" if mine.kind == "flag" else f"remove it from {mine.where}"
+
+
 def _key(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
@@ -367,8 +372,7 @@ class _Merge:
     def _number(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if _wider_number(rule, asked, base):
             way = "lower" if rule.direction == "lower" else "higher"
-            self.refuse(path, asked, base, f"Choose {_show(base)} or {way}, or leave it out of "
-                        f"{mine.where}.")
+            self.refuse(path, asked, base, f"Choose {_show(base)} or {way}, or {_leave(mine)}.")
             self.take(path, base, b)
         else:
             self.take(path, asked, mine)
@@ -423,15 +427,15 @@ class _Merge:
             return
         extra = [x for x in (asked if asked is not None else ["(everything)"]) if x not in base]
         if extra:
-            self.refuse(path, extra, base, f"Keep to entries of the site's list, or leave it out "
-                        f"of {mine.where}.")
+            self.refuse(path, extra, base, f"Keep to entries of the site's list, or "
+                        f"{_leave(mine)}.")
             self.take(path, base, b)
         else:
             self.take(path, asked, mine)
 
     def _site_only(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin,
                    mine: Origin) -> None:
-        self.refuse(path, asked, base, f"Only the site sets this; remove it from {mine.where}.")
+        self.refuse(path, asked, base, f"Only the site sets this; {_leave(mine)}.")
         self.take(path, base, b)
 
     def _kept(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
