@@ -127,8 +127,10 @@ api = "openai"
 base_url = "http://127.0.0.1:{SERVICE_PORT}/v1"
 model = "smollm2-135m-instruct"
 catalog_entry = "smollm2"
+# Greedy, and bounded as the gate's probe bound it (probe_max_tokens above): unbounded, or at
+# 200, SmolLM2 on a loaded CPU keeps the probe's concurrent cases past the server's timeout.
 sampling = ["temperature", "max_tokens"]
-params = {{ temperature = 0, max_tokens = 200 }}
+params = {{ temperature = 0, max_tokens = 96 }}
 
 [agent.policy]
 mode = "ask"
