@@ -19,10 +19,12 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
   returning a ``VerifiedBundle`` (signature first, then one streaming pass;
   nothing written outside the staging directory, which is removed on failure);
 * ``inspect_bundle`` / ``BundleInfo`` and ``diff_bundles`` / ``BundleDiff``
-  (no unpacking); ``diff_settings`` (the site's agent settings, line by line);
+  (no unpacking); ``diff_settings`` (the site's agent settings, line by line) and
+  ``comparable_settings`` (a bundle's settings with its release directory as ``{release}``);
 * the site's agent settings (``site/settings.json``, ``SiteInfo`` in the manifest):
   ``SettingsCheck`` (the agent's schema, handed in by ``abhed bundle``),
-  ``release_paths`` (the paths they name inside the release, for the installer);
+  ``release_paths`` (the paths they name inside the release, for the installer),
+  ``expand_settings`` and ``settings_bytes`` (their placeholders and their one byte form);
 * ``split_bundle`` / ``join_volumes`` / ``JoinResult`` for removable media;
 * ``open_regular`` / ``read_regular``: open an operator-named path only if it
   is a regular file, never blocking on a FIFO (the installer uses them too);
@@ -59,11 +61,18 @@ from ._errors import (
                       VolumeError,
 )
 from ._gather import GatherResult, default_cache, gather
-from ._inspect import BundleDiff, BundleInfo, diff_bundles, diff_settings, inspect_bundle
+from ._inspect import (
+    BundleDiff,
+    BundleInfo,
+    comparable_settings,
+    diff_bundles,
+    diff_settings,
+    inspect_bundle,
+)
 from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
 from ._regular import open_regular, read_regular
-from ._settings import SettingsCheck, release_paths
+from ._settings import SettingsCheck, expand_settings, release_paths, settings_bytes
 from ._site import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust
 from ._verify import VerifiedBundle, verify_bundle
@@ -93,9 +102,11 @@ __all__ = [
     "VerifiedBundle",
     "VolumeError",
     "build_bundle",
+    "comparable_settings",
     "default_cache",
     "diff_bundles",
     "diff_settings",
+    "expand_settings",
     "gather",
     "inspect_bundle",
     "join_volumes",
@@ -105,6 +116,7 @@ __all__ = [
     "read_regular",
     "release_paths",
     "rotate_trust",
+    "settings_bytes",
     "split_bundle",
     "staged_name",
     "verify_bundle",

@@ -14,7 +14,7 @@ import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ._errors import FormatError, SignatureError
 from ._manifest import Manifest, Member, parse_manifest, strict_json
@@ -25,8 +25,8 @@ from ._tar import TarReader
 from ._trust import TrustPolicy, check_threshold
 from ._verify import open_bundle_file, read_head
 
-__all__ = ["BundleDiff", "BundleInfo", "SignerInfo", "diff_bundles", "diff_settings",
-           "inspect_bundle"]
+__all__ = ["BundleDiff", "BundleInfo", "SignerInfo", "comparable_settings", "diff_bundles",
+           "diff_settings", "inspect_bundle"]
 
 MAX_SBOM_BYTES = 64 * 1024 * 1024
 
@@ -209,15 +209,22 @@ def diff_bundles(old: Manifest, new: Manifest) -> BundleDiff:
         bytes_to_write=sum(fn[n][1] for n in added + changed if n in carried))
 
 
-def _settings_lines(info: BundleInfo) -> list[str]:
+def comparable_settings(info: BundleInfo) -> dict[str, Any] | None:
+    """The bundle's site settings with its own release directory written ``{release}`` again
+    (each bundle's paths name its own: releases/3, releases/4), so that two bundles' settings
+    differ only where their policy does; None without settings."""
     if info.settings is None or info.manifest.site is None:
-        return []
+        return None
     value = strict_json(info.settings, "the site's settings", MAX_SETTINGS_BYTES)
-    # Each bundle's paths name its own release directory (releases/3, releases/4): shown
-    # as {release} again, so the diff holds the policy's changes, not the version's.
-    # Re-rendered (sorted keys, indent 2), so it depends on the settings alone.
     release = release_dir(info.manifest.site.prefix, info.manifest.version)
-    return settings_bytes(unexpand(value, release)).decode("utf-8").splitlines()
+    comparable: dict[str, Any] = unexpand(value, release)
+    return comparable
+
+
+def _settings_lines(info: BundleInfo) -> list[str]:
+    # Re-rendered (sorted keys, indent 2), so the diff depends on the settings alone.
+    value = comparable_settings(info)
+    return [] if value is None else settings_bytes(value).decode("utf-8").splitlines()
 
 
 def diff_settings(old: BundleInfo, new: BundleInfo, *, old_label: str = "old",

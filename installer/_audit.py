@@ -162,6 +162,16 @@ class AuditLog:
         os.replace(tmp, self.head_path)
         return entry
 
+    def recorded(self, version: int) -> dict[str, Any] | None:
+        """The last ``recorded`` entry for ``version``: the digests of its record.json and
+        release.json (verify the chain first)."""
+        found = None
+        for _, e in self.entries():
+            if e.get("step") == "recorded" and e.get("version") == version \
+                    and e.get("result") == "ok":
+                found = e
+        return found
+
     def last(self, n: int) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for _, entry in self.entries():

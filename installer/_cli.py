@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
         _accept(p)
         _links(p)
         _drop(p)
+        p.add_argument("--drop-local-settings", action="store_true",
+                       help="upgrade without this host's tightening of the site settings when "
+                       "it no longer narrows the new bundle's (recorded)")
 
     p = sub.add_parser("rollback", help="switch back to the previous release (health-gated)")
     _prefix(p)
@@ -121,6 +124,16 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--release", type=int, default=None, help="default: the current one")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("site", help="narrow the current release's site settings on this host "
+                       "(tighten FILE), or go back to the signed ones (reset)")
+    ssub = p.add_subparsers(dest="site_verb", metavar="VERB", required=True)
+    s = ssub.add_parser("tighten", help="narrow the signed settings by FILE (config.json's keys; "
+                        "checked by the release's own abhed: only a narrowing is taken)")
+    s.add_argument("file", type=Path)
+    _prefix(s)
+    s = ssub.add_parser("reset", help="go back to the signed settings")
+    _prefix(s)
 
     p = sub.add_parser("repair", help="put the current release's site layer (settings, "
                        "links) back as installed")

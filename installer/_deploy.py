@@ -64,6 +64,7 @@ class DeployOptions:
     host_link: Path | None = None  # --host-link (installer._site)
     bin_link: Path | None = None  # --bin-link
     drop_site_layer: bool = False  # --drop-site-layer
+    drop_local_settings: bool = False  # --drop-local-settings (installer._local)
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -236,7 +237,7 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
                    current=current, python=py.executable, skip_gate=opts.skip_gate,
                    allow_downgrade=opts.allow_downgrade,
                    accept_probe_failure=opts.accept_probe_failure, manifest_sha256=manifest_sha,
-                   links=links)
+                   links=links, drop_local=opts.drop_local_settings)
 
 
 def check_site_change(layout: Layout, current: int | None, has_site: bool, drop: bool,

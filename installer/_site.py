@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import StepFailed, UsageError
+from ._audit import AuditLog
+from ._errors import CheckFailed, StepFailed, UsageError
 from ._layout import DEFAULT_PREFIX, Layout, State, atomic_write
 from ._preflight import Check, sysroot
 from ._txn import remove_tree
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from bundle import Manifest
 
 __all__ = ["ORIGIN_FORMAT", "SITE_DIR", "VENV_LINK", "HostLinks", "install_site",
-           "link_problems", "make_links", "undo_links", "write_site", "origin_body", "release_has_site", "remove_links",
+           "link_problems", "make_links", "undo_links", "vouched", "Vouched", "write_site", "origin_body", "release_has_site", "remove_links",
            "settings_digest", "site_checks", "site_dir_problems"]
 
 SITE_DIR = "site"
@@ -137,14 +138,16 @@ def site_checks(manifest: Manifest, layout: Layout, links: HostLinks) -> list[Ch
     return checks
 
 
-def origin_body(manifest: Manifest, signers: tuple[str, ...], manifest_sha256: str) -> bytes:
-    """origin.json: which site, release, bundle and keys the settings came from."""
+def origin_body(manifest: Manifest, signers: tuple[str, ...], manifest_sha256: str,
+                settings_sha256: str | None = None) -> bytes:
+    """origin.json: which site, release, bundle and keys the settings came from, and their
+    digest (the signed member's, or that of a local tightening: ``installer._local``)."""
     member = manifest.settings_member()
     assert manifest.site is not None and member is not None
     # "release" is text, as the agent's origin record (appliance.compose) reads it.
     body = {"format": ORIGIN_FORMAT, "site": manifest.site.name, "release": str(manifest.version),
             "bundle_manifest_sha256": manifest_sha256, "signing_key_ids": sorted(signers),
-            "settings_sha256": member.content_sha256}
+            "settings_sha256": settings_sha256 or member.content_sha256}
     return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
 
 
@@ -218,6 +221,47 @@ def write_site(release: Path, layout: Layout, settings: bytes, origin: bytes) ->
     if os.path.lexists(link) and link.is_dir() and not link.is_symlink():
         raise StepFailed(f"{link} is a directory, not the installer's link: move it away")
     _set_link(link, str(layout.current / SITE_DIR))
+
+
+@dataclass(frozen=True)
+class Vouched:
+    """A release's signed manifest and settings, as far as the audit log vouches for them."""
+
+    manifest: Manifest
+    signers: tuple[str, ...]
+    manifest_sha256: str
+    signed: bytes  # the signed member's bytes, as staged in bundle/site/settings.json
+
+    def origin(self, settings_sha256: str | None = None) -> bytes:
+        return origin_body(self.manifest, self.signers, self.manifest_sha256, settings_sha256)
+
+
+def vouched(layout: Layout, audit: AuditLog, version: int) -> Vouched:
+    """``release.json`` trusted because its sha256 is the one the audit log recorded at
+    install (the chain is verified first), and the staged settings member still with the
+    signed sha256; CheckFailed (reinstall) otherwise."""
+    from bundle import Manifest
+    from foundation import digest_file
+
+    rel = layout.release(version)
+    audit.verify()
+    entry = audit.recorded(version)
+    release_json = rel / "release.json"
+    if entry is None or digest_file(release_json).sha256 != entry.get("release_sha256"):
+        raise CheckFailed(f"{release_json} is not the one recorded in the audit log: the "
+                          "release cannot vouch for its own files; reinstall it from its bundle "
+                          "(uninstall --keep-data, install)")
+    body = json.loads(release_json.read_bytes())
+    manifest = Manifest.model_validate_json(json.dumps(body["manifest"]))
+    member = manifest.settings_member()
+    if member is None:
+        raise UsageError(f"release {version} carries no site settings")
+    staged = rel / "bundle" / "site" / "settings.json"
+    data = staged.read_bytes() if staged.is_file() else b""
+    if hashlib.sha256(data).hexdigest() != member.content_sha256:
+        raise CheckFailed(f"{staged} no longer has the signed sha256: reinstall the release "
+                          "from its bundle (uninstall --keep-data, install)")
+    return Vouched(manifest, tuple(body["signers"]), str(body["manifest_sha256"]), data)
 
 
 @dataclass

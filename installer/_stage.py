@@ -57,6 +57,7 @@ class Staging:
     links: HostLinks = HostLinks(None, None)  # installer._site: the host and PATH links
     site_sha: str | None = None  # the release's installed settings (None: it has none)
     link_changes: list[LinkChange] = field(default_factory=list)
+    drop_local: bool = False  # --drop-local-settings
 
     @property
     def version(self) -> int:
@@ -77,7 +78,10 @@ def _make_release(s: Staging) -> None:
 
 
 def _drop_release(s: Staging) -> None:
+    from ._local import forget
+
     remove_tree(s.release)
+    forget(s.layout, s.version)  # a tightening carried over to it
     gc_store(s.layout)
 
 
@@ -173,9 +177,46 @@ def _model_signatures(s: Staging) -> None:
 
 def _site(s: Staging) -> None:
     s.site_sha = install_site(s.release, s.layout, s.manifest, s.signers, s.manifest_sha256)
-    if s.site_sha is not None:
-        s.audited("site", "ok", site=s.manifest.site.name, settings_sha256=s.site_sha,
-                  settings=str(s.release / "site/settings.json"))
+    if s.site_sha is None:
+        return
+    local = _carry_local(s)
+    s.audited("site", "ok", site=s.manifest.site.name, settings_sha256=s.site_sha,
+              settings=str(s.release / "site/settings.json"), **local)
+
+
+def _carry_local(s: Staging) -> dict[str, Any]:
+    """The current release's local tightening, carried over if it still only narrows the new
+    signed settings (asked of the new release's own abhed); audit fields."""
+    import hashlib
+
+    from ._errors import UsageError
+    from ._local import keep, local_overlay, narrow
+    from ._site import origin_body, write_site
+
+    overlay = local_overlay(s.layout, s.current) if s.current is not None else None
+    if overlay is None:
+        return {}
+    if s.drop_local:
+        return {"local_dropped_from": s.current}
+    signed = (s.release / "bundle/site/settings.json").read_bytes()
+    try:
+        effective, _ = narrow(s.release, s.layout, overlay,
+                              f"this host's tightening of release {s.current}")
+    except UsageError as exc:
+        s.audited("site", "refused", detail=str(exc)[:4000], local_from=s.current)
+        raise UsageError(f"release {s.current} was tightened on this host, and that tightening "
+                         f"no longer only narrows release {s.version}'s signed settings: "
+                         f"{str(exc).split(':', 1)[-1].strip()}\nNothing was switched. Upgrade "
+                         "with --drop-local-settings (then tighten again if you want), or gather "
+                         "a bundle whose settings it narrows") from None
+    s.site_sha = hashlib.sha256(effective).hexdigest()
+    overlay_sha = keep(s.layout, s.version, overlay, effective)
+    write_site(s.release, s.layout, effective, origin_body(s.manifest, s.signers,
+                                                           s.manifest_sha256, s.site_sha))
+    say(f"site settings: this host's tightening of release {s.current} carried over "
+        f"(still a narrowing of release {s.version}'s signed settings)")
+    return {"local_from": s.current, "overlay_sha256": overlay_sha,
+            "signed_sha256": hashlib.sha256(signed).hexdigest()}
 
 
 def _run_script(s: Staging) -> None:

@@ -422,6 +422,80 @@ def diff(old: Path, new: Path, trust: tuple[Path, ...], as_json: bool) -> None:
     click.echo("site settings: changed")
     for line in lines:
         click.echo(line)
+    summary = _settings_summary(a, b)
+    if summary:
+        click.echo(summary)
+
+
+def _settings_summary(a: bundle.BundleInfo, b: bundle.BundleInfo) -> str | None:
+    """One line: what the new bundle's settings loosen and tighten against the old's, by the
+    rules that bound an engineer under a site (appliance.compose), one setting at a time:
+    the new value as a narrowing of the old settings (refused: looser; narrower: tighter),
+    else the old value as a narrowing of the new ones (a deny rule the new settings drop is
+    inherited as a layer, but the old rule narrows the new settings: they are looser)."""
+    from appliance._errors import AbhedError
+    from appliance.cli.config import compare_settings
+    from appliance.compose import Config, leaf_fields, rule_for
+
+    old, new = bundle.comparable_settings(a), bundle.comparable_settings(b)
+    if old is None or new is None:
+        return None
+    try:
+        before = Config.model_validate_json(json.dumps(old)).model_dump(mode="json")
+        after = Config.model_validate_json(json.dumps(new)).model_dump(mode="json")
+    except ValueError as exc:
+        return f"site settings: not compared ({exc})"
+
+    def verdict(setting: str) -> str | None:
+        rule = rule_for(setting)
+        if rule is None or rule.direction not in _ORDERED:
+            return None  # no more-or-less in it (an extension, a provider): read the diff
+        for base, value, flip in ((old, _dig(after, setting), False),
+                                  (new, _dig(before, setting), True)):
+            try:
+                result = compare_settings(base, "a", _nest(setting, value), "b")
+            except AbhedError:
+                continue  # not a valid combination on its own: judged the other way round
+            if result.loosened:
+                return "tighter" if flip else "looser"
+            if result.changes:
+                return "looser" if flip else "tighter"
+        return None  # a free choice (which provider is the default): neither
+
+    def shown(setting: str) -> str:
+        old_v, new_v = _dig(before, setting), _dig(after, setting)
+        if isinstance(old_v, list | dict) or isinstance(new_v, list | dict):
+            return setting
+        return f"{setting} ({json.dumps(old_v)} -> {json.dumps(new_v)})"
+
+    changed = [f for f in leaf_fields() if _dig(before, f) != _dig(after, f)]
+    verdicts = {f: verdict(f) for f in changed}
+    parts = []
+    for word, label in (("looser", "LOOSER"), ("tighter", "tighter"), (None, "changed")):
+        settings = [f for f in changed if verdicts[f] == word]
+        if settings:
+            parts.append(f"{label}: {'; '.join(map(shown, settings))}")
+    return "site settings: " + (" | ".join(parts) or "no setting changed")
+
+
+_ORDERED = ("stricter", "lower", "higher", "union", "subset", "stronger")
+"""Directions with a more and a less; the others (site_only, kept, gated, free) only change."""
+
+
+def _nest(path: str, value: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    node = out
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def _dig(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def _settings_name(info: bundle.BundleInfo) -> str:

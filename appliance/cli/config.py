@@ -1,4 +1,5 @@
-"""``abhed config show``: the effective settings and where each value comes from.
+"""``abhed config show``: the effective settings and where each value comes from;
+``abhed config narrow``: whether one settings file only narrows another.
 
 Like ``git config --show-origin``: one line per setting (one per entry of a
 list), the value after its origin (``site:FILE``, ``user:FILE``, ``flag``, or
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-from appliance._errors import AbhedError
+from appliance._errors import AbhedError, ConfigError
 from appliance.cli._common import config_option
 
-__all__ = ["config"]
+__all__ = ["Comparison", "compare_settings", "config"]
 
 
 @click.group()
@@ -114,5 +117,107 @@ def show(only: str | None, as_json: bool, config_path: Path | None) -> None:
             click.echo(f"{where}\t{row['setting']}={value}")
         for line in refusals:
             click.echo(f"refused: {line}", err=True)
+    if refusals:
+        sys.exit(2)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How one set of settings stands to another: every loosening (as refusal lines), every
+    narrowing (setting, before, after), and the first narrowed by the second when nothing
+    loosens."""
+
+    refusals: list[str]
+    changes: list[dict[str, Any]]
+    settings: dict[str, Any] | None
+    loosened: list[dict[str, str]]  # setting, signed (the base's), asked (the other's)
+
+
+def compare_settings(base: Mapping[str, Any], base_label: str, other: Mapping[str, Any],
+                     other_label: str, *, whole: bool = False) -> Comparison:
+    """``other`` against ``base`` by the rules that bound an engineer under a site (the one
+    narrowing module, ``appliance.compose``): ``base`` stands as the site layer, ``other`` as
+    the engineer's.  ``whole``: ``other`` is complete settings, so a key it leaves out means
+    its default (two bundles' settings); otherwise it is an overlay that inherits what it
+    leaves out (a tightening)."""
+    import hashlib
+
+    from appliance.compose import Config, SiteLayer, SiteOrigin, layer, leaf_fields
+    from foundation import DocumentError, validate_document
+
+    try:
+        signed = validate_document(dict(base), Config, what="settings", source=base_label)
+        over = validate_document(dict(other), Config, what="settings", source=other_label)
+    except DocumentError as exc:
+        raise ConfigError(str(exc)) from None
+    # whole: both complete, every field set, so that a key one leaves out counts as its default
+    raw = signed.model_dump(mode="json", exclude_unset=not whole)
+    mine = over.model_dump(mode="json", exclude_unset=not whole)
+    if whole:
+        signed = Config.model_validate_json(json.dumps(raw))
+        over = Config.model_validate_json(json.dumps(mine))
+    digest = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
+    origin = SiteOrigin(format="abhed-site-origin/1", site="(compared)", release="-",
+                        bundle_manifest_sha256="0" * 64, signing_key_ids=[],
+                        settings_sha256=digest)
+    where = Path(base_label)
+    site = SiteLayer(where, where.parent, signed, raw, origin)
+    layered = layer(site, over, other_label, refuse=False)
+    effective = layered.config.model_dump(mode="json", exclude_unset=True)
+    sandbox = effective.get("sandbox", {})
+    if "image_dir" not in raw.get("sandbox", {}) and "image_dir" not in mine.get("sandbox", {}):
+        sandbox.pop("image_dir", None)  # the layer's default for a site, not a setting
+        if not sandbox:
+            effective.pop("sandbox", None)
+    before = signed.model_dump(mode="json")
+    after = Config.model_validate_json(json.dumps(effective)).model_dump(mode="json")
+    changes = [{"setting": f, "signed": _value(before, f), "narrowed": _value(after, f)}
+               for f in leaf_fields() if _value(before, f) != _value(after, f)]
+    refusals = [r.line(where) for r in layered.refusals]
+    loosened = [{"setting": r.setting, "signed": r.site, "asked": r.asked}
+                for r in layered.refusals]
+    return Comparison(refusals, changes, None if refusals else effective, loosened)
+
+
+@config.command("narrow")
+@click.argument("signed", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: narrows, the refusals, the changes, the settings.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write that JSON object here (for abhed-installer).")
+def narrow(signed: Path, file: Path, as_json: bool, out: Path | None) -> None:
+    """Whether FILE only narrows SIGNED (both with config.json's keys), by the same rules that
+    bound an engineer's settings under a site's: the settings SIGNED narrowed by FILE, or
+    every loosening, named.
+
+    ``abhed-installer site tighten`` asks this of the release it governs; an operator may ask
+    it before carrying a tightening to the host.  Exit codes: 0 a narrowing (or no change),
+    2 a loosening or a file that is not valid settings.
+    """
+    from appliance.compose import read_config
+
+    try:
+        base = read_config(signed).model_dump(mode="json", exclude_unset=True)
+        over = read_config(file).model_dump(mode="json", exclude_unset=True)
+        result = compare_settings(base, str(signed), over, str(file))
+    except AbhedError as exc:
+        raise click.UsageError(str(exc)) from None
+    refusals, changes, effective = result.refusals, result.changes, result.settings
+    body = {"narrows": not refusals, "refusals": refusals, "changes": changes,
+            "settings": effective}
+    if out is not None:
+        out.write_text(json.dumps(body, ensure_ascii=False, sort_keys=True) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(body, ensure_ascii=False, sort_keys=True) + "\n")
+    elif refusals:
+        for line in refusals:
+            click.echo(f"refused: {line}", err=True)
+    else:
+        for c in changes:
+            click.echo(f"narrower: {c['setting']}: {json.dumps(c['signed'])} -> "
+                       f"{json.dumps(c['narrowed'])}")
+        if not changes:
+            click.echo(f"{file} changes nothing in {signed}")
     if refusals:
         sys.exit(2)

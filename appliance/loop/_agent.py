@@ -173,12 +173,10 @@ class Agent:
         return self.compactor.estimate(messages, tools)
 
     def close(self) -> None:
-        """Release what the agent holds: the tooling (sandbox, extensions, MCP), the provider,
-        and the session itself (another process may open it now)."""
+        """Release what the agent holds: the tooling (sandbox, extensions, MCP) and the provider."""
         for fn in reversed(self.closers):
             fn()
         self.closers.clear()
-        self.session.release()
 
     # -- control from other threads ------------------------------------------
     def steer(self, text: str) -> None:

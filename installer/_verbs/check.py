@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from typing import Any
 
 from foundation import FoundationError, parse_document, read_regular
 
 from .._audit import AuditLog
 from .._errors import CheckFailed, NotInstalled
 from .._layout import Layout, State
+from .._local import expected_settings_sha256
 from .._record import RECORD_NAME, compare_tree, load_record
 from .._site import (
     SITE_DIR,
@@ -32,16 +32,6 @@ from .._ui import emit_json, out
 MAX_RELEASE_BYTES = 64 << 20  # the signed manifest and a few fields
 
 
-def recorded_entry(audit: AuditLog, version: int) -> dict[str, Any] | None:
-    """The audit log's last ``recorded`` entry for ``version`` (record and release.json
-    digests); the chain must have been verified."""
-    found = None
-    for _, e in audit.entries():
-        if e.get("step") == "recorded" and e.get("version") == version and e.get("result") == "ok":
-            found = e
-    return found
-
-
 def run(args: argparse.Namespace) -> int:
     layout = Layout(args.prefix.absolute())
     version = args.release if args.release is not None else layout.current_version()
@@ -51,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     rel = layout.release(version)
     audit = AuditLog(layout.audit_dir)
     audit.verify()
-    entry = recorded_entry(audit, version)
+    entry = audit.recorded(version)
     problems: list[str] = []
     if entry is None:
         problems.append(f"the audit log has no record entry for release {version}")
@@ -78,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
         expected = {("bundle/" + (m["name"][:-4] if m["compression"] == "zstd" else m["name"])):
                     m["content_sha256"] for m in manifest["members"]}
         if manifest.get("site"):
-            # the installed settings are the signed member's bytes, byte for byte
-            expected[f"{SITE_DIR}/settings.json"] = expected["bundle/" + manifest["site"]["settings"]]
+            # the installed settings are the signed member's bytes, byte for byte, or those
+            # of a local tightening: whichever the audit log last recorded for this release
+            expected[f"{SITE_DIR}/settings.json"] = expected_settings_sha256(audit, version) \
+                or expected["bundle/" + manifest["site"]["settings"]]
         for path, digest in expected.items():
             if files.get(path, {}).get("sha256") != digest:
                 problems.append(f"{path}: the record disagrees with the signed manifest")

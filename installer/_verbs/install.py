@@ -13,7 +13,8 @@ def options(args: argparse.Namespace) -> DeployOptions:
                          python=args.python, skip_gate=args.skip_gate,
                          accept_probe_failure=args.accept_probe_failure,
                          host_link=args.host_link, bin_link=args.bin_link,
-                         drop_site_layer=args.drop_site_layer)
+                         drop_site_layer=args.drop_site_layer,
+                         drop_local_settings=getattr(args, "drop_local_settings", False))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
 from .._layout import Layout, State
+from .._local import local_overlay
 from .._site import HostLinks, link_problems, settings_digest
 from .._ui import emit_json, out
 
@@ -61,9 +63,17 @@ def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
             origin = {}
     links = HostLinks.of(state)
     problems = link_problems(layout, links, digest is not None) if rel is not None else []
+    if digest is not None and origin.get("settings_sha256") != digest:
+        problems.append("origin.json does not name these settings' digest (the agent refuses "
+                        "to start)")
+    signed = None
+    if rel is not None and digest is not None:
+        staged = rel / "bundle" / "site" / "settings.json"
+        signed = hashlib.sha256(staged.read_bytes()).hexdigest() if staged.is_file() else None
+    tightened = current is not None and local_overlay(layout, current) is not None
     return {"settings_sha256": digest, "site": origin.get("site"),
             "settings": str(layout.current / "site" / "settings.json") if digest else None,
-            "signed_sha256": origin.get("settings_sha256"),
+            "signed_sha256": signed, "tightened_locally": tightened,
             "host_link": str(links.site) if links.site else None,
             "bin_link": str(links.bin) if links.bin else None, "problems": problems}
 
@@ -108,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
     if site["settings_sha256"]:
         out(f"site settings: sha256 {site['settings_sha256']} (site {site['site']}, release "
             f"{current}) at {site['settings']}")
+        if site["tightened_locally"]:
+            out(f"  tightened on this host (abhed-installer site tighten); signed: sha256 "
+                f"{site['signed_sha256']}")
         out(f"  found by every abhed on the host via {site['host_link'] or 'the venv link only'}"
             + ("" if not site["problems"] else f"; PROBLEM: {'; '.join(site['problems'])} "
                "(abhed-installer check)"))

@@ -300,6 +300,19 @@ def test_inspect_and_diff_through_the_cli(tmp_path: Path, key: SecretKey) -> Non
     r = runner.invoke(bundle_group, ["diff", str(a), str(none)])
     assert r.exit_code == 0, r.output
     assert "site settings: changed" in r.output and '-    "mode": "ask"' in r.output
+    # what loosened, by the agent's own narrowing rules: the deny rule went; the extension
+    # and the provider changed (no more or less in them: read the diff)
+    summary = r.output.splitlines()[-1]
+    assert summary.startswith("site settings: LOOSER: tools.ignore; policy.deny")
+    assert "| changed: " in summary and "extensions" in summary.split("| changed: ")[1]
+    tighter = json.loads(json.dumps(SETTINGS))
+    tighter["policy"]["mode"] = "plan"
+    b = _build(tmp_path, key, "b", version=5, settings=tighter)
+    r = runner.invoke(bundle_group, ["diff", str(a), str(b)])
+    assert r.output.splitlines()[-1] == 'site settings: tighter: policy.mode ("ask" -> "plan")'
+    r = runner.invoke(bundle_group, ["diff", str(b), str(a)])
+    assert r.output.splitlines()[-1] == 'site settings: LOOSER: policy.mode ("plan" -> "ask")'
+
     r = runner.invoke(bundle_group, ["diff", str(a), str(a), "--json"])
     assert json.loads(r.output)["settings_diff"] == []
     r = runner.invoke(bundle_group, ["build", str(_spec(tmp_path / "c", settings={"x": 1})),

@@ -146,8 +146,9 @@ VETO_EXTENSION = ("import sys\n"
                   "    print('{}', flush=True)\n")
 
 
-def site_settings(mode: str = "ask", *, deny: tuple[str, ...] = ("curl",)) -> dict[str, Any]:
-    return {
+def site_settings(mode: str = "ask", *, deny: tuple[str, ...] = ("curl",),
+                  max_turns: int | None = None) -> dict[str, Any]:
+    return {**({"loop": {"max_turns": max_turns}} if max_turns is not None else {}),
         "default_provider": "site",
         "custom_providers": [{"name": "site", "api": "openai",
                               "base_url": "http://127.0.0.1:8000/v1", "model": "tiny",

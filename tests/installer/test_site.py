@@ -17,6 +17,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -252,7 +253,101 @@ def test_7_check_finds_a_changed_site_file_or_link_and_repair_puts_it_back(
         (rel / "bundle/site/settings.json").read_bytes()
 
 
-def test_8_uninstall_removes_the_links(host: Installer) -> None:
+def _settings(host: Installer) -> dict[str, Any]:
+    return json.loads((host.prefix / "current/site/settings.json").read_bytes())
+
+
+def test_8_the_operator_may_only_narrow_the_signed_settings_on_the_host(
+        host: Installer, tmp_path: Path) -> None:
+    signed = (host.prefix / "current/bundle/site/settings.json").read_bytes()
+    tight = tmp_path / "tight.json"
+    tight.write_text('{"policy": {"mode": "plan"}, "loop": {"max_turns": 30}}')
+    r = host("site", "tighten", tight)
+    assert r.returncode == 0, r.stdout + r.stderr
+    settings = _settings(host)
+    assert (settings["policy"]["mode"], settings["loop"]["max_turns"]) == ("plan", 30)
+    assert settings["policy"]["deny"] == json.loads(signed)["policy"]["deny"]  # kept
+    now = hashlib.sha256((host.prefix / "current/site/settings.json").read_bytes()).hexdigest()
+    origin = json.loads((host.prefix / "current/site/origin.json").read_text())
+    assert origin["settings_sha256"] == now  # the agent holds settings.json to it
+    entry = host.audit()[-1]
+    assert (entry["action"], entry["step"]) == ("site", "tighten")
+    assert entry["settings_sha256"] == now
+    assert entry["signed_sha256"] == hashlib.sha256(signed).hexdigest()
+    assert "overlay_sha256" in entry
+    # not a change to check, and status says so
+    r = host("check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = host("status")
+    assert f"site settings: sha256 {now}" in r.stdout and "tightened on this host" in r.stdout
+    # a loosening of the signed settings is refused by the release's own abhed, named
+    for loose, words in (('{"policy": {"mode": "auto"}}', "policy.mode"),
+                         ('{"loop": {"max_turns": 999}}', "loop.max_turns"),
+                         ('{"custom_providers": [{"name": "mine", "api": "openai", '
+                          '"base_url": "http://10.0.0.1/v1"}]}', "custom_providers")):
+        f = tmp_path / "loose.json"
+        f.write_text(loose)
+        r = host("site", "tighten", f)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert words in r.stderr and "only a new signed bundle" in r.stderr
+        assert host.audit()[-1]["result"] == "refused"
+    assert _settings(host) == settings
+    # hostile files are refused by name before anything runs
+    (tmp_path / "big.json").write_text('{"x": "' + "y" * 300_000 + '"}')
+    (tmp_path / "bad.json").write_text("{nope")
+    os.mkfifo(tmp_path / "fifo.json")
+    for name in ("big.json", "bad.json", "fifo.json", "missing.json"):
+        r = host("site", "tighten", tmp_path / name, timeout=60)
+        assert r.returncode == 2, (name, r.stderr)
+    r = host("site", "tighten", tmp_path / "bad.json")
+    assert "not valid JSON" in r.stderr
+    # the same tightening again changes nothing, and says so
+    r = host("site", "tighten", tight)
+    assert r.returncode == 0 and "nothing changed" in r.stdout
+    # repair puts the tightened settings back, not the signed ones
+    f = host.prefix / "current/site/settings.json"
+    f.write_text(f.read_text().replace('"plan"', '"auto"'))
+    assert host("check").returncode == 8
+    assert host("repair").returncode == 0
+    assert _settings(host) == settings and host("check").returncode == 0
+
+
+def test_9_an_upgrade_carries_the_tightening_only_while_it_still_narrows(
+        host: Installer, make_bundle: BundleMaker) -> None:
+    # release 3's signed settings allow 40 turns: the host's 30 still narrows them
+    r = host("upgrade", make_bundle(3, site=site_settings(max_turns=40), prefix=host.prefix),
+             "--skip-gate")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tightening of release 1 carried over" in r.stderr
+    settings = _settings(host)
+    assert (settings["policy"]["mode"], settings["loop"]["max_turns"]) == ("plan", 30)
+    site = next(e for e in reversed(host.audit()) if e["step"] == "site")
+    assert site["local_from"] == 1 and site["settings_sha256"] == hashlib.sha256(
+        (host.prefix / "current/site/settings.json").read_bytes()).hexdigest()
+    assert host("check").returncode == 0
+    # release 4's allow 20: the host's 30 would loosen them; the upgrade stops, nothing switched
+    four = make_bundle(4, site=site_settings(max_turns=20), prefix=host.prefix)
+    r = host("upgrade", four, "--skip-gate")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "loop.max_turns" in r.stderr and "--drop-local-settings" in r.stderr
+    assert os.readlink(host.prefix / "current") == "releases/3"
+    assert not (host.prefix / "releases/4").exists()
+    assert not (host.prefix / "state/site-local/4").exists()
+    r = host("upgrade", four, "--skip-gate", "--drop-local-settings")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _settings(host)["loop"]["max_turns"] == 20  # the signed settings
+    site = next(e for e in reversed(host.audit()) if e["step"] == "site")
+    assert site["local_dropped_from"] == 3
+    # and reset goes back to the signed settings after a tightening
+    host("rollback", "--to", "3", "--skip-gate")
+    r = host("site", "reset")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _settings(host)["loop"]["max_turns"] == 40
+    assert host.audit()[-1]["step"] == "reset" and host("check").returncode == 0
+    assert host("site", "reset").stdout.endswith("nothing changed\n")
+
+
+def test_99_uninstall_removes_the_links(host: Installer) -> None:
     r = host("uninstall", "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
     site_link, bin_link = _links(host)
