@@ -28,6 +28,7 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
     from appliance._errors import ChainBroken as ChainBroken
     from appliance._errors import ConfigError as ConfigError
     from appliance._errors import EventLogError as EventLogError
+    from appliance._errors import SessionBusy as SessionBusy
     from appliance._errors import SessionNotFound as SessionNotFound
     from appliance._home import abhed_home as abhed_home
     from appliance._home import events_db_path as events_db_path
@@ -37,7 +38,7 @@ if typing.TYPE_CHECKING:  # "X as X": an explicit re-export, so other packages t
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "appliance._dispatch": ("Dispatcher",),
     "appliance._errors": ("AbhedError", "ChainBroken", "ConfigError", "EventLogError",
-                          "SessionNotFound"),
+                          "SessionBusy", "SessionNotFound"),
     "appliance._home": ("abhed_home", "events_db_path"),
     "appliance._session": ("Session",),
 }
@@ -51,6 +52,7 @@ __all__ = [
     "Dispatcher",
     "EventLogError",
     "Session",
+    "SessionBusy",
     "SessionNotFound",
     "abhed_home",
     "events_db_path",

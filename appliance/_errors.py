@@ -8,6 +8,7 @@
     │   │   └── ChainBroken    verification found an altered, missing or reordered event
     │   └── EventLogFull       the disk holding the log is (nearly) full
     ├── SessionNotFound        no session with that id
+    ├── SessionBusy            another process is working on that session
     ├── PolicyError            (appliance.policy) policy refused to set up a run as asked
     │   └── ModeRefused        a mode looser than the operator's policy.mode
     ├── ExtensionError         (appliance.extensions) an extension cannot be used
@@ -27,7 +28,7 @@ exceptions, because the model must read them.
 from __future__ import annotations
 
 __all__ = ["AbhedError", "ChainBroken", "ConfigError", "EventLogDamaged", "EventLogError",
-           "EventLogFull", "SessionNotFound"]
+           "EventLogFull", "SessionBusy", "SessionNotFound"]
 
 
 class AbhedError(Exception):
@@ -77,3 +78,8 @@ class EventLogFull(EventLogError):
 
 class SessionNotFound(AbhedError):
     pass
+
+
+class SessionBusy(AbhedError):
+    """Another live process holds the session (a run, rpc, the TUI, an undo): refused, not
+    queued, since two writers would each take the other's unfinished run for a crash."""

@@ -9,20 +9,34 @@ order: the loop, the dispatcher and the approval path all append through the
 session, so this is what ``abhed run --json`` prints, ``abhed rpc`` streams and
 the TUI shows.  A subagent's session is *adopted* by its parent's, so a front
 end that asked for children's events hears them too.
+
+One process at a time works a session: opening or creating one *holds* it
+(:meth:`Session.hold`), and another process that opens it for work is refused
+with :class:`~appliance.SessionBusy`.  Without that, a second ``abhed run
+--session`` took the first one's unfinished run for a crash and ended it while
+it was still running, and an undo from another terminal put files back under a
+live run.  The kernel lets go of the lock when its process ends, ``kill -9``
+included, so resuming after a crash still works.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
+import re
 import secrets
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from appliance._errors import EventLogError, SessionNotFound
+from appliance._errors import EventLogError, SessionBusy, SessionNotFound
 from appliance.events import (
     ActionEvent,
     ArtifactRef,
@@ -42,6 +56,47 @@ __all__ = ["Session", "new_session_id"]
 def new_session_id() -> str:
     """Sortable by creation time, unique across processes."""
     return "s-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+#: Sessions this process holds: lock file -> [its descriptor, how many Session objects hold
+#: it].  A flock belongs to one open file, so a second open of the same lock in this process
+#: would refuse the process itself (rpc's undo beside its own agent); they share this one.
+_HELD: dict[str, list[int]] = {}
+_HELD_LOCK = threading.Lock()
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _lock_path(store: EventStore, session_id: str) -> str:
+    """``STATE/locks/SESSION.lock`` beside the event log (a hash for an id unfit for a name)."""
+    name = session_id if _PLAIN_ID.fullmatch(session_id) else hashlib.sha256(
+        session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return os.path.join(os.path.dirname(os.path.abspath(store.path)), "locks", f"{name}.lock")
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as it wrote itself into the file (pid, command, since when)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(info['pid'])}, {str(info['command'])[:80]}, since {str(info['since'])[:40]}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "a process that did not say which"
+
+
+def _command() -> str:
+    """``abhed VERB``: enough to recognise the holder, never its arguments (a prompt)."""
+    verb = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+    return "abhed " + verb[:40] if verb else "abhed"
+
+
+def _let_go(path: str) -> None:
+    with _HELD_LOCK:
+        entry = _HELD.get(path)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _HELD[path]
+            os.close(entry[0])  # the flock goes with the last descriptor
 
 
 def _artifact_refs(result: ToolResult) -> list[ArtifactRef]:
@@ -73,6 +128,7 @@ class Session:
         # Threads append at once (parallel subagents relay into their parent's
         # listeners): one lock keeps each event's persist-then-notify together.
         self._append_lock = threading.Lock()
+        self._release: weakref.finalize[[str], Session] | None = None
         for stored in store.events(session_id, types=("observation", "todo_updated", "plan_updated")):
             self._fold(stored.event)
 
@@ -87,18 +143,69 @@ class Session:
                                  parent_session_id=parent[0] if parent else None,
                                  parent_call_id=parent[1] if parent else None)
         store.create_session(sid, workspace, started.ts)
-        store.append(started)
-        return cls(store, sid, workspace)
+        session = cls(store, sid, workspace)
+        session.hold()  # before its first event: nobody may resume it while it is made
+        session.append(started)
+        return session
 
     @classmethod
     def open(cls, store: EventStore, session_id: str, workspace: str | None = None) -> Session:
-        """Reopen a session; its workspace must be the one given, if one is given."""
+        """Reopen a session to work on it (held: :meth:`hold`); its workspace must be the one
+        given, if one is given."""
         info = store.session_info(session_id)
         if workspace is not None and os.path.realpath(workspace) != info["workspace"]:
             raise SessionNotFound(
                 f"session {session_id} belongs to workspace {info['workspace']}, not {workspace}"
             )
-        return cls(store, session_id, info["workspace"])
+        session = cls(store, session_id, info["workspace"])
+        session.hold()
+        return session
+
+    def hold(self) -> None:
+        """Take the session for this process, or raise :class:`SessionBusy` naming who has it.
+
+        An advisory lock (``flock``) on ``STATE/locks/SESSION.lock``, held until
+        :meth:`release` (or until this object is collected); the kernel drops it
+        when the process ends, however it ends.  Readers (``sessions show``,
+        export, verify) read the log without it.  Within one process every
+        holder of a session shares the lock: its doors already take turns.
+        """
+        if self._release is not None and self._release.alive:
+            return
+        path = _lock_path(self.store, self.id)
+        with _HELD_LOCK:
+            entry = _HELD.get(path)
+            if entry is None:
+                try:
+                    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                except OSError as exc:
+                    raise EventLogError(f"cannot take session {self.id} for work: {path}: "
+                                        f"{exc.strerror or exc}") from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = _holder(fd)
+                    os.close(fd)
+                    raise SessionBusy(
+                        f"session {self.id} is in use by another process ({holder}): two "
+                        "processes working one session would each take the other's unfinished "
+                        "run for a crash. Wait for it to end, or stop it (Ctrl-C, rpc abort or "
+                        "shutdown, quit the TUI); undo there with rpc undo or the TUI's /undo; "
+                        "or start a new session.") from None
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": _command(),
+                                          "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                 time.gmtime())}).encode(), 0)
+                entry = _HELD[path] = [fd, 0]
+            entry[1] += 1
+        self._release = weakref.finalize(self, _let_go, path)
+
+    def release(self) -> None:
+        """Let go of what :meth:`hold` took (once; a later call does nothing)."""
+        if self._release is not None:
+            self._release()
+            self._release = None
 
     def listen(self, fn: Callable[[StoredEvent], None], *, children: bool = False) -> None:
         """Call ``fn`` after each event; ``children``: subagents' events too (a front end's stream)."""

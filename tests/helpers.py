@@ -1,10 +1,16 @@
-"""Helpers every test folder may use: waiting on a condition with a deadline."""
+"""Helpers every test folder may use: waiting on a condition with a deadline; a scratch
+directory another Unix user can pass through."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -27,3 +33,15 @@ def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, *, poll_s: float = 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         pause.wait(poll_s)
+
+
+@contextmanager
+def shared_scratch(prefix: str) -> Iterator[Path]:
+    """A root-owned 0755 directory in /tmp, removed after: pytest's own tmp_path is 0700,
+    so the unprivileged users of a shared-host test could not pass through it."""
+    base = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base)

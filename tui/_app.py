@@ -155,6 +155,7 @@ class AbhedApp(App[int]):
         self._events_handled = 0  # events from the sink handled so far (orders the deltas)
         self._last_second = 0
         self._forgot_seen = 0
+        self._status_shown: tuple[str, tuple[Any, ...]] = ("", ())
         self._drawn_seen = 0
         self.exit_code = 0
 
@@ -251,9 +252,9 @@ class AbhedApp(App[int]):
         self.options["session_id"] = msg.info.session_id
         self.state = "idle"
         history = self.link.history() if self.link is not None else []
-        for stored in history:  # a resumed session is re-rendered from its log
-            self._event(stored.event, replay=True)
-        self.transcript.follow_end()
+        with self.transcript.bulk():  # a resumed session is re-rendered from its log
+            for stored in history:
+                self._event(stored.event, replay=True)
         self._notices(msg.info)
         fresh = not any(s.event.type == "user_message" for s in history)
         if msg.info.mode_chosen_by == "caller" and fresh:
@@ -270,17 +271,19 @@ class AbhedApp(App[int]):
     def _notices(self, info: LinkInfo) -> None:
         """What set-up refused or degraded: a degradation said once, plainly; a loss each time.
 
-        A sandbox fallback (bubblewrap instead of a microVM) is said the first time
-        it happens for this reason, then only by the status line and /sandbox; a
-        tool that is missing (no sandbox at all, an MCP server refused, an extension
-        dead) is said at every start, in red, because something is wrong.
+        A sandbox fallback (bubblewrap instead of a microVM) and a note (a development
+        checkout: no site settings) are said the first time they happen for this reason,
+        then only by the status line and /sandbox; a tool that is missing (no sandbox at
+        all, an MCP server refused, an extension dead) is said in red at every start,
+        because something is wrong.
         """
         for notice in info.notices:
-            if notice.startswith("the shell runs under bubblewrap"):
-                if _first_time(notice):
-                    self.note(f"note: {notice} (said once; /sandbox says it again)")
+            if notice.degraded_only:
+                if _first_time(notice.message):
+                    again = "; /sandbox says it again" if notice.kind.startswith("sandbox") else ""
+                    self.note(f"note: {notice.message} (said once{again})")
                 continue
-            self.note(notice, error=True)
+            self.note(notice.message, error=True)
 
     def on_link_failed(self, msg: LinkFailed) -> None:
         self._failed(msg.message)
@@ -399,7 +402,8 @@ class AbhedApp(App[int]):
                 self.transcript.changed(card)
             case _:
                 pass
-        self._status()
+        if not replay:
+            self._status()
 
     def _turn(self, text: str) -> None:
         """A model turn was recorded: the streamed reply (if any) is finished with its text."""
@@ -630,7 +634,10 @@ class AbhedApp(App[int]):
         if state == "starting" and self.preparing:
             state = f"starting: reaching {self.preparing}"
         t.append(("● " if busy else "○ ") + state, style="yellow" if busy else "green")
-        line.update(t)
+        shown = (t.plain, tuple(t.spans))
+        if shown != self._status_shown:  # an unchanged line is not drawn again
+            self._status_shown = shown
+            line.update(t)
 
     def _queue_view(self) -> None:
         view = self.query_one("#queue", Static)
@@ -910,8 +917,9 @@ class AbhedApp(App[int]):
             return
         self.note(f"sandbox: {self.info.sandbox} (`abhed sandbox check` compares the backends)")
         for notice in self.info.notices:
-            if notice.startswith("the shell runs under bubblewrap"):
-                self.note(f"note: {notice}")
+            if notice.kind.startswith("sandbox"):
+                self.note(("note: " if notice.degraded_only else "") + notice.message,
+                          error=not notice.degraded_only)
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the appliance is imported on the start thread, after the fi
     from appliance.policy import Approval, ApprovalRequest
     from models import Delta
 
-__all__ = ["AgentLink", "LinkInfo", "PendingApproval", "Sink"]
+__all__ = ["AgentLink", "LinkInfo", "PendingApproval", "SetupNotice", "Sink"]
 
 # appliance.policy.MODES, copied: importing the policy package would load the whole
 # runtime before the first frame (tests/tui/test_app.py holds the two equal, and the CLI's).
@@ -94,6 +94,21 @@ class Sink(Protocol):
 
 
 @dataclass(frozen=True)
+class SetupNotice:
+    """One thing start-up said: ``kind`` as the composition names it (``sandbox_fallback``,
+    ``mcp_refused`` ...), ``level`` ``warning`` (something is missing or weaker) or ``note``."""
+
+    kind: str
+    level: str
+    message: str
+
+    @property
+    def degraded_only(self) -> bool:
+        """Nothing is missing: said once, plainly (a fallback that works, a note)."""
+        return self.level == "note" or self.kind == "sandbox_fallback"
+
+
+@dataclass(frozen=True)
 class LinkInfo:
     """What the status line shows about the session, known once it has started."""
 
@@ -106,7 +121,9 @@ class LinkInfo:
     context_window: int | None
     tools: tuple[str, ...]
     mode_chosen_by: str = "operator"  # caller (--mode), operator (policy.mode) or default
-    notices: tuple[str, ...] = ()  # what set-up refused or degraded (MCP server, extension, sandbox)
+    # what set-up refused or degraded (MCP server, extension, sandbox), or notes (a development
+    # checkout): the app says a loss in red at every start, a note or a degradation once
+    notices: tuple[SetupNotice, ...] = ()
 
 
 class AgentLink:
@@ -211,7 +228,8 @@ class AgentLink:
             session_id=agent.session.id, workspace=agent.session.workspace, provider=provider.name,
             model=provider.model, mode=self.mode, sandbox=backend,
             context_window=started.context_tokens, tools=tuple(sorted(agent.tools)),
-            mode_chosen_by=started.mode.chosen_by, notices=tuple(n.message for n in started.notices))
+            mode_chosen_by=started.mode.chosen_by,
+            notices=tuple(SetupNotice(str(n.kind), n.level, n.message) for n in started.notices))
         self.sink.started(self.info)
         agent.session.listen(self.sink.event, children=True)  # subagents' calls show in their card
 

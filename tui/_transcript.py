@@ -19,7 +19,8 @@ it stays put and ``unseen`` says new output arrived below.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.style import Style
 from textual import events
@@ -91,6 +92,7 @@ class Transcript(ScrollView, can_focus=True):
         self._strips: dict[tuple[object, ...], Strip] = {}
         self.on_toggle: Callable[[ToolEntry], None] | None = None
         self.forgot = 0  # entries that forgot their drawn lines (the app trims memory after)
+        self._bulk = False
 
     # -- geometry ----------------------------------------------------------------
     @property
@@ -176,7 +178,23 @@ class Transcript(ScrollView, can_focus=True):
         if 0 <= i < len(self.entries) and self.entries[i] is entry:
             self._changed_content(i)
 
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Add many entries at once (a resumed session's log): each is only estimated; the
+        ones that end up near the screen are drawn once, at the end."""
+        self._bulk = True
+        try:
+            yield
+        finally:
+            self._bulk = False
+            self._offsets_valid = False
+            if self.is_mounted and self.size.width:
+                self._refit()
+                self.follow_end()
+
     def _changed_content(self, i: int) -> None:
+        if self._bulk:
+            return
         if not self.is_mounted or self.size.width == 0:
             return  # laid out later: on_resize measures what is on screen
         self._rewidth()

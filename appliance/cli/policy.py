@@ -210,6 +210,9 @@ def _answer(explainer: _Explainer, number: int, raw: bytes | None) -> dict[str, 
     except json.JSONDecodeError as exc:
         return error("not_json", f"not JSON ({exc.msg} at column {exc.colno}); each line must be "
                                  'one JSON object, e.g. {"command": "git status"}')
+    except RecursionError:  # [[[[... past Python's recursion limit: this line only, not the run
+        return error("not_json", "nests too deeply to read (thousands of [ or {); each line must "
+                                 'be one flat JSON object, e.g. {"command": "git status"}')
     if not isinstance(item, dict):
         return error("not_object", f"a JSON {type(item).__name__}, not an object; write "
                                    '{"tool": "bash", "args": {...}} or {"command": "..."}')

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import click
 
-from appliance._errors import SessionNotFound
+from appliance._errors import SessionBusy, SessionNotFound
 from appliance._session import Session
 from appliance.cli._common import open_store
 from appliance.events import (
@@ -156,7 +156,7 @@ def _undo_door(session_id: str, as_json: bool,
     store = open_store()
     try:
         event = act(Session.open(store, session_id))
-    except (SessionNotFound, UndoError) as exc:
+    except (SessionNotFound, SessionBusy, UndoError) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         store.close()

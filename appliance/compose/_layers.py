@@ -285,6 +285,11 @@ def _wider_number(rule: Rule, asked: Any, base: Any) -> bool:
     return bool(asked < base)
 
 
+def _leave(mine: Origin) -> str:
+    """What the engineer may do instead: drop the flag, or the setting from their file."""
+    return f"leave out {mine.where}" if mine.kind == "flag" else f"remove it from {mine.where}"
+
+
 def _key(item: Any) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
@@ -367,8 +372,7 @@ class _Merge:
     def _number(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if _wider_number(rule, asked, base):
             way = "lower" if rule.direction == "lower" else "higher"
-            self.refuse(path, asked, base, f"Choose {_show(base)} or {way}, or leave it out of "
-                        f"{mine.where}.")
+            self.refuse(path, asked, base, f"Choose {_show(base)} or {way}, or {_leave(mine)}.")
             self.take(path, base, b)
         else:
             self.take(path, asked, mine)
@@ -391,23 +395,31 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _union(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _add(self, path: str, base: Any, b: Origin, asked: Any, mine: Origin,
+             refused: Callable[[Any, list[Any]], bool]) -> None:
+        """The site's entries, then each of the user's that ``refused`` lets in (it records why not)."""
         kept = list(base or ())
-        seen = {_key(i) for i in kept}
         for i in range(len(kept)):
             self.origins[f"{path}[{i}]"] = b
+        seen = {_key(i) for i in kept}
         for item in asked or ():
-            if _key(item) in seen:
-                continue
-            if path == "tools.secret_paths" and isinstance(item, str) and item.startswith("!"):
-                self.refuse(path, item, base, "A '!' pattern takes a file out of the secrets; "
-                            "only the site can. Add patterns, or leave the list out.")
-                continue
+            if _key(item) in seen or refused(item, kept):
+                continue  # the site's own entry, repeated; or refused, and said why
             seen.add(_key(item))
             self.origins[f"{path}[{len(kept)}]"] = mine
             kept.append(item)
         _set(self.out, path, kept)
         self.origins[path] = mine if len(kept) > len(base or ()) else b
+
+    def _union(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+        def refused(item: Any, kept: list[Any]) -> bool:
+            if path == "tools.secret_paths" and isinstance(item, str) and item.startswith("!"):
+                self.refuse(path, item, base, "A '!' pattern takes a file out of the secrets; "
+                            "only the site can. Add patterns, or leave the list out.")
+                return True
+            return False
+
+        self._add(path, base, b, asked, mine, refused)
 
     def _subset(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if base is None:  # the site grants everything: any list is fewer
@@ -415,15 +427,15 @@ class _Merge:
             return
         extra = [x for x in (asked if asked is not None else ["(everything)"]) if x not in base]
         if extra:
-            self.refuse(path, extra, base, f"Keep to entries of the site's list, or leave it out "
-                        f"of {mine.where}.")
+            self.refuse(path, extra, base, f"Keep to entries of the site's list, or "
+                        f"{_leave(mine)}.")
             self.take(path, base, b)
         else:
             self.take(path, asked, mine)
 
     def _site_only(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin,
                    mine: Origin) -> None:
-        self.refuse(path, asked, base, f"Only the site sets this; remove it from {mine.where}.")
+        self.refuse(path, asked, base, f"Only the site sets this; {_leave(mine)}.")
         self.take(path, base, b)
 
     def _kept(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
@@ -435,36 +447,27 @@ class _Merge:
             self.take(path, asked, mine)
 
     def _gated(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
-        kept = list(base or ())
-        for i in range(len(kept)):
-            self.origins[f"{path}[{i}]"] = b
-        by_name = _named(kept) if path != "policy.allow" else {}
-        seen = {_key(i) for i in kept}
+        by_name = _named(base or ()) if path != "policy.allow" else {}
         allowed = self.switch(rule.switch)
-        for item in asked or ():
-            if _key(item) in seen:
-                continue  # the site's own entry, repeated
+
+        def refused(item: Any, kept: list[Any]) -> bool:
             name = item.get("name") if isinstance(item, Mapping) else None
             if name is not None and str(name) in by_name:
                 self.refuse(f"{path}.{name}", item, by_name[str(name)], "The site's entry of that "
                             f"name stays as the site wrote it; remove yours from {mine.where} or "
                             "give it another name.")
-                continue
-            if not allowed:
+            elif not allowed:
                 self.refuse(path, item, [i.get("name", i) if isinstance(i, Mapping) else i
                                          for i in kept],
                             f"Only the site's entries are allowed here; remove it from {mine.where}, "
                             f"or ask the operator to set {rule.switch}: true in the site spec.")
-                continue
-            problem = _own_extension_problem(item) if path == "extensions" else None
-            if problem:
+            elif path == "extensions" and (problem := _own_extension_problem(item)):
                 self.refuse(path, item, "veto-only extensions", problem)
-                continue
-            seen.add(_key(item))
-            self.origins[f"{path}[{len(kept)}]"] = mine
-            kept.append(item)
-        _set(self.out, path, kept)
-        self.origins[path] = mine if len(kept) > len(base or ()) else b
+            else:
+                return False
+            return True
+
+        self._add(path, base, b, asked, mine, refused)
 
 
 _TOOL_EVENTS = {"list_tools", "invoke_tool"}

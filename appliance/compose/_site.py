@@ -114,6 +114,15 @@ def _check_owner(path: str, st: os.stat_result, where: Path) -> None:
                       f"(mode {stat.S_IMODE(st.st_mode):o}): someone other than root could change it")
 
 
+def _lstat(path: str, where: Path, missing: str) -> os.stat_result:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        raise _refuse(where, f"{path} {missing}") from None
+    except OSError as exc:
+        raise _refuse(where, f"{path} cannot be examined ({exc.strerror})") from None
+
+
 def trusted_path(path: Path, where: Path) -> Path:
     """``path`` with every link followed, each component checked on the way (root, not g/o-writable).
 
@@ -138,12 +147,7 @@ def trusted_path(path: Path, where: Path) -> Path:
             current = os.path.dirname(current) or "/"
             continue
         nxt = os.path.join(current, part)
-        try:
-            st = os.lstat(nxt)
-        except FileNotFoundError:
-            raise _refuse(where, f"{nxt} does not exist (a link that points nowhere?)") from None
-        except OSError as exc:
-            raise _refuse(where, f"{nxt} cannot be examined ({exc.strerror})") from None
+        st = _lstat(nxt, where, "does not exist (a link that points nowhere?)")
         _check_owner(nxt, st, where)
         if stat.S_ISLNK(st.st_mode):
             hops += 1
@@ -163,12 +167,7 @@ def trusted_path(path: Path, where: Path) -> Path:
 
 def _read(directory: Path, name: str, where: Path) -> bytes:
     path = directory / name
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise _refuse(where, f"{path} is missing") from None
-    except OSError as exc:
-        raise _refuse(where, f"{path} cannot be examined ({exc.strerror})") from None
+    st = _lstat(str(path), where, "is missing")
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(where, f"{path} is not a regular file")
     _check_owner(str(path), st, where)

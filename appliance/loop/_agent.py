@@ -173,10 +173,12 @@ class Agent:
         return self.compactor.estimate(messages, tools)
 
     def close(self) -> None:
-        """Release what the agent holds: the tooling (sandbox, extensions, MCP) and the provider."""
+        """Release what the agent holds: the tooling (sandbox, extensions, MCP), the provider,
+        and the session itself (another process may open it now)."""
         for fn in reversed(self.closers):
             fn()
         self.closers.clear()
+        self.session.release()
 
     # -- control from other threads ------------------------------------------
     def steer(self, text: str) -> None:

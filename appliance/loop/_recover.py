@@ -62,7 +62,10 @@ def _reconcile_task(session: Session, call_id: str) -> tuple[str, dict[str, obje
         return "Its subagent was never started, so nothing was done for it.", {}
     child_id = started[-1].child_session_id
     child = Session.open(session.store, child_id)
-    recover_interrupted_run(child, History.rebuild(session.store.events(child_id), ""))
+    try:
+        recover_interrupted_run(child, History.rebuild(session.store.events(child_id), ""))
+    finally:
+        child.release()
     effects = effects_of(session.store, child_id)
     session.append(TaskEnded(session_id=session.id, call_id=call_id, child_session_id=child_id,
                              status="interrupted", files_changed=effects.files,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from tools.shell_parser import Parsed, SimpleCommand
+from tools.shell_parser import Parsed, SimpleCommand, abbreviates
 
 __all__ = ["destructive_reasons"]
 
@@ -46,6 +46,7 @@ _LIST_MODE = {
 
 
 def _short_flags(args: list[str]) -> set[str]:
+    """The options written before ``--``: each letter of a cluster, each long name as written."""
     flags: set[str] = set()
     for a in args:
         if a == "--":
@@ -57,6 +58,13 @@ def _short_flags(args: list[str]) -> set[str]:
     return flags
 
 
+def _has(flags: set[str], *spellings: str) -> bool:
+    """Whether ``flags`` hold one of ``spellings``: a short one as is, a long one in any spelling
+    the program takes (``rm --rec``, ``git reset --ha``: getopt_long and git accept a prefix)."""
+    return any(f in spellings or any(o.startswith("--") and abbreviates(f, o) for o in spellings)
+               for f in flags)
+
+
 def _only_help(cmd: SimpleCommand) -> bool:
     return bool(cmd.args) and all(a in _HELP_ONLY for a in cmd.args)
 
@@ -65,8 +73,8 @@ def _rm(cmd: SimpleCommand) -> str | None:
     if _only_help(cmd):
         return None
     f = _short_flags(cmd.args)
-    recursive = bool(f & {"-r", "-R", "--recursive"})
-    force = bool(f & {"-f", "--force"})
+    recursive = _has(f, "-r", "-R", "--recursive")
+    force = _has(f, "-f", "--force")
     if recursive and force:
         return "rm -rf (recursive forced delete)"
     if recursive:
@@ -92,26 +100,33 @@ def _git(cmd: SimpleCommand) -> str | None:
     sub = cmd.subcommand
     rest = cmd.args[cmd.args.index(sub) + 1:] if sub in cmd.args else []
     f = _short_flags(rest)
-    if sub == "push" and (f & {"-f", "--force", "--force-with-lease", "--force-if-includes",
-                               "--mirror", "--delete", "-d"}
-                          or any(a.startswith(("+", "--force")) for a in rest)):
+    if sub == "push" and not _has(f, "-n", "--dry-run") and (
+            _has(f, "-f", "--force", "--force-with-lease", "--force-if-includes", "--mirror",
+                 "--delete", "-d") or any(a.startswith("+") or _deletes_ref(a) for a in rest)):
         return "git push --force (rewrites or deletes remote history)"
-    if sub == "reset" and "--hard" in rest:
+    if sub == "reset" and _has(f, "--hard"):
         return "git reset --hard (discards uncommitted work)"
-    if sub == "clean" and not f & {"-n", "--dry-run", "-i", "--interactive"} and (
-            f & {"-f", "--force"}
+    if sub == "clean" and not _has(f, "-n", "--dry-run", "-i", "--interactive") and (
+            _has(f, "-f", "--force")
             or _git_config(cmd.args).get("clean.requireforce") in ("false", "no", "off", "0")):
         return "git clean -f (deletes untracked files)"
     if sub in ("checkout", "restore") and ("." in rest or "--" in rest and rest[-1:] == ["."]):
         return f"git {sub} . (discards uncommitted changes)"
-    if sub == "branch" and "-D" in f:
+    if sub in ("checkout", "switch") and _has(f, "-f", "--force", "--discard-changes"):
+        return f"git {sub} --force (discards uncommitted changes)"
+    if sub == "branch" and (_has(f, "-D") or _has(f, "-d", "--delete") and _has(f, "-f", "--force")):
         return "git branch -D (deletes an unmerged branch)"
     return None
 
 
+def _deletes_ref(arg: str) -> bool:
+    """A push refspec with nothing before the colon (``:main``) deletes the remote ref."""
+    return arg.startswith(":") and len(arg) > 1
+
+
 def _recursive_owner(cmd: SimpleCommand) -> str | None:
     f = _short_flags(cmd.args)
-    if not f & {"-R", "--recursive"}:
+    if not _has(f, "-R", "--recursive"):
         return None
     targets = [a for a in cmd.args if not a.startswith("-")][1:]  # first is the mode/owner
     broad = [t for t in targets if _BROAD.match(t) or t.startswith("$")]

@@ -166,6 +166,9 @@ class RpcServer:
             except (UnicodeDecodeError, ValueError) as exc:
                 raise _Fail("parse_error", f"the line is not UTF-8 JSON ({type(exc).__name__}); send one "
                             "JSON object per line") from None
+            except RecursionError:  # [[[[... past Python's limit: this line fails, not the server
+                raise _Fail("parse_error", "the line nests too deeply to read; send one flat JSON "
+                            "object per line") from None
             if not isinstance(req, dict):
                 raise _Fail("invalid_request", "a request must be a JSON object with a \"method\"")
             rid = req.get("id")

@@ -155,6 +155,7 @@ class Subagents:
                 session_id=parent.session.id, call_id=call_id, child_session_id=child_session.id,
                 status=outcome.reason if outcome is not None else "internal_error",
                 files_changed=files, commands=commands, spent=spent))
+            child_session.release()  # its run is over: another process may open it now
         return _result(args, child_session.id, outcome.reason, outcome.message, outcome.answer,
                        files, commands, spent)
 

@@ -40,7 +40,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from side import ROOT, run_against, run_child, tune_gc_of  # noqa: E402
+from side import ROOT, run_against, run_child, table, tune_gc_of  # noqa: E402
 
 DEFAULT_ROOT = ROOT
 
@@ -167,7 +167,7 @@ async def measure(root: Path, messages: int, lines: int, tps: float, keys_hz: fl
         "tick_p95": pct(ticks, 95) * ms, "update_p95": pct(updates, 95) * ms,
         "echoes": len(echoes), "echo_p50": statistics.median(echoes) * ms if echoes else 0,
         "echo_p95": pct(echoes, 95) * ms, "echo_max": max(echoes, default=0) * ms,
-        "typed": len(posted), "rss_loaded": loaded, "rss_after": after, "rss_peak": peak,
+        "typed": len(posted), "unechoed": len(posted) - len(echoes), "rss_loaded": loaded, "rss_after": after, "rss_peak": peak,
         "clock": "wall" if wall else "UI-thread CPU",
     }
 
@@ -176,32 +176,8 @@ ROWS = [("frame p50 ms", "frame_p50"), ("frame p95 ms", "frame_p95"), ("frame ma
         ("  of which tick p95 ms", "tick_p95"), ("  screen update p95 ms", "update_p95"),
         ("frames drawn", "frames"), ("typing echo p50 ms", "echo_p50"),
         ("typing echo p95 ms", "echo_p95"), ("typing echo max ms", "echo_max"),
-        ("keys echoed / typed", "echoes"), ("RSS loaded MB", "rss_loaded"),
+        ("keys typed", "typed"), ("keys never echoed", "unechoed"), ("RSS loaded MB", "rss_loaded"),
         ("RSS after reply MB", "rss_after"), ("RSS peak MB", "rss_peak")]
-
-
-def table(now: dict[str, Any], before: dict[str, Any] | None, rev: str) -> None:
-    load = os.getloadavg()[0]
-    print(f"session of {now['messages']:,} messages, then a {now['lines']:,}-line fence "
-          f"({now['reply_chars']:,} chars) streamed in {now['streamed_s']:.1f} s; frames in "
-          f"{now['clock']} time; load average {load:.1f}")
-    head = f"{'':24}{'now':>12}"
-    if before is not None:
-        head += f"{rev[:12]:>14}{'before/now':>12}"
-    print(head)
-    for label, key in ROWS:
-        row = f"{label:24}{now[key]:>12.1f}"
-        if key == "echoes":
-            shown = f"{now[key]}/{now['typed']}"
-            row = f"{label:24}{shown:>12}"
-        if before is not None:
-            if key == "echoes":
-                shown = f"{before[key]}/{before['typed']}"
-                row += f"{shown:>14}"
-            else:
-                ratio = before[key] / now[key] if now[key] else float("inf")
-                row += f"{before[key]:>14.1f}{ratio:>11.2f}x"
-        print(row)
 
 
 def main() -> None:
@@ -223,7 +199,10 @@ def main() -> None:
         return
     before = run_against(a.against, HERE, shared) if a.against else None
     now = run_child(HERE, shared)
-    table(now, before, a.against or "")
+    print(f"session of {now['messages']:,} messages, then a {now['lines']:,}-line fence "
+          f"({now['reply_chars']:,} chars) streamed in {now['streamed_s']:.1f} s; frames in "
+          f"{now['clock']} time; load average {os.getloadavg()[0]:.1f}")
+    table(ROWS, now, before, a.against or "")
 
 
 if __name__ == "__main__":

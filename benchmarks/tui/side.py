@@ -55,6 +55,6 @@ def table(rows: list[tuple[str, str]], now: dict[str, Any], before: dict[str, An
     for label, key in rows:
         row = f"{label:30}{now[key]:>12.1f}"
         if before is not None:
-            ratio = before[key] / now[key] if now[key] else float("inf")
-            row += f"{before[key]:>14.1f}{ratio:>11.2f}x"
+            ratio = f"{before[key] / now[key]:>11.2f}x" if now[key] else f"{'-':>12}"
+            row += f"{before[key]:>14.1f}{ratio}"
         print(row)

@@ -17,12 +17,14 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from models import public_key_pem
+from tests.helpers import shared_scratch
 
 from .conftest import ROOT, BundleMaker, Keys, descriptor, scripted_command, site_settings
 
@@ -40,7 +42,8 @@ class Step:
     command: str  # as the operator types it, after "abhed-installer " (or "abhed ")
     before: Callable[[Path], None] | None = None
     exit_code: int = 0
-    program: str = "abhed-installer"  # or "abhed" (this tree's), or "engineer" (see ENGINEER)
+    program: str = "abhed-installer"  # or "abhed" (this tree's), "engineer" (see ENGINEER),
+    # or a path under the prefix ("{prefix}/current/venv/bin/model_signing"), run as root
     hidden: str = ""  # arguments run but not shown (the default prefix's links)
 
 
@@ -76,6 +79,12 @@ def _engineer_loosens(prefix: Path) -> None:
     os.chown(mine, ENGINEER, ENGINEER)
 
 
+def _engineer_complies(prefix: Path) -> None:
+    """The engineer takes back what the site refused (their config narrows nothing now)."""
+    (prefix.parent / "engineer" / ".abhed" / "config.json").unlink()
+
+
+MODEL = "{prefix}/current/bundle/models/tiny"
 LINKS = "--host-link {sysroot}/etc/abhed/site --bin-link {sysroot}/usr/local/bin/abhed"
 
 STEPS = [
@@ -100,6 +109,14 @@ STEPS = [
     Step("tighten-refused", "site tighten looser.json", before=_looser, exit_code=2),
     Step("audit-verify", "audit verify"),
     Step("audit-show", "audit show -n 4"),
+    # 8. The record in the site's own tools: the weights by OpenSSF's verifier, a session as OCSF.
+    Step("model-verify", f"verify key --signature {MODEL}/model.sig "
+         f"--public_key publisher.model-signing.pub {MODEL}",
+         program="{prefix}/current/venv/bin/model_signing"),
+    Step("engineer-session", """tool glob '{"pattern": "*"}' -w .""", program="engineer",
+         before=_engineer_complies),
+    Step("engineer-export", "events export --format ocsf --out audit.ocsf.jsonl",
+         program="engineer"),
 ]
 
 
@@ -150,6 +167,9 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
                       prefix=prefix)
     shutil.copy(bad, site / "abhed-3.abhed")
     shutil.copy(keys.pub, site / "publisher.pub")
+    # What `abhed bundle keygen` writes beside it: the key the bundle's models are signed with.
+    (site / "publisher.model-signing.pub").write_bytes(
+        public_key_pem(keys.secret.model_signing_key()))
     (work / "sysroot/etc").mkdir(parents=True)
     engineer = work / "engineer"
     for d in (engineer, engineer / ".abhed", engineer / "project"):
@@ -157,6 +177,10 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
         os.chown(d, ENGINEER, ENGINEER)
     os.chmod(engineer, 0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ABHED_INSTALLER")}
+    # The release's venv links to the interpreter the installer finds first on PATH; one
+    # under root's home (pyenv) is out of the engineer's reach, and the site's extension,
+    # run with the venv's python, would die for them. A host's python is the system's.
+    env["PATH"] = "/usr/bin:/bin:" + env.get("PATH", "")
     env.update(ABHED_PREFIX=str(prefix), ABHED_INSTALLER_SYSROOT=str(work / "sysroot"),
                COLUMNS="100")
     blocks: dict[str, str] = {}
@@ -166,19 +190,22 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
         program = installer_bin if step.program == "abhed-installer" else \
             [sys.executable, "-m", "appliance.cli"]
         cwd, run_env = site, env
+        if step.program.startswith("{prefix}"):
+            program = [step.program.replace("{prefix}", str(prefix))]
         if step.program == "engineer":
             program = ["setpriv", f"--reuid={ENGINEER}", f"--regid={ENGINEER}", "--clear-groups",
                        str(prefix / "bin" / "abhed")]
             cwd, run_env = engineer / "project", {
                 "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(engineer), "COLUMNS": "100",
                 "ABHED_HOME": str(engineer / ".abhed"), "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = program + shlex.split(step.command) + \
+        argv = program + shlex.split(step.command.replace("{prefix}", str(prefix))) + \
             shlex.split(step.hidden.format(sysroot=work / "sysroot"))
         p = subprocess.run(argv, cwd=cwd, env=run_env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
                            timeout=900)
         assert p.returncode == step.exit_code, f"{step.command}: exit {p.returncode}\n{p.stdout}"
-        shown = f"$ {'abhed' if step.program == 'engineer' else step.program} {step.command}\n{p.stdout}"
+        typed = f"{'abhed' if step.program == 'engineer' else step.program} {step.command}"
+        shown = f"$ {typed.replace('{prefix}', PREFIX)}\n{p.stdout}"
         if step.exit_code:
             shown += f"$ echo $?\n{step.exit_code}\n"
         blocks[step.id] = normalise(shown, work)
@@ -210,11 +237,9 @@ def test_normalise_replaces_what_varies() -> None:
 
 @pytest.fixture
 def work() -> Iterator[Path]:
-    """A root-owned 0755 scratch dir: the guide's engineer passes through it to the prefix."""
-    base = Path(tempfile.mkdtemp(prefix="abhed-guide-")).resolve()
-    os.chmod(base, 0o755)
-    yield base
-    shutil.rmtree(base)
+    """Scratch the guide's engineer passes through to the prefix (pytest's tmp_path is 0700)."""
+    with shared_scratch("abhed-guide-") as base:
+        yield base
 
 
 def test_the_guide_shows_the_binarys_real_output(installer_bin: list[str],

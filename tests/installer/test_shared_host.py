@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from typing import Any
 import pytest
 
 from models import ScriptedServer, ScriptStep
+from tests.helpers import shared_scratch
 
 from .conftest import BundleMaker, Installer, Keys
 
@@ -106,9 +105,8 @@ def _mkdir(path: Path, uid: int, mode: int) -> Path:
 
 @pytest.fixture(scope="module")
 def host(installer_bin: list[str]) -> Iterator[Host]:
-    base = Path(tempfile.mkdtemp(prefix="abhed-shared-")).resolve()
-    os.chmod(base, 0o755)  # engineers pass through to the prefix, their homes, the witness
-    try:
+    # Engineers pass through it to the prefix, their homes and the witness.
+    with shared_scratch("abhed-shared-") as base:
         (base / "sysroot/etc").mkdir(parents=True)
         witness = _mkdir(base / "witness", WITNESS_UID, 0o755)
         _mkdir(witness / "inbox", WITNESS_UID, 0o1733)
@@ -123,8 +121,6 @@ def host(installer_bin: list[str]) -> Iterator[Host]:
         with ScriptedServer(responder=_reply, model="scripted") as server:
             yield Host(base, Installer(installer_bin, base / "opt-abhed", base / "sysroot"),
                        server, witness, homes, spaces)
-    finally:
-        shutil.rmtree(base)
 
 
 def _install(host: Host, make_bundle: BundleMaker, keys: Keys, version: int, mode: str,

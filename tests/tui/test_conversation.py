@@ -457,9 +457,13 @@ async def test_the_token_count_resets_on_new_and_resume() -> None:
 async def test_a_sandbox_degradation_is_said_once_plainly_and_the_status_names_the_model() -> None:
     from dataclasses import replace
 
-    notice = ("the shell runs under bubblewrap, not a microVM: /dev/kvm is missing. Install the "
-              "microVM kernel to get it back")
-    info = replace(INFO, sandbox="bwrap", notices=(notice,))
+    from tui._link import SetupNotice
+
+    notice = SetupNotice("sandbox_fallback", "warning",
+                         "the shell runs under bubblewrap, not a microVM: /dev/kvm is missing. "
+                         "Install the microVM kernel to get it back")
+    lost = SetupNotice("mcp_refused", "warning", "MCP server docs refused: its tools changed")
+    info = replace(INFO, sandbox="bwrap", notices=(notice, lost))
     for n in range(2):
         app = fake_app()
         async with app.run_test(size=SIZE) as pilot:
@@ -471,9 +475,9 @@ async def test_a_sandbox_degradation_is_said_once_plainly_and_the_status_names_t
             app.sink.started(info)
             await pilot.pause()
             said = [x for x in notes(app) if "bubblewrap" in x]
-            errors = [e for e in app.transcript.entries
+            errors = [e.text() for e in app.transcript.entries
                       if kind_of(e) == "notice" and getattr(e, "tone", "") == "error"]
-            assert not errors
+            assert errors == [lost.message]  # a loss is said, in red, at every start
             assert len(said) == (1 if n == 0 else 0)
             app.composer.text = "/sandbox"
             await pilot.press("enter")
@@ -547,3 +551,27 @@ async def test_a_steer_the_run_never_read_is_sent_as_the_next_prompt() -> None:
         app.post_message(RunFinished(None, None))
         await pilot.pause()
         assert link.sent == ["first", "and also this"] and "next prompt" in notes(app)[-1]
+
+
+async def test_a_resumed_long_session_draws_only_what_is_near_the_screen() -> None:
+    from appliance.events import ModelTurn, UserMessage
+
+    log = []
+    for i in range(300):
+        log += [stored(UserMessage(session_id=SID, run_id="r", text=f"prompt number {i}")),
+                stored(ModelTurn(session_id=SID, run_id="r", turn=1, text=f"answer {i}",
+                                 duration_ms=1.0))]
+
+    class Resumed(FakeLink):
+        def history(self) -> list[Any]:
+            return log
+
+    app = fake_app(link_factory=Resumed)
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        t = app.transcript
+        assert len(t.entries) == 600 and t.follow and t.scroll_y == t.max_scroll_y
+        assert sum(t._measured) < 40  # the rest waits, estimated, until scrolled to
+        assert prompts_on_screen(app)[-1] == 299
+        await pilot.press("ctrl+home")
+        assert prompts_on_screen(app)[0] == 0

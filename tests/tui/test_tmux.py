@@ -3,8 +3,11 @@
 Covers what a headless Pilot cannot: a real tty (bare `abhed` opens the TUI),
 the terminal's own handling of what the app writes (an OSC 52 sequence in a
 file must not reach tmux's clipboard), Esc through a real escape delay,
-resize, and quitting back to the shell with exit code 0; all of it with
-Textual limited to the 16 standard colours.
+typing while an approval waits (it goes to the message box), Shift+Tab as a
+terminal sends it, resize, PgUp/Home/End/Ctrl+Home/Ctrl+End and Up as tmux
+sends them, and quitting back to the shell with exit code 0 and the line
+that says how to resume; all of it with Textual limited to the 16 standard
+colours.
 """
 
 from __future__ import annotations
@@ -120,6 +123,34 @@ def test_bare_abhed_in_tmux_prompt_approval_interrupt_resize_quit(
     lines = screen.splitlines()
     assert any("idle" in ln for ln in lines[-3:]), screen  # the status line is still at the bottom
     assert screen.count("› wait a bit") <= 1  # nothing duplicated by the resize
+
+    # a real terminal's paging keys over a conversation taller than the screen
+    t.keys("one more", "Enter")  # takes the interrupted run's unused reply
+    t.wait("never reached")
+    for i in range(8):
+        server.add({"text": f"answer {i}\n\nand a second paragraph {i}"})
+    for i in range(8):
+        t.keys(f"question {i}", "Enter")
+        t.wait(f"second paragraph {i}")
+
+    def first_prompt() -> str:
+        shown = [ln.split("›", 1)[1].strip() for ln in t.screen().splitlines() if "›" in ln]
+        return shown[0] if shown else ""
+
+    bottom = first_prompt()
+    t.keys("PPage")
+    wait_for(lambda: first_prompt() != bottom, 10, what="PgUp to scroll")
+    t.keys("Home")
+    wait_for(lambda: first_prompt() == "what is in notes.txt?", 10, what="Home: the top")
+    t.keys("End")
+    wait_for(lambda: first_prompt() == bottom, 10, what="End: the newest output")
+    t.keys("C-Home")
+    wait_for(lambda: first_prompt() == "what is in notes.txt?", 10, what="Ctrl+Home")
+    t.keys("C-End")
+    wait_for(lambda: first_prompt() == bottom, 10, what="Ctrl+End")
+    t.keys("Up")  # the last prompt back, to edit and send again
+    wait_for(lambda: "│ question 7" in t.screen(), 10, what="Up to recall the last prompt")
+    t.keys("C-c")
 
     t.keys("C-d")
     screen = t.wait("TUI-EXIT=0", timeout_s=30)

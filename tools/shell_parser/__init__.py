@@ -32,7 +32,8 @@ from tools.shell_parser._model import (
     Parsed,
     SimpleCommand,
 )
+from tools.shell_parser._options import abbreviates
 from tools.shell_parser._split import split_command
 
 __all__ = ["MAX_CHARS", "MAX_COMMANDS", "MAX_DEPTH", "OpaqueCode", "Parsed", "SimpleCommand",
-           "split_command"]
+           "abbreviates", "split_command"]

@@ -21,8 +21,10 @@ _SHELL_VARS = {"GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH_COMMAN
                "SUDO_EDITOR", "FCEDIT", "LESSOPEN", "LESSCLOSE", "BROWSER", "PROMPT_COMMAND"}
 # Run as a program (a path, no arguments).
 _PROGRAM_VARS = {"GIT_SSH", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS", "GIT_EXTERNAL_DIFF"}
-# Expanded later by the shell itself, command substitutions included.
-_PROMPT_VARS = {"PS0", "PS1", "PS2", "PS3", "PS4"}
+# Expanded later by the shell itself, command substitutions included: the prompts, and the
+# start-up file names bash (BASH_ENV, every non-interactive bash) and sh (ENV) expand
+# before they read the file (``BASH_ENV='$(rm -rf ~)' bash -c true`` runs the rm).
+_EXPANDED_VARS = {"PS0", "PS1", "PS2", "PS3", "PS4", "BASH_ENV", "ENV"}
 _MAKE_VARS = {"MAKEFLAGS", "GNUMAKEFLAGS", "MFLAGS"}
 _NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?\+?=")
 
@@ -54,7 +56,7 @@ def check_assignment(word: Word, ctx: Ctx) -> None:
     elif name in _PROGRAM_VARS:
         if value.text:
             ctx.command([value], label)
-    elif name in _PROMPT_VARS:
+    elif name in _EXPANDED_VARS:
         Lexer(value.text, lambda inner: ctx.script(inner, label)).scan_expansions(value.text)
     elif name in _MAKE_VARS and "eval" in value.text:
         ctx.opaque(f"make code in {name} (--eval runs make code)", value.text)

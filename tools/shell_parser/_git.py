@@ -9,6 +9,7 @@ import re
 
 from tools.shell_parser._ctx import Ctx
 from tools.shell_parser._model import Word
+from tools.shell_parser._options import option_values
 
 # Settings whose value git runs as shell text (through ``sh -c`` when it has metacharacters).
 _SHELL_KEYS = re.compile(r"""^(
@@ -155,16 +156,9 @@ def _subcommand(sub: str, rest: list[Word], ctx: Ctx) -> None:
                 ctx.script(Word(value, value, w.mask[len(t) - len(value):]), "the pager of git grep -O")
         return
     options: tuple[str, ...] = _COMMAND_OPTS.get(sub, ())
-    for k, w in enumerate(rest):
-        t = w.text
-        if t == "--":
-            break
-        for o in options:
-            if t == o and k + 1 < len(rest):
-                _run_option(sub, o, rest[k + 1], ctx)
-            elif t.startswith(o + "=") or (len(o) == 2 and t.startswith(o) and len(t) > 2):
-                cut = len(o) + (1 if t.startswith(o + "=") else 0)
-                _run_option(sub, o, _tail(w, cut), ctx)
+    # git reads a long option cut short as the one it begins (rebase --exe): every spelling.
+    for option, given in option_values([Word.literal(sub), *rest], options):
+        _run_option(sub, option, given, ctx)
 
 
 def _run_option(sub: str, opt: str, value: Word, ctx: Ctx) -> None:

@@ -5,6 +5,11 @@ A wrong guess here is a hole: if policy thought ``-k`` took no value in
 program that runs another one declares its options, and an option it does
 not declare makes the command unreadable (asks) unless the program is marked
 lenient because none of its options take a separate value.
+
+Long options are read as getopt_long, git and Perl's Getopt::Long read them:
+a prefix names the one option it begins (``rm --rec`` is ``rm --recursive``,
+``timeout --sig KILL`` is ``--signal``), so a rule that looks for an option
+looks for every spelling of it (:func:`abbreviates`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,18 @@ from dataclasses import dataclass, field
 from tools.shell_parser._model import Word
 
 
+def abbreviates(arg: str, option: str) -> bool:
+    """Whether the word ``arg`` names the long ``option``, ``=VALUE`` aside: the whole name or a
+    prefix of it (``--rec`` for ``--recursive``), as getopt_long and git take it."""
+    name = arg.partition("=")[0]
+    return len(name) > 2 and name.startswith("--") and option.startswith(name)
+
+
 def opts(values: str = "", flags: str | None = "", stops: str = "", optional: str = "",
-         numeric: bool = False, cluster: bool = True) -> Opts:
+         numeric: bool = False, cluster: bool = True, abbrev: bool = True) -> Opts:
     """An option table from space-separated spellings (``"-u --user"``); ``flags=None`` is lenient."""
     return Opts(frozenset(values.split()), None if flags is None else frozenset(flags.split()),
-                frozenset(stops.split()), frozenset(optional.split()), numeric, cluster)
+                frozenset(stops.split()), frozenset(optional.split()), numeric, cluster, abbrev)
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,20 @@ class Opts:
     optional: frozenset[str]  # take a value only when attached (xargs -i[R], --replace[=R])
     numeric: bool = False  # -10 is an option (nice -10)
     cluster: bool = True  # short options bundle (-abc); False: -name is one option (find)
+    abbrev: bool = True  # a long option may be cut short (getopt_long); False: clap, exact only
+
+    def long_name(self, name: str) -> str:
+        """The declared long option ``name`` stands for: itself, or the one it abbreviates.
+
+        A prefix of several declared options stays as written (the program refuses it as
+        ambiguous; policy asks).  It never resolves to a stop (``--he`` is not taken for
+        ``--help``): reading on past a stop only judges more.
+        """
+        declared = self.values | self.optional | (self.flags or frozenset())
+        if not self.abbrev or name in declared or name in self.stops:
+            return name
+        found = [o for o in declared if o.startswith("--") and abbreviates(name, o)]
+        return found[0] if len(found) == 1 else name
 
 
 @dataclass
@@ -66,6 +92,7 @@ def scan(words: list[Word], spec: Opts, start: int = 0) -> Scan:
             return out
         if t.startswith("--"):
             name, eq, val = t.partition("=")
+            name = spec.long_name(name)
             if name in spec.stops:
                 out.stopped = name
                 out.operand = len(words)
@@ -134,6 +161,31 @@ def scan(words: list[Word], spec: Opts, start: int = 0) -> Scan:
         i += step
     out.operand = len(words)
     return out
+
+
+def option_values(words: list[Word], names: tuple[str, ...]) -> list[tuple[str, Word]]:
+    """Every value given to the options ``names``, anywhere among ``words[1:]`` up to ``--``.
+
+    ``--opt=VALUE``, ``--opt VALUE`` and a short ``-oVALUE``, with a long option in any
+    spelling that abbreviates it (``tar --to-com=CMD``): for finding the code a program is
+    handed, reading a prefix of several as each of them only asks more.
+    """
+    found: list[tuple[str, Word]] = []
+    for k, w in enumerate(words[1:], start=1):
+        t = w.text
+        if t == "--":
+            break
+        for name in names:
+            if name.startswith("--") and abbreviates(t, name):
+                if "=" in t:
+                    found.append((name, _piece(w, t.partition("=")[2])))
+                elif k + 1 < len(words):
+                    found.append((name, words[k + 1]))
+            elif t == name and k + 1 < len(words):
+                found.append((name, words[k + 1]))
+            elif len(name) == 2 and t.startswith(name) and len(t) > 2 and not t.startswith("--"):
+                found.append((name, _piece(w, t[2:])))
+    return found
 
 
 def _piece(w: Word, value: str) -> Word:

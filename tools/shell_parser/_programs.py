@@ -22,7 +22,7 @@ from tools.shell_parser._ctx import Ctx, Io
 from tools.shell_parser._git import git_routes
 from tools.shell_parser._lexer import Lexer
 from tools.shell_parser._model import Word
-from tools.shell_parser._options import Opts, Scan, opts, scan
+from tools.shell_parser._options import Opts, Scan, option_values, opts, scan
 from tools.shell_parser._sed import SedUnreadable, sed_execs
 
 Handler = Callable[[list[Word], Io, Ctx, list[Word]], None]
@@ -376,11 +376,12 @@ _SED = opts("-e --expression -f --file -l --line-length", "-n --quiet --silent -
             "--sandbox --follow-symlinks -b --binary", "--help --version", "-i --in-place")
 
 
-def _sed(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+def _sed(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """sed's ``e`` command and ``s///e`` flag run commands; the rest of sed does not."""
     scripts: list[Word] = []
     operands: list[Word] = []
-    files = sandbox = False
+    files: list[Word] = []
+    sandbox = False
     k = 1
     while k < len(words):  # GNU sed takes options anywhere, so read them all
         w = words[k]
@@ -390,17 +391,17 @@ def _sed(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
             operands += words[k:]
             break
         if t.startswith("--"):
-            name, eq, val = t.partition("=")
+            written, eq, val = t.partition("=")
+            name = _SED.long_name(written)  # --expr is --expression
             if name in ("--help", "--version"):
                 return
             sandbox |= name == "--sandbox"
-            files |= name == "--file"
-            if name in ("--expression", "--file", "--line-length"):
-                value = Word(val, val, w.mask[len(name) + 1:]) if eq else (
+            if name in _SED.values:
+                value = Word(val, val, w.mask[len(t) - len(val):]) if eq else (
                     words[k] if k < len(words) else None)
                 k += 0 if eq else 1
-                if name == "--expression" and value is not None:
-                    scripts.append(value)
+                if value is not None and name != "--line-length":
+                    (scripts if name == "--expression" else files).append(value)
             continue
         if t.startswith("-") and len(t) > 1:
             for j in range(1, len(t)):
@@ -410,9 +411,8 @@ def _sed(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
                     value = Word(rest, rest, w.mask[j + 1:]) if rest else (
                         words[k] if k < len(words) else None)
                     k += 0 if rest else 1
-                    files |= ch == "f"
-                    if ch == "e" and value is not None:
-                        scripts.append(value)
+                    if value is not None and ch != "l":
+                        (scripts if ch == "e" else files).append(value)
                     break
                 if ch == "i":
                     break  # -i[SUFFIX]: the rest is the suffix
@@ -422,6 +422,7 @@ def _sed(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
         scripts = [operands[0]]
     if sandbox:
         return
+    scripts += _programs_from_stdin("sed", files, io, ctx)
     for w in scripts:
         text = _placeholder(w)
         try:
@@ -436,12 +437,26 @@ def _sed(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
                 ctx.script(command, "the e command of sed")
 
 
+def _programs_from_stdin(name: str, files: list[Word], io: Io, ctx: Ctx) -> list[Word]:
+    """A program file that is standard input (``awk -f /dev/stdin <<< '...'``): its text, when
+    the command line holds it; otherwise code policy cannot see, recorded as opaque."""
+    if not any(f.text in _STDIN_FILES for f in files):
+        return []  # files on disk: judged as the program's own files are (docs/policy.md)
+    if io.stdin is None:
+        return []
+    text, desc = io.stdin.text()
+    if text is None:
+        ctx.opaque(f"{name} reading its program from {desc}")
+        return []
+    return [Word.literal(text)]
+
+
 _AWK = opts("-F --field-separator -v --assign -f --file -e --source -i --include -l --load -E "
             "--exec -W", None, "--help --version -V", "-d --dump-variables -o --pretty-print "
             "-p --profile -L --lint -D --debug")
 
 
-def _awk(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
+def _awk(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     sc = scan(words, _AWK, 1)
     if sc.stopped is not None:
         return
@@ -449,6 +464,7 @@ def _awk(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     if not programs and not sc.has("-f", "--file", "-E", "--exec") and sc.operand < len(words):
         programs = [words[sc.operand]]
     name = os.path.basename(words[0].text)
+    programs += _programs_from_stdin(name, sc.get("-f", "--file", "-E", "--exec"), io, ctx)
     for w in programs:
         runs = awk_runs(_placeholder(w))
         for command in runs.literal:
@@ -483,16 +499,12 @@ def _rg(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 def _make(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """make runs its makefile (a file); ``--eval`` and a makefile read from stdin are code here."""
-    for k, w in enumerate(words[1:], start=1):
-        t = w.text
-        if t in ("--eval", "-E") and k + 1 < len(words):
-            ctx.opaque(f"make {t} (make code; $(shell ...) and recipes run commands)",
-                       _placeholder(words[k + 1]))
-        elif t.startswith("--eval="):
-            ctx.opaque("make --eval (make code; $(shell ...) and recipes run commands)", t[7:])
-        elif (t in ("-f", "--file", "--makefile") and k + 1 < len(words)
-              and words[k + 1].text in _STDIN_FILES) or t in ("-f-", "--file=-", "--makefile=-"):
-            _stdin_script("make", io, ctx, "make")
+    for name, value in option_values(words, ("--eval", "-E")):
+        ctx.opaque(f"make {name} (make code; $(shell ...) and recipes run commands)",
+                   _placeholder(value))
+    if any(value.text in _STDIN_FILES
+           for _, value in option_values(words, ("-f", "--file", "--makefile"))):
+        _stdin_script("make", io, ctx, "make")
 
 
 def _cmake(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
@@ -538,14 +550,13 @@ def _ed(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 def _pager(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     name = os.path.basename(words[0].text)
-    for k, w in enumerate(words[1:], start=1):
+    for w in words[1:]:
         t = w.text
         if name in ("less", "more", "most") and t.startswith("+") and "!" in t:
             ctx.script(t[t.index("!") + 1:], f"the ! command of {name} +")
-        if name == "man" and t in ("-P", "--pager") and k + 1 < len(words):
-            ctx.script(words[k + 1], "the pager of man -P")
-        elif name == "man" and t.startswith("--pager="):
-            ctx.script(t[8:], "the pager of man --pager")
+    if name == "man":
+        for option, value in option_values(words, ("-P", "--pager")):
+            ctx.script(value, f"the pager of man {option}")
 
 
 _DB_ESCAPE = re.compile(r"(^|[\n;])\s*(\.(shell|system|sh)\b|\.(once|output|import|excel)\s+['\"]?\|"
@@ -557,11 +568,7 @@ def _db(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """Database shells run a command through their shell escapes (``.shell``, ``\\!``)."""
     name = os.path.basename(words[0].text)
     texts = [w for w in words[1:] if not w.text.startswith("-") or w.text.startswith("-cmd")]
-    for k, w in enumerate(words[1:], start=1):
-        if w.text in ("-c", "--command", "-e", "--execute", "-cmd") and k + 1 < len(words):
-            texts.append(words[k + 1])
-        elif w.text.startswith(("--command=", "--execute=")):
-            texts.append(w)
+    texts += [v for _, v in option_values(words, ("-c", "--command", "-e", "--execute", "-cmd"))]
     for w in texts:
         if _DB_ESCAPE.search(w.text):
             ctx.opaque(f"{name} with a shell escape", w.text)
@@ -606,27 +613,9 @@ def _crontab(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
             ctx.script(fields[-1], "a job crontab installs")
 
 
-def _option_values(words: list[Word], names: tuple[str, ...]) -> list[tuple[str, Word]]:
-    """``--opt=VALUE``, ``--opt VALUE`` and ``-oVALUE`` for the given spellings, anywhere."""
-    found: list[tuple[str, Word]] = []
-    for k, w in enumerate(words[1:], start=1):
-        t = w.text
-        if t == "--":
-            break
-        for name in names:
-            if t == name and k + 1 < len(words):
-                found.append((name, words[k + 1]))
-            elif name.startswith("--") and t.startswith(name + "="):
-                off = len(name) + 1
-                found.append((name, Word(t[off:], w.raw, w.mask[off:])))
-            elif len(name) == 2 and t.startswith(name) and len(t) > 2 and not t.startswith("--"):
-                found.append((name, Word(t[2:], w.raw, w.mask[2:])))
-    return found
-
-
 def _tar(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """tar runs commands: ``--to-command``, ``--checkpoint-action=exec=``, ``-I PROG``."""
-    for name, value in _option_values(words, ("--to-command", "--checkpoint-action",
+    for name, value in option_values(words, ("--to-command", "--checkpoint-action",
                                               "--use-compress-program", "-I", "--rsh-command")):
         if name == "--checkpoint-action":
             if value.text.startswith("exec="):
@@ -639,12 +628,12 @@ def _tar(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 
 def _zip(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
-    for name, value in _option_values(words, ("-TT", "--unzip-command")):
+    for name, value in option_values(words, ("-TT", "--unzip-command")):
         ctx.script(value, f"the test command of zip {name}")
 
 
 def _rsync(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
-    for name, value in _option_values(words, ("-e", "--rsh", "--rsync-path")):
+    for name, value in option_values(words, ("-e", "--rsh", "--rsync-path")):
         ctx.script(value, f"the command of rsync {name}")
 
 
@@ -663,7 +652,7 @@ def _socat(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 def _rpm(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """``rpm --eval`` expands macros, and ``%(...)`` and ``%{lua:...}`` run code."""
-    for _, value in _option_values(words, ("--eval", "-E")):
+    for _, value in option_values(words, ("--eval", "-E")):
         if "%(" in value.text or "lua:" in value.text:
             ctx.opaque("rpm --eval (macros that run commands)", value.text)
 

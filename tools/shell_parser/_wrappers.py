@@ -107,7 +107,13 @@ WRAPPERS: dict[str, Wrapper] = {
                             "--landlock-rule --seccomp-filter",
                             "--nnp --no-new-privs --keep-groups --clear-groups --init-groups "
                             "--reset-env", "-d --dump -h -V " + _HELP)),
-    "strace": Wrapper(opts("-e -o -p -s -a -b -E -I -O -P -S -u -X -U", None, "-h -V " + _HELP)),
+    # strace 6's long options that take a value (each refuses to run without one).
+    "strace": Wrapper(opts("-e -o -p -s -a -b -E -I -O -P -S -u -X -U --abbrev --attach --columns "
+                           "--const-print-style --detach-on --env --fault --inject "
+                           "--interruptible --kvm --output --raw --read --signals --status "
+                           "--string-limit --summary-columns --summary-sort-by "
+                           "--summary-syscall-overhead --trace --trace-path --user --verbose "
+                           "--write", None, "-h -V " + _HELP)),
     "ltrace": Wrapper(opts("-e -o -p -s -a -l -n -u -x -A -D -F", None, "-h -V " + _HELP)),
     "valgrind": Wrapper(_LENIENT),
     "perf": Wrapper(opts("-e --event -p --pid -t --tid -o --output -r --repeat -x "
@@ -161,6 +167,8 @@ WRAPPERS: dict[str, Wrapper] = {
                           "-p --precise -r --no-rerun -t --no-title -w --no-wrap -x --exec",
                           "-h -v " + _HELP, "-d --differences"), shell=True),
     "entr": Wrapper(opts(flags="-a -c -d -n -p -r -s -z", stops="-h")),
+    # uv and pixi (clap) take long options only whole: their flags --no-build, --refresh ...
+    # begin declared value options, and must not be read as them (abbrev=False).
     "uv": Wrapper(opts("--with --with-editable --with-requirements -p --python --project --directory "
                        "--env-file --package --extra --group --only-group --no-group --index "
                        "--index-url --default-index --extra-index-url -f --find-links "
@@ -168,10 +176,11 @@ WRAPPERS: dict[str, Wrapper] = {
                        "--keyring-provider --resolution --prerelease --exclude-newer --link-mode "
                        "-P --upgrade-package --reinstall-package --no-build-package "
                        "--no-binary-package --refresh-package -C --config-setting --from", None,
-                       _HELP), sub=("run",)),
+                       _HELP, abbrev=False), sub=("run",)),
     "uvx": Wrapper(opts("--from --with --with-editable --with-requirements -p --python --index "
                         "--index-url --default-index --extra-index-url -f --find-links "
-                        "--config-file --cache-dir --color -C --config-setting", None, _HELP)),
+                        "--config-file --cache-dir --color -C --config-setting", None, _HELP,
+                        abbrev=False)),
     "poetry": Wrapper(_LENIENT, sub=("run",)),
     "pipenv": Wrapper(_LENIENT, sub=("run",)),
     "pdm": Wrapper(opts("-p --project", None, "-l --list -j --json " + _HELP), sub=("run",)),
@@ -179,7 +188,8 @@ WRAPPERS: dict[str, Wrapper] = {
     "conda": Wrapper(opts("-n --name -p --prefix --cwd", None, _HELP), sub=("run",)),
     "mamba": Wrapper(opts("-n --name -p --prefix --cwd", None, _HELP), sub=("run",)),
     "micromamba": Wrapper(opts("-n --name -p --prefix --cwd", None, _HELP), sub=("run",)),
-    "pixi": Wrapper(opts("-e --environment --manifest-path", None, _HELP), sub=("run",)),
+    "pixi": Wrapper(opts("-e --environment --manifest-path", None, _HELP, abbrev=False),
+                    sub=("run",)),
     "rye": Wrapper(_LENIENT, sub=("run",)),
     "devbox": Wrapper(_LENIENT, sub=("run",)),
     "bundle": Wrapper(_LENIENT, sub=("exec",)),
@@ -216,7 +226,7 @@ _PARALLEL = opts("-j --jobs -P --max-procs -S --sshlogin --joblog -a --arg-file 
                  "-d --delimiter -E -I -n --max-args -N -L --max-lines --timeout --delay --retries "
                  "--halt --tagstring --results --tmpdir --workdir --wd --env --basefile "
                  "--transferfile --return --memfree --load --nice --sshdelay --max-replace-args "
-                 "--resume-failed --block --blocksize --recstart --recend --seqreplace --rpl",
+                 "--block --blocksize --recstart --recend --seqreplace --rpl",
                  None, "--version --help --number-of-cpus --number-of-cores --citation")
 
 

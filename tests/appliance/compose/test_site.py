@@ -10,10 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from click.testing import CliRunner
 from appliance.compose import SiteRefused, find_site, load_config
 from appliance.compose import _site as site_module
 from appliance.events import EventStore
+from tests.helpers import shared_scratch
 
 ENGINEER = 1001
 REPO = Path(__file__).resolve().parents[3]
@@ -52,11 +51,9 @@ def write_site(directory: Path, settings: dict[str, Any] | None = None, *,
 
 @pytest.fixture
 def tmp_path() -> Iterator[Path]:
-    """A root-owned 0755 directory an unprivileged user can pass through (pytest's is 0700)."""
-    base = Path(tempfile.mkdtemp(prefix="abhed-site-")).resolve()
-    os.chmod(base, 0o755)
-    yield base
-    shutil.rmtree(base)
+    """A directory an unprivileged user can pass through (pytest's is 0700)."""
+    with shared_scratch("abhed-site-") as base:
+        yield base
 
 
 @pytest.fixture
@@ -144,6 +141,15 @@ def _as_engineer(code: str) -> subprocess.CompletedProcess[str]:
                           check=False, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
+def _find_as_engineer(host_site: Path) -> subprocess.CompletedProcess[str]:
+    """find_site() in the engineer's own process, the host link at ``host_site``; exit 3: refused."""
+    return _as_engineer("import sys; from appliance.compose import _site, find_site, SiteRefused\n"
+                        "from pathlib import Path\n"
+                        f"_site.HOST_SITE = Path({str(host_site)!r})\n"
+                        "try:\n    find_site()\nexcept SiteRefused as exc:\n"
+                        "    print(exc); sys.exit(3)\n")
+
+
 @root_only
 def test_a_site_an_engineer_planted_is_refused(host: Path, tmp_path: Path) -> None:
     # The engineer owns a directory on the way (a home, a scratch dir): everything in it
@@ -167,11 +173,7 @@ def test_an_unreadable_site_refuses_the_engineer_with_the_fix(host: Path, tmp_pa
     release = write_site(tmp_path / "opt" / "site")
     os.chmod(release / "settings.json", 0o600)
     (host / "site").symlink_to(release)
-    code = ("import sys; from appliance.compose import _site, find_site, SiteRefused\n"
-            "from pathlib import Path\n"
-            f"_site.HOST_SITE = Path({str(host / 'site')!r})\n"
-            "try:\n    find_site()\nexcept SiteRefused as exc:\n    print(exc); sys.exit(3)\n")
-    out = _as_engineer(code)
+    out = _find_as_engineer(host / "site")
     assert out.returncode == 3, out.stderr
     assert "cannot be read by this user" in out.stdout and "0644" in out.stdout
 
@@ -196,11 +198,7 @@ def test_a_site_this_user_cannot_look_into_refuses(host: Path, tmp_path: Path) -
     release = write_site(tmp_path / "opt" / "site")
     (host / "site").symlink_to(release)
     os.chmod(host, 0o700)
-    code = ("import sys; from appliance.compose import _site, find_site, SiteRefused\n"
-            "from pathlib import Path\n"
-            f"_site.HOST_SITE = Path({str(host / 'site')!r})\n"
-            "try:\n    find_site()\nexcept SiteRefused as exc:\n    print(exc); sys.exit(3)\n")
-    out = _as_engineer(code)
+    out = _find_as_engineer(host / "site")
     assert out.returncode == 3, out.stderr
     assert "cannot be examined by this user" in out.stdout
 

@@ -75,6 +75,16 @@ def test_malformed_lines_are_answered_in_place_and_the_rest_still_explained(work
     assert "explained 15 lines: 2 allow, 1 ask, 10 error, 2 invalid" in err
 
 
+def test_a_line_nested_past_the_recursion_limit_is_answered_and_the_batch_goes_on(
+        workspace: Path) -> None:
+    """It crashed the whole batch with a RecursionError traceback, losing every later line."""
+    data = b"[" * 100_000 + b"\n" + json.dumps({"command": "git status"}).encode() + b"\n"
+    code, lines, err = run_batch(data, workspace, "--mode", "auto")
+    assert code == 1, err
+    assert lines[0]["error"]["code"] == "not_json" and "nests too deeply" in lines[0]["error"]["message"]
+    assert (lines[1]["line"], lines[1]["verdict"]) == (2, "allow")
+
+
 def test_a_line_may_carry_its_own_mode_and_a_file_without_a_last_newline_loses_nothing(
         workspace: Path) -> None:
     data = b'{"command": "ls", "mode": "plan"}\n{"command": "ls", "mode": "auto"}'

@@ -54,6 +54,13 @@ ROUTES = [
     ("python3 -c \"import os; os.system('{P}')\"", "python3 -c (Python code)", "ask"),
     ("perl -e 'system(\"{P}\")'", "perl -e (Perl code)", "ask"),
     ("echo '{P}' | bash", "bash reading a script from the output of", "ask"),
+    # review 2226: long options cut short, start-up files bash expands, programs from stdin
+    ("BASH_ENV='$({P})' bash -c true", "the value of BASH_ENV", "allow"),
+    ("tar cf /dev/null --checkpoint=1 --checkpoint-act=exec='{P}' /dev/null",
+     "the checkpoint action of tar", "allow"),
+    ("awk -f /dev/stdin <<< 'BEGIN {{ system(\"{P}\") }}'", "a command awk runs", "allow"),
+    ("printf 'line\\n' > f && sed -n -f - f <<< '1e {P}'", "the e command of sed", "allow"),
+    ("make --eva='x:=$(shell {P})' -f /dev/null 2>/dev/null; true", "make --eval", "ask"),
 ]
 
 
@@ -104,3 +111,14 @@ def test_rm_r_without_f_takes_a_whole_tree_with_no_question_when_there_is_no_ter
     assert result.ok, result.content
     assert not (ws / "tree").exists(), "rm -r asked nobody and took the tree"
     assert decide("rm -r tree", str(ws))[:2] == ("ask", "destructive")
+
+
+def test_a_long_option_cut_short_is_the_option_it_begins(
+        shell: tuple[BwrapSandbox, ToolContext]) -> None:
+    """getopt_long takes a prefix: ``rm --r`` deletes a tree, ``git reset --ha`` resets (review 2226)."""
+    sandbox, ctx = shell
+    ws = Path(sandbox.workspace)
+    (ws / "abbrev" / "deep").mkdir(parents=True)
+    result = run_tool(Bash(), {"command": "rm --r abbrev", "description": "rm --r"}, ctx)
+    assert result.ok and not (ws / "abbrev").exists(), result.content
+    assert decide("rm --r abbrev", str(ws))[:2] == ("ask", "destructive")

@@ -74,6 +74,19 @@ def test_oversized_line_is_skipped_with_an_error(server: ScriptedServer, workspa
     store.close()
 
 
+def test_a_line_nested_past_the_recursion_limit_gets_an_error_and_the_server_lives(
+        server: ScriptedServer, workspace: Path) -> None:
+    """It killed the server with a RecursionError traceback (review 2226)."""
+    store = EventStore(workspace.parent / "ev.db")
+    inp = io.BytesIO(b"[" * 100_000 + b'\n{"id": 1, "method": "shutdown"}\n')
+    out = io.StringIO()
+    assert RpcServer(load_config(), store, inp, out, workspace=workspace).serve() == 0
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert lines[0]["error"]["code"] == "parse_error" and "nests too deeply" in lines[0]["error"]["message"]
+    assert lines[1]["method"] == "shutdown"
+    store.close()
+
+
 def test_abort_stops_a_hanging_run(server: ScriptedServer, workspace: Path) -> None:
     server.add({"hang": True})
     c = Client("--workspace", str(workspace))
