@@ -346,8 +346,11 @@ def test_the_example_gpu_spec_parses() -> None:
 @pytest.mark.slow
 def test_the_gpu_example_resolves_for_cuda_cp312_manylinux_with_every_hash(tmp_path: Path) -> None:
     """The real index: vLLM's CUDA build and its ~200 wheels, each the target's, each hashed."""
+    from appliance.cli.bundle import check_settings
+
     result = gather(ROOT / "bundle/examples/gpu-qwen3-coder.toml", None, [],
-                    cache=tmp_path / "cache", resolve_only=True, say=lambda s: None)
+                    cache=tmp_path / "cache", resolve_only=True, say=lambda s: None,
+                    check_settings=check_settings)
     names = {w.name: w for w in result.wheels}
     assert names["vllm"].version == "0.32.0"
     assert "torch" in names and "+cpu" not in names["torch"].version

@@ -36,8 +36,10 @@ def test_abhed_run_executes_a_real_tool_and_records_it(abhed_home: Path, workspa
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line)["event"] for line in proc.stdout.splitlines()]
     kinds = [e["type"] for e in events]
-    assert kinds[:2] == ["run_started", "user_message"]
-    turn = events[2]
+    assert kinds[0] == "session_started"  # --json streams the whole session, set-up first
+    start = kinds.index("run_started")
+    assert kinds[start:start + 2] == ["run_started", "user_message"]
+    turn = events[start + 2]
     assert turn["type"] == "model_turn" and turn["tool_calls"][0]["name"] == "glob"
     args = json.loads(turn["tool_calls"][0]["arguments"])
     action = next(e for e in events if e["type"] == "action")
