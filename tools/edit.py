@@ -18,7 +18,6 @@ whitespace, indentation, a byte-order mark).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import mmap
 import os
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from tools._diffs import bound_diff, new_file_diff, text_diff
 from tools._mutate import (
     check_overwrite,
     check_target_dir,
@@ -55,7 +55,6 @@ _WINDOW_MAX_LINES = 60
 _SNIPPET_MAX_LINES = 40
 _SNIPPET_HEAD_LINES = 30
 _SNIPPET_LINE_CHARS = 500
-_DIFF_MAX_CHARS = 64 * 1024
 
 
 class EditArgs(Args):
@@ -108,10 +107,10 @@ class Edit(Tool):
         """The unified diff this edit would make, numbered as the file on disk is."""
         loc = locate_for_check(ctx, args.path, create_parents=not args.old_string)
         if loc is None:
-            return _new_file_diff(args.path, args.new_string)
+            return new_file_diff(args.path, args.new_string)
         with loc:
             if _check_new(args, ctx, loc):
-                return _new_file_diff(loc.path, args.new_string)
+                return new_file_diff(loc.path, args.new_string)
             fd, facts = check_overwrite(ctx, loc, tool="edit")
             try:
                 body = _Body.open(fd, facts)
@@ -171,12 +170,6 @@ class Edit(Tool):
             sha256_after=digest, file_state={"path": loc.path, "sha256": digest},
             diff=plan.diff, crlf_converted=plan.crlf, artifacts=kept,
         )
-
-
-def _new_file_diff(path: str, text: str) -> str:
-    """What creating ``path`` with ``text`` adds, as a unified diff (bounded like every diff)."""
-    diff = "".join(difflib.unified_diff([], text.splitlines(keepends=True), "/dev/null", path))
-    return diff if len(diff) <= _DIFF_MAX_CHARS else diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
 
 
 def _refuse_no_change(args: EditArgs) -> None:
@@ -412,13 +405,8 @@ def _snippets(
                    f"{first + _SNIPPET_HEAD_LINES} to see them ...]")
             numbered = numbered[:_SNIPPET_HEAD_LINES] + [gap] + numbered[-tail:]
         shown.append("\n".join(numbered))
-        diffs.append(_shift_hunks("".join(difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), path, path,
-        )), first - 1))
-    diff = "\n".join(diffs)
-    if len(diff) > _DIFF_MAX_CHARS:
-        diff = diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
-    return shown, diff, cut
+        diffs.append(_shift_hunks(text_diff(before, after, path, path), first - 1))
+    return shown, bound_diff("\n".join(diffs)), cut
 
 
 def _cut(line: str) -> str:

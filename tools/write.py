@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import stat
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
+from tools._diffs import bound_diff, new_file_diff, text_diff
 from tools._mutate import (
     check_overwrite,
     check_target_dir,
@@ -25,7 +25,6 @@ from tools._tool import Args, Tool, ToolContext
 __all__ = ["Write", "WriteArgs"]
 
 _DIFF_MAX_BYTES = 1 << 20
-_DIFF_MAX_CHARS = 64 * 1024
 
 
 class WriteArgs(Args):
@@ -172,13 +171,10 @@ def _diff(fd: int, facts: FileFacts, new_text: str, path: str) -> str | None:
         return None
     old = os.pread(fd, facts.size, 0)[len(facts.bom):]
     old_text = display(old, facts)
-    text = "".join(difflib.unified_diff(old_text.splitlines(keepends=True),
-                                        new_text.splitlines(keepends=True), path, path))
-    return text if len(text) <= _DIFF_MAX_CHARS else text[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
+    return bound_diff(text_diff(old_text, new_text, path, path))
 
 
 def _new_diff(path: str, text: str) -> str | None:
     if len(text) > _DIFF_MAX_BYTES:
         return None
-    diff = "".join(difflib.unified_diff([], text.splitlines(keepends=True), "/dev/null", path))
-    return diff if len(diff) <= _DIFF_MAX_CHARS else diff[:_DIFF_MAX_CHARS] + "\n[diff truncated]\n"
+    return new_file_diff(path, text)

@@ -67,10 +67,10 @@ def unified_diff(diff: str, *, max_lines: int = DIFF_MAX_LINES) -> RenderableTyp
                 else:
                     left += 1
             continue
-        if not raw and not o and not n:
+        if not raw:  # the split after the diff's last newline; an empty context line is " "
             continue
         sign, line = (raw[:1], raw[1:]) if raw[:1] in ("+", "-", " ") else (" ", raw)
-        if raw.startswith("["):  # "[diff truncated]"
+        if raw.startswith(("[", "\\")):  # "[diff truncated]", "\\ No newline at end of file"
             sign, line = "", raw
         if shown >= max_lines:
             left += 1

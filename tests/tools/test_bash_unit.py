@@ -107,3 +107,18 @@ def test_watch_is_read_the_same_way_by_policy_and_the_tool() -> None:
     assert any("watch" in c.wrappers for c in parsed.commands)
     problem = interactive_problem("watch -n 2 git status")
     assert problem is not None and "watch" in problem
+
+
+@pytest.mark.parametrize("command,shown", [
+    ("echo x >> ~/.bashrc", "echo x >>~/.bashrc"),  # an append, never shown as an overwrite
+    ("sort < in.txt > out.txt", "sort <in.txt >out.txt"),  # a read, never shown as a write
+    ("make 2> err.log", "make 2>err.log"),
+    ("cat <<'EOF' > notes.txt\nbody\nEOF", "cat <<EOF >notes.txt"),
+    ("tr a b <<< hello", "tr a b <<<hello"),
+    ("cmd &>> all.log", "cmd &>>all.log"),
+])
+def test_a_commands_reprint_keeps_each_redirections_operator(command: str, shown: str) -> None:
+    """Approvals and `policy explain` quote this text; it once printed every redirection as `>`."""
+    from tools.shell_parser import split_command
+
+    assert [c.text for c in split_command(command).commands] == [shown]

@@ -136,3 +136,31 @@ def test_a_flood_of_command_output_waits_bounded() -> None:
     (_, _, outs) = b.drain()
     text = "".join(t for _, t in outs)
     assert len(text) <= MAX_PENDING_OUTPUT and text.endswith("the end")
+
+
+def _diff_rows(diff: str) -> list[str]:
+    from rich.console import Console
+
+    from tui._render import unified_diff
+
+    console = Console(width=100, color_system=None)
+    with console.capture() as cap:
+        console.print(unified_diff(diff))
+    return [line.rstrip() for line in cap.get().splitlines() if line.strip()]
+
+
+def test_a_new_files_diff_shows_its_lines_and_no_phantom_line_after_the_last() -> None:
+    import difflib
+
+    diff = "".join(difflib.unified_diff([], ["hello\n", "world\n"], "/dev/null", "/w/notes.txt"))
+    rows = [" ".join(r.split()) for r in _diff_rows(diff)]
+    # Found in tmux: the split after the diff's last newline drew as a third line "0  3".
+    assert rows == ["/w/notes.txt", "1 + hello", "2 + world"], rows
+
+
+def test_no_newline_at_end_of_file_is_a_note_not_a_numbered_line() -> None:
+    diff = ("--- a\n+++ b\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n"
+            "\\ No newline at end of file\n")
+    rows = [" ".join(r.split()) for r in _diff_rows(diff)]
+    assert rows == ["b", "1 1 a", "2 - b", "\\ No newline at end of file", "2 + c",
+                    "\\ No newline at end of file"], rows

@@ -59,6 +59,7 @@ class Io:
 
     stdin: Stdin | None = None
     targets: list[Word] = field(default_factory=list)  # files named by redirections
+    shown: list[str] = field(default_factory=list)  # each as written: operator and target
     writes: list[str] = field(default_factory=list)  # files written by redirections
 
 

@@ -144,11 +144,14 @@ class _Grammar:
         op = r.op
         if op in ("<<", "<<-"):
             io.stdin = Stdin("heredoc", doc=r.heredoc)
+            if r.heredoc is not None:
+                io.shown.append(r.fd + op + r.heredoc.delimiter)
             return
         target = r.target
         assert target is not None
         if op == "<<<":
             io.stdin = Stdin("herestring", word=target)
+            io.shown.append(r.fd + op + target.text)
             return
         if op in (">&", "<&") and (target.text.isdigit() or target.text in ("-", "")):
             if op == "<&" and target.text == "0":
@@ -157,6 +160,7 @@ class _Grammar:
                 io.stdin = Stdin("fd", word=target)
             return
         io.targets.append(target)
+        io.shown.append(r.fd + op + target.text)  # `>>` stays an append, `<` a read, when re-printed
         if op in _STDIN_OPS:
             io.stdin = Stdin("procsub" if target.procsub else "file", word=target)
         if op in _WRITE_OPS or op == ">&":

@@ -39,6 +39,7 @@ class Redir:
     op: str  # > >> >| &> &>> < << <<- <<< <> >& <&
     target: Word | None = None
     heredoc: Heredoc | None = None
+    fd: str = ""  # the descriptor written before the operator (2>, {var}>), kept for re-printing
 
 
 @dataclass
@@ -216,8 +217,8 @@ class Lexer:
         if op in ("<<", "<<-"):
             doc = Heredoc(target.text, op == "<<-", target.quoted)
             self.pending.append(doc)
-            return Redir(op, target, doc)
-        return Redir(op, target)
+            return Redir(op, target, doc, m.group(1) or "")
+        return Redir(op, target, fd=m.group(1) or "")
 
     def _skip_blanks(self) -> None:
         while self.i < len(self.s) and self.s[self.i] in " \t":

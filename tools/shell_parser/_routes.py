@@ -74,7 +74,7 @@ def record(words: list[Word], wrappers: list[str], io: Io, ctx: Ctx,
                         stdin_redirected=io.stdin is not None,
                         route=ctx.route, writes=list(io.writes), computed_operands=computed,
                         arg_dynamic=[w.dynamic for w in words[1:]])
-    cmd.text = " ".join([*wrappers, *(w.text for w in words), *(">" + r for r in cmd.redirects)])
+    cmd.text = " ".join([*wrappers, *(w.text for w in words), *io.shown])
     ctx.out.commands.append(cmd)
     ctx.count()
     if words and words[0].dynamic:
