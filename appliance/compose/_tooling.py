@@ -42,6 +42,7 @@ from appliance.policy import (
     Gate,
     Mode,
     ModeChoice,
+    ModeRefused,
     PolicyEngine,
     PolicySettings,
     resolve_mode,
@@ -125,8 +126,21 @@ def choose_mode(config: Config, requested: Mode | str | None, *, door: str) -> M
     Every door calls this once, before anything is opened, and hands the
     choice on; a looser mode raises ``ModeRefused`` naming ``door``.
     """
-    return resolve_mode(requested, config.policy, door=door,
-                        config_file=config.source_of("policy.mode"))
+    try:
+        return resolve_mode(requested, config.policy, door=door,
+                            config_file=config.source_of("policy.mode"))
+    except ModeRefused:
+        layered = layers_of(config)
+        mine = layered.origin("policy.mode")
+        if layered.site is None or mine.kind == "site":
+            raise
+        # Under a site the ceiling here is the engineer's own narrowing, which they may
+        # relax up to the site's: saying "the operator can allow it" would send them astray.
+        raise ModeRefused(
+            f"{door} {requested}: refused, it is looser than policy.mode "
+            f"\"{config.policy.mode}\" in your own {mine.where}. Choose the same or a stricter "
+            f"mode, or change policy.mode there (the site allows up to "
+            f"\"{layered.site.settings.policy.mode}\", {layered.site.settings_file}).") from None
 
 
 def artifact_store(config: Config, session: Session) -> ArtifactStore:

@@ -192,3 +192,19 @@ def test_the_docs_table_lists_every_setting_with_its_direction() -> None:
     assert sorted(rows) == sorted(DIRECTIONS), "regenerate the table in docs/configuration.md"
     for key, rule in DIRECTIONS.items():
         assert rule.why in rows[key] and (rule.switch is None or rule.switch in rows[key])
+
+
+def test_a_mode_the_engineer_narrowed_is_refused_naming_their_own_file() -> None:
+    from appliance.compose import choose_mode
+    from appliance.policy import ModeRefused
+
+    mine = "/home/eng/.abhed/config.json"
+    config = layer(site(), user(policy={"mode": "plan"}), mine).config
+    with pytest.raises(ModeRefused) as caught:
+        choose_mode(config, "ask", door="abhed run --mode")
+    text = str(caught.value)
+    assert f'"plan" in your own {mine}' in text and "change policy.mode there" in text
+    assert '"ask"' in text and "allow_looser_mode" not in text
+    # The site's own ceiling is refused in the site's words.
+    with pytest.raises(ModeRefused, match="operator's policy.mode"):
+        choose_mode(layer(site(), user(), mine).config, "auto", door="abhed run --mode")
