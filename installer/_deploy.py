@@ -89,10 +89,11 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
 
     say(f"health gate for release {version}")
     own = release_has_site(release)
+    current = layout.current_version()  # read here: inside the isolated gate it is `release`
 
     def check() -> list[HealthStep]:
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
-                                accept_probe_failure=accept_probe_failure,
+                                current=current, accept_probe_failure=accept_probe_failure,
                                 port=DEFAULT_PORT if own else None)
 
     t0 = time.monotonic()

@@ -169,22 +169,25 @@ def _scratch(release: Path) -> Path:
 
 
 def run_health_check(release: Path, layout: Layout, *, on_step: Callable[[str], None],
-                     accept_probe_failure: str | None = None,
+                     current: int | None, accept_probe_failure: str | None = None,
                      port: int | None = None) -> list[HealthStep]:
     """Run the health check for ``release``; HealthCheckFailed names the step and what was seen.
-    The model server listens on ``port`` (default: a free one)."""
+    The model server listens on ``port`` (default: a free one).  ``current`` is the host's
+    current release, read by the caller: inside the isolated gate ``PREFIX/current`` is the
+    release being checked, so the probe would compare it with itself."""
     d, model_dir = release_descriptor(release)
     scratch = _scratch(release)
     home, workspace = scratch / "home", scratch / "ws"
     try:
         return _check(release, layout, d, model_dir, home, workspace, on_step,
-                      accept_probe_failure, port)
+                      accept_probe_failure, port, current)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
-           env: dict[str, str], accept: str | None, sites: bool = False) -> HealthStep:
+           env: dict[str, str], accept: str | None, sites: bool = False,
+           current: int | None = None) -> HealthStep:
     from ._probe import run_probe_step
 
     t0 = time.monotonic()
@@ -203,13 +206,14 @@ def _probe(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
     outcome = run_probe_step(
         release, layout, model_dir, probe_argv=[str(release / "venv" / "bin" / "abhed"), "probe", "--quick"],
         env={**env, "ABHED_HOME": str(fresh)}, cwd=fresh, home=fresh, timeout_s=d.probe_timeout_s,
-        accept_failure=accept, current=layout.current_version())
+        accept_failure=accept, current=current)
     return HealthStep("capability_probe", time.monotonic() - t0, outcome.detail, outcome.audit)
 
 
 def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, home: Path,
            workspace: Path, on_step: Callable[[str], None],
-           accept_probe_failure: str | None = None, port: int | None = None) -> list[HealthStep]:
+           accept_probe_failure: str | None = None, port: int | None = None,
+           current: int | None = None) -> list[HealthStep]:
     home.mkdir(parents=True)
     workspace.mkdir()
     nonce = secrets.token_hex(12)
@@ -278,7 +282,7 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
         on_step("agent tool call: ok")
         on_step("capability probe (abhed probe --quick)")
         step = _probe(release, layout, d, model_dir, home, env, accept_probe_failure,
-                      as_engineers)
+                      as_engineers, current)
         steps.append(step)
         on_step(f"capability probe: {step.detail}")
     finally:
