@@ -28,7 +28,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from side import ROOT, run_against, run_child, table, tune_gc_of  # noqa: E402
+from _side import ROOT, run_against, run_child, table, tune_gc_of  # noqa: E402
 
 
 def rss_mb() -> float:
