@@ -26,6 +26,8 @@ Process lifecycle (every command, foreground or background):
 * the working directory the shell ends in is reported on a private pipe
   (an ``EXIT`` trap writes ``pwd -P`` to it), so the caller can carry the cwd
   to the next call while shell state (variables, functions) does not carry;
+  a shell killed while it waits for a command (an interrupt, a timeout)
+  reports none (``cwd`` null), and its output is only the command's;
 * every command and job names its ``owner`` (the agent that ran it: a
   session's parent agent or one of its subagents), so an interrupt or a
   deadline stops only that agent's commands, and ``release`` ends only that
@@ -97,14 +99,23 @@ def _shell_script(command: str, cwd_fd: int | None) -> str:
     if cwd_fd is None:
         return f'builtin cd -- "$1" || exit 127\n{command}\n'
     # The brace group runs in this shell (so `cd` inside it counts) with the
-    # cwd pipe closed (so no child inherits it and holds it open).  The EXIT
-    # trap runs in the outer shell, where the pipe is still open.
+    # cwd pipe's number pointed at /dev/null, read-only: no child inherits the
+    # pipe (nor holds it open, nor writes a directory into it).  The EXIT trap
+    # normally runs once the group's redirection is undone, where the pipe is
+    # back.  A shell killed by a signal while it waits for a child (an
+    # interrupt, a timeout) runs the trap inside the group instead.  The
+    # number must stay open there: closed (`N>&-`), bash reused it for the
+    # stderr it saves while running the trap's own `2>/dev/null`, so
+    # `pwd >&N` wrote the directory into the command's output whenever N was
+    # one of bash's first saved-descriptor slots, 10 or 11 (the TUI's pipe).
+    # Inside the group it now reads /dev/null: the write fails, the directory
+    # is not reported (``cwd`` None) and the output is the command's own.
     return (
         f"trap '{{ builtin pwd -P >&{cwd_fd}; }} 2>/dev/null' EXIT\n"
         'builtin cd -- "$1" || exit 127\n'
         "{\n"
         f"{command}\n"
-        f"}} {cwd_fd}>&-\n"
+        f"}} {cwd_fd}</dev/null\n"
     )
 
 

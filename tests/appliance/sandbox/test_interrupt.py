@@ -1,0 +1,125 @@
+"""Stopping a command right after it starts, on every backend, through the sandbox API.
+
+Regression: Esc on a `sleep 30` in the TUI recorded the workspace path as the
+command's output.  The shell's EXIT trap (``pwd -P >&N``, N the private cwd
+pipe) ran inside the command's brace group when an interrupt killed the
+shell, where N was closed; bash reused that number for the stderr it saved
+while running the trap's own ``2>/dev/null``, so the directory went to the
+output whenever N was 10 or 11 (bash's first saved-descriptor slots; the
+TUI's pipe).  Headless runs had other numbers.
+Here the pipe's number is walked past bash's saved-descriptor slots (open
+descriptors in a fresh process for host and bwrap, background jobs in the
+guest agent for the microVM), with interrupts at several delays after the
+command is seen running.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from appliance.sandbox import AgentShell, MicroVM, SandboxSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+DELAYS_S = (0.0, 0.001, 0.005, 0.02, 0.1)
+COMMAND = "cd sub && touch ../started && sleep 30"
+
+# A fresh process (few descriptors open, as the TUI's are its own) whose cwd pipe lands
+# on each number from the lowest free one up to past 11, by opening one more each round.
+DRIVER = r"""
+import json, os, sys, threading, time
+from pathlib import Path
+from appliance.sandbox import AgentShell, BwrapSandbox, HostSandbox, SandboxSettings
+
+backend, ws, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+delays, command = json.loads(sys.argv[4]), sys.argv[5]
+cls = {"host": HostSandbox, "bwrap": BwrapSandbox}[backend]
+shell = AgentShell(cls(ws, SandboxSettings(kill_grace_s=0.5)), "s-driver")
+marker, seen, pads = Path(ws) / "started", [], []
+try:
+    for _ in range(rounds):
+        r, w = os.pipe()  # the numbers the run's cwd pipe will get
+        os.close(r), os.close(w)
+        for delay in delays:
+            marker.unlink(missing_ok=True)
+            box = {}
+            t = threading.Thread(target=lambda: box.update(run=shell.run(
+                command, cwd=ws, env={}, timeout_s=60)))
+            t.start()
+            while not marker.exists():
+                time.sleep(0.0005)
+            time.sleep(delay)
+            shell.interrupt()
+            t.join()
+            run = box["run"]
+            seen.append({"pipe": w, "delay": delay, "signal": run.signal,
+                         "output": (run.head + run.tail).decode(), "cwd": run.cwd})
+        pads.append(os.open(os.devnull, os.O_RDONLY))
+finally:
+    shell.close()
+print(json.dumps(seen))
+"""
+
+
+def _check(seen: list[dict[str, Any]], ws: Path) -> None:
+    leaked = [s for s in seen if s["output"] or s["signal"] is None]
+    assert not leaked, f"{len(leaked)} of {len(seen)} interrupted runs went wrong: {leaked[:5]}"
+    # The shell was killed while it waited: it reports no directory (never a wrong one).
+    assert {s["cwd"] for s in seen} <= {None, str(ws / "sub")}
+
+
+@pytest.mark.parametrize("backend", ["host", pytest.param("bwrap", marks=pytest.mark.slow)])
+def test_an_interrupt_right_after_start_keeps_the_commands_own_output(
+        backend: str, tmp_path: Path) -> None:
+    ws = tmp_path.resolve()
+    (ws / "sub").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER, backend, str(ws), "12", json.dumps(DELAYS_S), COMMAND],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert {10, 11} <= {s["pipe"] for s in seen}  # bash's saved-descriptor slots were crossed
+    _check(seen, ws)
+
+
+@pytest.mark.slow
+def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_microvm(
+        tmp_path: Path) -> None:
+    from bundle.image import build_image, default_agent_source
+
+    ws = tmp_path.resolve()
+    (ws / "sub").mkdir()
+    settings = SandboxSettings(memory_mib=512, vcpus=1, kill_grace_s=0.5, boot_timeout_s=300)
+    shell = AgentShell(MicroVM(str(ws), build_image("test", agent_source=default_agent_source()),
+                               settings), "s-vm")
+    seen: list[dict[str, Any]] = []
+    try:
+        # The guest agent holds 0-3 (console, its port); each background job holds one
+        # more, so the run's pipe climbs from 5 past 11 as jobs are added.
+        for jobs in range(9):
+            for delay in DELAYS_S:
+                (ws / "started").unlink(missing_ok=True)
+                box: dict[str, Any] = {}
+                t = threading.Thread(target=lambda: box.update(run=shell.run(
+                    COMMAND, cwd=str(ws), env={}, timeout_s=60)))
+                t.start()
+                deadline = time.monotonic() + 60
+                while not (ws / "started").exists() and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                time.sleep(delay)
+                shell.interrupt()
+                t.join(60)
+                run = box["run"]
+                seen.append({"jobs": jobs, "delay": delay, "signal": run.signal,
+                             "output": (run.head + run.tail).decode(), "cwd": run.cwd})
+            shell.start("sleep 600", cwd=str(ws), env={})
+    finally:
+        shell.close()
+    _check(seen, ws)
