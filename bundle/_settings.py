@@ -44,6 +44,8 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
+from foundation import is_within
+
 from ._errors import SpecError
 
 __all__ = ["DEFAULT_PREFIX", "MAX_SETTINGS_BYTES", "PREFIX_PATTERN", "SETTINGS_MEMBER",
@@ -126,7 +128,7 @@ def release_paths(settings: Any, release: str) -> list[str]:
 
     def walk(value: Any) -> None:
         if isinstance(value, str):
-            if value == release or value.startswith(release + "/"):
+            if is_within(value, release):
                 found.append(value)
         elif isinstance(value, list):
             for v in value:
@@ -146,7 +148,7 @@ def check_carried(settings: Mapping[str, Any], release: str, staged: Iterable[st
     dirs = {name.rsplit("/", i)[0] for name in files for i in range(1, name.count("/") + 1)}
     root = release + "/bundle/"
     for path in release_paths(settings, release):
-        if not path.startswith(root):
+        if not is_within(path, root):
             continue
         rel = path[len(root):].rstrip("/")
         if rel not in files and rel not in dirs:

@@ -100,6 +100,36 @@ def _glibc(manifest: Manifest) -> Check:
                  "has 2.36), or get a bundle built for older hosts")
 
 
+def interpreter_problem(executable: str) -> str | None:
+    """Why ``executable`` cannot be every engineer's interpreter, or None.
+
+    The release's venv runs this interpreter for every engineer on the host, and the
+    site's settings bind only as long as it is the one the operator installed.  So every
+    user must be able to run it (a Python under a 0700 home, such as a pyenv build in
+    /root, works for root and fails for everyone else), and only root may change it or
+    any directory above it (an engineer who could replace it could replace the code that
+    enforces the site's policy).
+    """
+    real = Path(os.path.realpath(executable))
+    for path in (real, *real.parents):
+        try:
+            st = path.stat()
+        except OSError as exc:
+            return f"{path}: {exc.strerror}"
+        if st.st_uid != 0:
+            return (f"{path} belongs to uid {st.st_uid}, not root: whoever owns it could replace "
+                    "the interpreter that enforces the site's settings")
+        if st.st_mode & 0o022 and not (path.is_dir() and st.st_mode & 0o1000):
+            return (f"{path} is writable by others (mode {st.st_mode & 0o7777:04o}): they could "
+                    "replace the interpreter that enforces the site's settings")
+        if path != real and not st.st_mode & 0o001:
+            return (f"{path} is not searchable by other users (mode {st.st_mode & 0o7777:04o}): "
+                    "engineers could not run the installed abhed")
+    if real.stat().st_mode & 0o005 != 0o005:
+        return f"{real} cannot be run by other users (mode {real.stat().st_mode & 0o7777:04o})"
+    return None
+
+
 def find_python(manifest: Manifest, explicit: str | None) -> tuple[Check, PythonFound | None]:
     need = manifest.platform.python
     candidates = [explicit] if explicit else [f"python{need}", "python3"]
@@ -122,11 +152,16 @@ def find_python(manifest: Manifest, explicit: str | None) -> tuple[Check, Python
         if name != "cpython" or ver != need:
             tried.append(f"{exe}: {name} {ver}")
             continue
+        problem = interpreter_problem(real)
+        if problem is not None:
+            tried.append(f"{exe}: {problem}")
+            continue
         return Check("python", "ok", f"CPython {ver} ({real})", f"CPython {need}"), \
             PythonFound(executable=str(real), version=ver)
     return Check("python", "fail", "; ".join(tried) or "none", f"CPython {need} with venv",
                  f"install python{need} (Debian: apt-get install python{need} python{need}-venv "
-                 "from your local mirror) or pass --python PATH to one"), None
+                 "from your local mirror) or pass --python PATH to one that root owns and every "
+                 "user can run"), None
 
 
 def _nvidia(manifest: Manifest, gpu_need_gib: float) -> list[Check]:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from foundation import digest_file, is_within
+
 from ._audit import AuditLog
 from ._errors import CheckFailed, StepFailed, UsageError
 from ._layout import DEFAULT_PREFIX, Layout, State, atomic_write
@@ -91,7 +93,7 @@ def release_has_site(release: Path) -> bool:
 def settings_digest(release: Path) -> str | None:
     """sha256 of the release's installed settings (None: it carries none)."""
     try:
-        return hashlib.sha256((release / SITE_DIR / "settings.json").read_bytes()).hexdigest()
+        return digest_file(release / SITE_DIR / "settings.json").sha256
     except FileNotFoundError:
         return None
 
@@ -328,7 +330,7 @@ def remove_links(layout: Layout, links: HostLinks) -> list[str]:
         if path is None:
             continue
         target = _link_target(path)
-        if target is not None and target.startswith(str(layout.prefix) + "/"):
+        if target is not None and is_within(target, layout.prefix):
             path.unlink()
             removed.append(str(path))
     return removed

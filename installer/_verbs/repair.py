@@ -18,6 +18,8 @@ import hashlib
 import secrets
 from pathlib import Path
 
+from foundation import digest_file
+
 from .._audit import AuditLog
 from .._errors import CheckFailed, NotInstalled
 from .._layout import Layout, State, lock_prefix
@@ -28,7 +30,7 @@ from .._ui import out
 
 def _digest(path: Path) -> str | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return digest_file(path).sha256 if path.is_file() else None
     except OSError:
         return None
 

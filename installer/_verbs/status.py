@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from typing import Any
+
+from foundation import digest_file
 
 from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
@@ -21,6 +22,8 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
     info: dict[str, Any] = {"version": v, "path": str(rel)}
     try:
         body = json.loads((rel / "release.json").read_bytes())
+        if not isinstance(body, dict):
+            raise ValueError("not an object")
         info.update(installed_at=body.get("installed_at"), downgrade=body.get("downgrade"),
                     name=body.get("name"))
     except (OSError, ValueError):
@@ -28,7 +31,8 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
     served = sorted(rel.glob("bundle/models/*/abhed-serve.json"))
     if served:
         try:
-            info["model"] = json.loads(served[0].read_bytes()).get("served_name")
+            serve = json.loads(served[0].read_bytes())
+            info["model"] = serve.get("served_name") if isinstance(serve, dict) else None
         except (OSError, ValueError):
             info["model"] = None
     return info
@@ -69,7 +73,7 @@ def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
     signed = None
     if rel is not None and digest is not None:
         staged = rel / "bundle" / "site" / "settings.json"
-        signed = hashlib.sha256(staged.read_bytes()).hexdigest() if staged.is_file() else None
+        signed = digest_file(staged).sha256 if staged.is_file() else None
     tightened = current is not None and local_overlay(layout, current) is not None
     return {"settings_sha256": digest, "site": origin.get("site"),
             "settings": str(layout.current / "site" / "settings.json") if digest else None,

@@ -202,3 +202,18 @@ def test_kvm_probe_creates_a_vm_not_just_opens_a_file(tmp_path: Path) -> None:
     assert "cannot open" in (kvm_probe(tmp_path / "absent") or "")
     if os.access("/dev/kvm", os.R_OK | os.W_OK):
         assert kvm_probe(Path("/dev/kvm")) is None
+
+
+@pytest.mark.parametrize("body", ["[1, 2]", "\"text\"", "{not json", ""])
+def test_status_reads_a_damaged_release_record_as_a_problem_never_a_crash(tmp_path: Path,
+                                                                         body: str) -> None:
+    from installer._layout import Layout
+    from installer._verbs.status import _release_info
+
+    layout = Layout(tmp_path)
+    rel = layout.release(3)
+    (rel / "bundle/models/m").mkdir(parents=True)
+    (rel / "release.json").write_text(body)
+    (rel / "bundle/models/m/abhed-serve.json").write_text(body)
+    info = _release_info(layout, 3)
+    assert info["problem"] == "release.json unreadable" and info["model"] is None

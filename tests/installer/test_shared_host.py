@@ -211,7 +211,12 @@ def test_2_every_loosening_route_is_refused_with_its_name(host: Host, route: str
         done = host.run(uid, "run", "hi", "-w", str(ws), *flags, *argv, home=home)
         assert done.returncode == 2, done.stdout + done.stderr
         assert setting in done.stderr and "Traceback" not in done.stderr
-        if route != "flag" or setting != "policy.mode":
+        if route != "flag":
+            # Each refused setting is named with the site's value and the site's own file.
+            assert "would loosen the site's policy" in done.stderr, done.stderr
+            assert f"{setting}: " in done.stderr and "looser than the site's" in done.stderr
+            assert "/site/settings.json" in done.stderr, done.stderr
+        elif setting != "policy.mode":
             assert "site" in done.stderr  # names the site's file or its setting
     finally:
         target.unlink(missing_ok=True)
