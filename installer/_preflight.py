@@ -130,16 +130,30 @@ def interpreter_problem(executable: str) -> str | None:
     return None
 
 
+def _all_on_path(name: str) -> list[str]:
+    """Each executable called ``name`` on PATH, in PATH's order (``shutil.which`` gives one)."""
+    found: list[str] = []
+    for d in (os.environ.get("PATH") or os.defpath).split(os.pathsep):
+        exe = shutil.which(name, path=d) if d else None
+        if exe is not None and exe not in found:
+            found.append(exe)
+    return found
+
+
 def find_python(manifest: Manifest, explicit: str | None) -> tuple[Check, PythonFound | None]:
     need = manifest.platform.python
-    candidates = [explicit] if explicit else [f"python{need}", "python3"]
+    names = [explicit] if explicit else [f"python{need}", "python3"]
+    # Every match on PATH, not only the first: root's PATH often starts with a Python of
+    # its own (a pyenv shim) that engineers cannot run, with the system's further on.
+    candidates: list[str] = []
     tried: list[str] = []
-    for cand in candidates:
-        assert cand is not None
-        exe = cand if "/" in cand else shutil.which(cand)
-        if exe is None:
-            tried.append(f"{cand}: not on PATH")
-            continue
+    for wanted in names:
+        assert wanted is not None
+        found = [wanted] if "/" in wanted else _all_on_path(wanted)
+        if not found:
+            tried.append(f"{wanted}: not on PATH")
+        candidates += [f for f in found if f not in candidates]
+    for exe in candidates:
         try:
             out = subprocess.run(
                 [exe, "-I", "-c", "import sys, venv, json; print(json.dumps([sys.implementation."

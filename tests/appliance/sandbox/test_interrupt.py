@@ -103,16 +103,20 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
     try:
         # The guest agent holds 0-3 (console, its port); each background job holds one
         # more, so the run's pipe climbs from 5 past 11 as jobs are added.
+        # A new marker name each time: the guest's virtiofs caches names, so a marker the
+        # host unlinked is still there for the guest, and touching it again creates nothing.
         for jobs in range(9):
-            for delay in DELAYS_S:
-                (ws / "started").unlink(missing_ok=True)
+            for i, delay in enumerate(DELAYS_S):
+                marker = ws / f"started-{jobs}-{i}"
                 box: dict[str, Any] = {}
                 t = threading.Thread(target=lambda: box.update(run=shell.run(
-                    COMMAND, cwd=str(ws), env={}, timeout_s=60)))
+                    COMMAND.replace("../started", f"../{marker.name}"), cwd=str(ws), env={},
+                    timeout_s=60)))
                 t.start()
                 deadline = time.monotonic() + 60
-                while not (ws / "started").exists() and time.monotonic() < deadline:
+                while not marker.exists() and time.monotonic() < deadline:
                     time.sleep(0.0005)
+                assert marker.exists(), "the command never started"
                 time.sleep(delay)
                 shell.interrupt()
                 t.join(60)
