@@ -68,6 +68,10 @@ print(json.dumps(seen))
 """
 
 
+def _run_into(shell: AgentShell, command: str, ws: Path, box: dict[str, Any]) -> None:
+    box["run"] = shell.run(command, cwd=str(ws), env={}, timeout_s=60)
+
+
 def _check(seen: list[dict[str, Any]], ws: Path) -> None:
     leaked = [s for s in seen if s["output"] or s["signal"] is None]
     assert not leaked, f"{len(leaked)} of {len(seen)} interrupted runs went wrong: {leaked[:5]}"
@@ -109,9 +113,8 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
             for i, delay in enumerate(DELAYS_S):
                 marker = ws / f"started-{jobs}-{i}"
                 box: dict[str, Any] = {}
-                t = threading.Thread(target=lambda: box.update(run=shell.run(
-                    COMMAND.replace("../started", f"../{marker.name}"), cwd=str(ws), env={},
-                    timeout_s=60)))
+                command = COMMAND.replace("../started", f"../{marker.name}")
+                t = threading.Thread(target=_run_into, args=(shell, command, ws, box))
                 t.start()
                 deadline = time.monotonic() + 60
                 while not marker.exists() and time.monotonic() < deadline:
