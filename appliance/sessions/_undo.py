@@ -30,7 +30,6 @@ about at its next turn.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import tempfile
@@ -47,6 +46,7 @@ from appliance.events import (
     UndoApplied,
 )
 from appliance.sessions._artifacts import ArtifactStore
+from foundation import NotRegularFile, digest_file
 
 __all__ = ["UndoError", "UndoHistory", "redo", "undo", "undo_history"]
 
@@ -100,12 +100,18 @@ class UndoHistory:
         return self.undone[-1] if self.undone else None
 
 
+# What _sha says of a FIFO, socket or device where the session's file was: never equal
+# to a digest the log holds, so undo refuses it as changed (opening it would block).
+NOT_A_FILE = "not-a-regular-file"
+
+
 def _sha(path: str) -> str | None:
     try:
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+        return digest_file(path).sha256
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    except NotRegularFile:
+        return None if os.path.isdir(path) else NOT_A_FILE
 
 
 def _store(session: Session, session_id: str) -> ArtifactStore:
@@ -186,7 +192,9 @@ def _refused(path: str, now: str | None, why: str) -> FileRestore:
 
 def _changed_advice(path: str, now: str | None, expected: str | None, since: str,
                     verb: str) -> str:
-    found = "it was deleted" if now is None else f"its sha256 is {now[:12]}…"
+    found = "it was deleted" if now is None else \
+        "it is no longer a regular file (a FIFO, socket or device)" if now == NOT_A_FILE else \
+        f"its sha256 is {now[:12]}…"
     wanted = "none" if expected is None else f"{expected[:12]}…"
     return (f"changed since {since} ({found}; expected {wanted}), by someone or something else. "
             f"To put it back anyway, {verb} again overwriting it (`--overwrite {path}`; rpc "
@@ -208,8 +216,8 @@ def _apply(session: Session, steps: list[_Step], refused: list[FileRestore],
     for step in steps:
         mode = _mode(step.path)
         # What this replaces is kept first, so the next redo (or undo) can bring it back.
-        kept = True
-        if step.expected is not None:
+        kept = step.expected != NOT_A_FILE  # a FIFO or device is replaced, never read
+        if step.expected not in (None, NOT_A_FILE):
             with open(step.path, "rb") as fh:
                 kept = keep.keep(fh.read(), kind="preimage", source=step.path) is not None
         data = step.store.read(step.target) if step.target is not None else None

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,26 @@ def test_a_file_changed_since_is_refused_by_name_and_nothing_is_restored(workspa
     assert "changed since" in refused["g.txt"]
     assert (workspace / "g.txt").read_text() == "someone's work\n"
     assert (workspace / "f.txt").read_text() == "three\n"  # all or nothing
+
+
+def test_a_fifo_put_where_the_file_was_is_refused_not_read_forever(workspace: Path) -> None:
+    store = EventStore(workspace.parent / "e.db")
+    sid = _two_runs(store, workspace)
+    (workspace / "g.txt").unlink()
+    os.mkfifo(workspace / "g.txt")  # opening it to hash it would wait for a writer for ever
+    done: list[UndoApplied] = []
+    t = threading.Thread(target=lambda: done.append(undo(Session.open(store, sid))), daemon=True)
+    t.start()
+    t.join(30)
+    assert done, "undo opened the FIFO and waited for a writer"
+    event = done[0]
+    refused = {f.path.rsplit("/", 1)[1]: f.reason for f in event.files if f.action == "refused"}
+    assert "no longer a regular file" in refused["g.txt"]
+    # Overwriting it, as the advice says, replaces the FIFO without reading it.
+    event = undo(Session.open(store, sid), overwrite=[str(workspace / "g.txt")])
+    actions = {f.path.rsplit("/", 1)[1]: (f.action, f.reason) for f in event.files}
+    assert actions["g.txt"][0] == "deleted" and "could not be kept" in actions["g.txt"][1]
+    assert not (workspace / "g.txt").exists() and (workspace / "f.txt").read_text() == "two\n"
 
 
 def test_the_model_is_told_and_must_read_again(workspace: Path) -> None:
