@@ -46,7 +46,8 @@ __all__ = ["isolated"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _KEEP_OUT = {"current", ".lock"}
 
@@ -104,6 +105,11 @@ def enter(layout: Layout, version: int) -> None:
                 target.touch()
             _mount(libc, source, target, None, _MS_BIND | _MS_REC)
         os.symlink(f"releases/{version}", prefix / "current")
+        # Read-only from here: what the gate writes must land in the real prefix, through
+        # the binds; a write anywhere else under PREFIX fails loudly instead of vanishing
+        # with the namespace (a first install's probe record once did: state/ did not
+        # exist yet, so it was made on the tmpfs).
+        _mount(libc, None, prefix, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     finally:
         os.close(real)
 
@@ -139,6 +145,10 @@ def _step(d: dict[str, Any]) -> HealthStep:
 
 def isolated(layout: Layout, version: int, gate: Callable[[], list[HealthStep]]) -> list[HealthStep]:
     """Run ``gate`` in a child whose namespaces show ``version`` as current (module doc)."""
+    # What the gate writes (its logs, the probe's record under state/) goes through binds
+    # of the real directories, so they must exist before the view is made (a first install).
+    for d in (layout.state_dir, layout.logs):
+        d.mkdir(parents=True, exist_ok=True)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns

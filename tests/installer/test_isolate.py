@@ -103,3 +103,29 @@ def test_a_refusal_an_error_and_a_crash_come_back_as_they_were(tmp_path: Path) -
     with pytest.raises(StepFailed, match="ended without a result"):
         isolated(layout, 2, killed)
     assert os.readlink(layout.current) == "releases/1"
+
+
+def test_a_first_install_keeps_what_the_gate_writes_and_nothing_vanishes(tmp_path: Path) -> None:
+    # A first install: the prefix holds only the release (no state/ or logs/ yet). The
+    # probe's record once went to the tmpfs here and was lost with the namespace, so the
+    # next upgrade ran a probe of minutes that the record would have let it skip.
+    prefix = tmp_path / "opt-abhed"
+    site = prefix / "releases/1/site"
+    site.mkdir(parents=True)
+    (site / "settings.json").write_text("{}")
+    layout = Layout(prefix)
+
+    def gate() -> list[HealthStep]:
+        (layout.state_dir / "probe/1").mkdir(parents=True)
+        (layout.state_dir / "probe/1/outcome.json").write_text('{"passed": false}')
+        try:
+            (prefix / "stray").write_text("lost?")
+            stray = "written"
+        except OSError as exc:
+            stray = exc.strerror or "refused"
+        return [HealthStep("seen", 0.1, stray, None)]
+
+    (step,) = isolated(layout, 1, gate)
+    assert (layout.state_dir / "probe/1/outcome.json").read_text() == '{"passed": false}'
+    assert step.detail == "Read-only file system"  # a write outside the binds fails loudly
+    assert not (prefix / "stray").exists()
