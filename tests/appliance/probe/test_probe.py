@@ -213,7 +213,10 @@ def test_a_worse_model_than_the_baseline_fails_the_soft_gate(good: tuple[ProbeRe
 def _hostile(body: dict[str, Any]) -> ScriptStep:
     """Huge text, malformed JSON arguments, tools that do not exist."""
     if body.get("stream"):
-        return ScriptStep(text="x" * 300_000, tool_calls=[{"name": "read", "arguments": "{not json"}])
+        # In pieces of 4 KiB: at the default 8 characters each reply is 37,500 events, and
+        # the test spent two minutes streaming them, not judging what came back.
+        return ScriptStep(text="x" * 300_000, chunk_chars=4096,
+                          tool_calls=[{"name": "read", "arguments": "{not json"}])
     return ScriptStep(tool_calls=[{"name": "no-such-tool\u0000", "arguments": "[1, 2]"},
                                   {"name": "read", "arguments": '{"path": 7}'}])
 
