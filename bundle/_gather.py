@@ -227,6 +227,8 @@ def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict
                                       files=digests)
         except ModelsError as exc:
             raise SpecError(f"model {m.name}: {exc}") from None
+        if m.probe is not None:
+            entry = entry.model_copy(update={"probe": m.probe})
         (dest / "abhed-catalog.json").write_text(
             json.dumps({"models": [entry.model_dump(mode="json")]}, indent=2, sort_keys=True) + "\n")
         if i == 0:

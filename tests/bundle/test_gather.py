@@ -16,7 +16,7 @@ import pytest
 
 from bundle import BundleError, SecretKey, SpecError, TrustPolicy, gather, load_site, verify_bundle
 from bundle._wheels import exclude_for, platform_tags, wheel_rank
-from models import ServeError
+from models import PROBE_FAMILIES, ServeError
 
 from .conftest import make_wheel
 
@@ -238,6 +238,31 @@ def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> No
         gather(site, out, [key], cache=tmp_path / "c2", say=lambda s: None,
                check_settings=check_settings)
     assert not (tmp_path / "c2").exists()
+
+
+def test_the_sites_probe_bar_is_written_into_the_models_catalog_entry(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace("\n[installer]", (
+        '\n[model.probe]\nquick_families = ["wire"]\nrepeats = 1\ntool_choice = "named"\n'
+        'note = "a demo model: only the wire family, once"\n\n[installer]'), 1))
+    key = SecretKey.generate()
+    cache = tmp_path / "cache"
+    gather(site, tmp_path / "o.abhed", [key], cache=cache, say=lambda s: None)
+    catalog = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-catalog.json")
+                         .read_text())
+    bar = catalog["models"][0]["probe"]
+    assert (bar["quick_families"], bar["repeats"], bar["tool_choice"]) == (["wire"], 1, "named")
+    assert bar["note"] == "a demo model: only the wire family, once"
+    assert bar["families"] == list(PROBE_FAMILIES)  # what it leaves out keeps its default
+
+
+@pytest.mark.parametrize("bar", ['quick_families = ["vibes"]', "repeats = 0",
+                                 'tool_choice = "any"', "surprise = 1", "min_rate = {wire = 2.0}"])
+def test_a_bad_probe_bar_is_refused_by_name(tmp_path: Path, bar: str) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace("\n[installer]", f"\n[model.probe]\n{bar}\n\n[installer]"))
+    with pytest.raises(BundleError, match=r"probe"):
+        load_site(site)
 
 
 @pytest.mark.parametrize(("edit", "words"), [
