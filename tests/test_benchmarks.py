@@ -42,8 +42,8 @@ RUNS: dict[str, tuple[tuple[str, ...], bool]] = {
     # (root, the kernel tree): it shares the grep row's code, run here.
     "sandbox/run.py": (("--commands", "1"), True),
     "sessions/bench_compaction.py": (("1",), True),
-    "waits.py --rows grep,bundle,sandbox": (("--rows", "grep,bundle,sandbox", "--repeat", "1"),
-                                             True),
+    "waits.py --rows grep,bundle,sandbox": (("--rows", "grep,bundle,sandbox", "--repeat", "1",
+                                              "--bundle-mib", "8"), True),
 }
 
 
