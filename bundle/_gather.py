@@ -206,6 +206,23 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
     }
 
 
+def _probe_bar(m: SiteModel, where: Path) -> Any:
+    """The model's ``[model.probe]`` as the catalog's ProbeBar (None: the preset's bar)."""
+    from pydantic import ValidationError
+
+    from models import ProbeBar
+
+    if m.probe is None:
+        return None
+    try:
+        return ProbeBar.model_validate(m.probe)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(table)'}: {e['msg']}"
+                             for e in exc.errors())
+        raise SpecError(f"{where}: model {m.name}: [model.probe]: {problems} (the capability "
+                        "probe's bar: docs/probe.md)") from None
+
+
 def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict[str, Any]], int]:
     from models import ModelsError, entry_from_preset, hash_weights
 
@@ -227,8 +244,9 @@ def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict
                                       files=digests)
         except ModelsError as exc:
             raise SpecError(f"model {m.name}: {exc}") from None
-        if m.probe is not None:
-            entry = entry.model_copy(update={"probe": m.probe})
+        bar = _probe_bar(m, base)
+        if bar is not None:
+            entry = entry.model_copy(update={"probe": bar})
         (dest / "abhed-catalog.json").write_text(
             json.dumps({"models": [entry.model_dump(mode="json")]}, indent=2, sort_keys=True) + "\n")
         if i == 0:
@@ -289,6 +307,8 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
 
     tell = say or (lambda s: print(s, file=sys.stderr))
     site = load_site(site_path)
+    for m in site.model:  # refused now, not after an hour of downloads
+        _probe_bar(m, site_path)
     if site.agent is not None:  # refused now, not after an hour of downloads
         prepare_settings(site.agent, prefix=site.prefix, version=site.version,
                          check=check_settings, where=f"{site_path}: [agent]")

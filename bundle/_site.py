@@ -22,7 +22,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from foundation import FoundationError, load_document
-from models import ProbeBar
 
 from ._errors import SpecError
 from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
@@ -98,7 +97,9 @@ class SiteModel(_Strict):
         description="bounds each answer in the gate's agent and capability probes; a small "
                     "model left unbounded can ramble to its context limit (SmolLM2 did, for "
                     "ten minutes on a CPU). Default: unbounded (a reasoning model needs room)")
-    probe: ProbeBar | None = Field(
+    # Checked by gather against models.ProbeBar (bundle_bar): the bundle package itself never
+    # imports models, which the installer, built from bundle, does not carry.
+    probe: dict[str, Any] | None = Field(
         default=None,
         description="the capability probe's bar for this model, written into its catalog entry "
                     "(families, quick_families, min_rate, tool_choice, repeats, note): a site "

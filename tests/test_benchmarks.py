@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.vllm_server import URL_ENV, shared_vllm
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
@@ -47,6 +49,10 @@ RUNS: dict[str, tuple[tuple[str, ...], bool]] = {
 }
 
 
+# Benchmarks that drive the tiny model on the vLLM CPU server (tests/vllm_server.py).
+USES_VLLM = {"sessions/bench_compaction.py"}
+
+
 def _script(name: str) -> Path:
     return BENCH / name.split(" ")[0]
 
@@ -64,6 +70,8 @@ def test_the_benchmark_runs_on_a_tiny_input(name: str, tmp_path: Path) -> None:
     # Trees and generated data go to a fresh cache, never the developer's (~/.cache).
     env = {**os.environ, "ABHED_BENCH_CACHE": str(tmp_path / "cache"),
            "ABHED_HOME": str(tmp_path / "home")}
+    if name in USES_VLLM:  # the suite's server, not a second one started by the child
+        env[URL_ENV] = shared_vllm().base_url
     done = subprocess.run([sys.executable, str(_script(name)), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900, check=False,
                           stdin=subprocess.DEVNULL)

@@ -136,6 +136,16 @@ def shared_vllm() -> RealVllm:
         return _server
 
 
+# A test that runs a benchmark in a child process hands it the suite's server here, so the
+# child does not start (and wait a minute for) a second vLLM beside it.
+URL_ENV = "ABHED_TEST_VLLM_URL"
+
+
+def vllm_base_url() -> str:
+    """The server this process was handed (``URL_ENV``), else :func:`shared_vllm`'s."""
+    return os.environ.get(URL_ENV) or shared_vllm().base_url
+
+
 def stop(server: RealVllm) -> int | None:
     if server.proc.poll() is None:
         server.proc.send_signal(signal.SIGTERM)

@@ -39,7 +39,7 @@ from appliance.events import (
     TurnToolCall,
     UserMessage,
 )
-from tests.vllm_server import SERVED, shared_vllm
+from tests.vllm_server import SERVED, vllm_base_url
 
 
 def _metrics(base_url: str) -> dict[str, float]:
@@ -71,7 +71,7 @@ def _hit(before: dict[str, float], after: dict[str, float]) -> str:
 
 
 def main(turns: int = 4) -> None:
-    server = shared_vllm()
+    base_url = vllm_base_url()
     with tempfile.TemporaryDirectory() as tmp:
         home, ws = Path(tmp, "home"), Path(tmp, "ws")
         home.mkdir()
@@ -79,7 +79,7 @@ def main(turns: int = 4) -> None:
         os.environ["ABHED_HOME"] = str(home)
         for i in range(turns):
             (ws / f"f{i}.txt").write_text("".join(f"line {n} of file {i}\n" for n in range(30)))
-        provider = {"name": "local", "api": "openai", "base_url": server.base_url, "model": SERVED,
+        provider = {"name": "local", "api": "openai", "base_url": base_url, "model": SERVED,
                     "sampling": ["temperature", "max_tokens"],
                     "params": {"temperature": 0, "max_tokens": 48}}
         cfg = home / "config.json"
@@ -112,11 +112,11 @@ def main(turns: int = 4) -> None:
                                               message="bench", turns=1))
 
             def one(label: str) -> None:
-                before = _metrics(server.base_url)
+                before = _metrics(base_url)
                 t0 = time.perf_counter()
                 agent.run("read a file")
                 took = time.perf_counter() - t0
-                print(f"{label:<14} {took * 1000:8.0f} ms  cache: {_hit(before, _metrics(server.base_url))}")
+                print(f"{label:<14} {took * 1000:8.0f} ms  cache: {_hit(before, _metrics(base_url))}")
 
             for n in range(turns):
                 read(n)

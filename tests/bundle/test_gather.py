@@ -261,8 +261,11 @@ def test_the_sites_probe_bar_is_written_into_the_models_catalog_entry(tmp_path: 
 def test_a_bad_probe_bar_is_refused_by_name(tmp_path: Path, bar: str) -> None:
     site = _site(tmp_path)
     site.write_text(site.read_text().replace("\n[installer]", f"\n[model.probe]\n{bar}\n\n[installer]"))
-    with pytest.raises(BundleError, match=r"probe"):
-        load_site(site)
+    cache = tmp_path / "c"
+    with pytest.raises(SpecError, match=r"model tiny: \[model.probe\]: .*docs/probe.md"):
+        gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache,
+               say=lambda s: None)
+    assert not cache.exists()  # refused before anything was fetched
 
 
 @pytest.mark.parametrize(("edit", "words"), [
