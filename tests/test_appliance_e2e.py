@@ -30,7 +30,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -202,13 +201,20 @@ with open(f"{prefix}/logs/e2e-model.log", "ab") as log:
         timer.cancel()
         assert ready, ("the model server exited, never started or never answered /health and "
                        "/v1/models within 900 s; see logs/e2e-model.log")
-        run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool",
-                              "read", f"What is the project's code name? It is written in "
-                              f"`{ws}/notes.txt`."], capture_output=True, text=True, timeout=900)
+        # Up to three sessions: greedy SmolLM2 still sometimes mangles the path it is shown
+        # (drops the leading "/", repeats a component); the appliance is what is tested here,
+        # and an answer in any session proves the whole path from engineer to model and back.
+        for attempt in range(3):
+            run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool",
+                                  "read", f"What is the project's code name? It is written in "
+                                  f"`{ws}/notes.txt`."], capture_output=True, text=True,
+                                 timeout=900)
+            if run.returncode != 0 or "BLUE HERON" in run.stdout.upper():
+                break
         show = subprocess.run([f"{prefix}/bin/abhed", "config", "show", "policy"],
                               capture_output=True, text=True, timeout=120)
         print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:],
-                          "show": show.stdout + show.stderr}))
+                          "show": show.stdout + show.stderr, "attempts": attempt + 1}))
     finally:
         timer.cancel()
         os.killpg(server.pid, signal.SIGTERM)
@@ -272,7 +278,9 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
 
     # -- the installed agent answers the demo question, offline ---------------------------
     # A short path, as scripts/demo's mktemp gives: SmolLM2 copies a long one wrongly.
-    ws = Path(tempfile.mkdtemp()) / "hello"
+    # The same path every run, so that the (greedy) model is shown the same prompt each time.
+    ws = Path("/tmp/abhed-e2e/hello")
+    shutil.rmtree(ws.parent, ignore_errors=True)
     shutil.copytree(ROOT / "examples/hello", ws)
     # An engineer with nothing configured: an empty home. The site's [agent] settings, installed
     # with the release and found through its venv's abhed-site link, name the model service.
