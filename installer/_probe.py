@@ -154,6 +154,12 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
         saved = _saved(layout, other)
         if saved and saved.get("key") == key and saved.get("passed") is True and other is not None:
             why = "itself" if other == version else f"current release {other}"
+            if other != version:
+                # Its record becomes this release's too: the next upgrade compares with it
+                # (the soft gate's baseline), and a rollback here finds it.
+                keep = layout.state_dir / "probe" / str(version)
+                shutil.rmtree(keep, ignore_errors=True)
+                shutil.copytree(layout.state_dir / "probe" / str(other), keep)
             return ProbeOutcome(f"skipped: the same model and serving configuration as {why}, "
                                 "which passed its probe",
                                 {"result": "skipped", "key": key, "passed_as": other})

@@ -92,6 +92,11 @@ def test_an_upgrade_with_the_same_model_skips_the_probe_recorded(host: Installer
     assert r.returncode == 0, r.stdout + r.stderr
     (probe,) = _entries(host, 3, "probe")
     assert probe["result"] == "skipped" and probe["passed_as"] == 1
+    # Release 1's record is release 3's too: the next upgrade's baseline, a rollback's record.
+    kept = host.prefix / "state/probe/3"
+    assert json.loads((kept / "outcome.json").read_text())["passed"] is True
+    assert (kept / "report.json").read_bytes() == \
+        (host.prefix / "state/probe/1/report.json").read_bytes()
 
 
 @pytest.mark.parametrize("reason", ["", "   ", "line\nbreak", "x" * 2001])
