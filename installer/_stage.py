@@ -79,9 +79,11 @@ def _make_release(s: Staging) -> None:
 
 def _drop_release(s: Staging) -> None:
     from ._local import forget
+    from ._probe import forget_probe
 
     remove_tree(s.release)
     forget(s.layout, s.version)  # a tightening carried over to it
+    forget_probe(s.layout, s.version)  # the probe record its gate kept or took over
     gc_store(s.layout)
 
 
