@@ -13,7 +13,7 @@ from .._errors import NotInstalled, UsageError
 from .._layout import Layout, lock_prefix
 from .._local import forget, keep, narrow, read_overlay
 from .._release import recover, write_record
-from .._site import SITE_DIR, release_has_site, vouched, write_site
+from .._site import SITE_DIR, release_has_site, settings_digest, vouched, write_site
 from .._ui import out
 
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                              "narrow (gather a bundle with an [agent] table)")
         v = vouched(layout, audit, version)
         signed_sha = hashlib.sha256(v.signed).hexdigest()
-        before = hashlib.sha256((rel / SITE_DIR / "settings.json").read_bytes()).hexdigest()
+        before = settings_digest(rel)
         base = {"run": run_id, "version": version}
         changes: list[str] = []
         if args.site_verb == "reset":

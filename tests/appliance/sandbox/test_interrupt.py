@@ -53,7 +53,12 @@ try:
             t = threading.Thread(target=lambda: box.update(run=shell.run(
                 command, cwd=ws, env={}, timeout_s=60)))
             t.start()
+            # Poll for the command's own proof that it runs (its marker), with a deadline;
+            # then wait `delay`, the interval under test (how soon after the start Esc comes).
+            deadline = time.monotonic() + 60
             while not marker.exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the command never started within 60 s")
                 time.sleep(0.0005)
             time.sleep(delay)
             shell.interrupt()
@@ -120,7 +125,7 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
                 while not marker.exists() and time.monotonic() < deadline:
                     time.sleep(0.0005)
                 assert marker.exists(), "the command never started"
-                time.sleep(delay)
+                time.sleep(delay)  # the interval under test, not a wait for readiness
                 shell.interrupt()
                 t.join(60)
                 run = box["run"]
