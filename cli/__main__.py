@@ -1,3 +1,3 @@
-from appliance.cli import main
+from cli import main
 
 main(prog_name="abhed")
