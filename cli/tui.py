@@ -18,6 +18,8 @@ from pathlib import Path
 
 import click
 
+from foundation import MODES
+
 
 @click.command()
 @click.option("--workspace", "-w", default=".", show_default=True,
@@ -26,10 +28,9 @@ import click
 @click.option("--session", "session_id", default=None, help="Continue this session.")
 @click.option("--provider", "provider_name", default=None, help="Provider name from custom_providers.")
 @click.option("--model", default=None, help="Served model name (default: the provider's).")
-# The TUI's own copy of the mode list (tui._link.MODES, held equal to appliance.policy.MODES
-# by tests/tui/test_app.py): this verb is bare `abhed`, and importing the policy package
-# here would put the whole runtime in front of the first frame.
-@click.option("--mode", type=click.Choice(["plan", "ask", "auto"]), default=None,
+# foundation's mode type, not appliance.policy's re-export: this verb is bare `abhed`, and
+# importing the policy package here would put the whole runtime in front of the first frame.
+@click.option("--mode", type=click.Choice(MODES), default=None,
               help="Policy mode (default: the operator's policy.mode).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Config file to use instead of ABHED_HOME/config.json.")

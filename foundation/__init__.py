@@ -4,8 +4,8 @@ Small mechanisms that each package needed and had written for itself (four
 copies of ending a process group, six of hashing a file, two of opening only
 a regular file, seven loaders of config-like files each with its own errors):
 one of each, here, in the one package every other may import.  It imports no
-other Abhed package, and nothing heavier than pydantic, so the frozen
-installer carries it too.
+other Abhed package, and nothing heavier than pydantic (imported only where a
+document is validated), so the frozen installer carries it too.
 
 Public surface:
 
@@ -18,6 +18,8 @@ Public surface:
 * :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
+* the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
+  :func:`stricter_or_equal`, :func:`modes_no_looser`, :func:`as_mode`;
 * the errors::
 
     FoundationError
@@ -32,27 +34,33 @@ from __future__ import annotations
 from foundation._digest import FileDigest, digest_file
 from foundation._documents import Syntax, load_document, parse_document, validate_document
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
+from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
 from foundation._process import OFFLINE_ENV, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
+    "MODES",
     "OFFLINE_ENV",
     "DocumentError",
     "FileDigest",
     "FileMissing",
     "FileRefused",
     "FoundationError",
+    "Mode",
     "NotRegularFile",
     "Problem",
     "Syntax",
+    "as_mode",
     "digest_file",
     "is_within",
     "load_document",
+    "modes_no_looser",
     "open_regular",
     "open_regular_fd",
     "parse_document",
     "read_regular",
+    "stricter_or_equal",
     "terminate_group",
     "validate_document",
 ]

@@ -31,9 +31,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from foundation._errors import DocumentError, Problem
 from foundation._regular import read_regular
@@ -41,7 +39,11 @@ from foundation._regular import read_regular
 __all__ = ["Syntax", "load_document", "parse_document", "problems_of", "validate_document"]
 
 Syntax = Literal["json", "toml"]
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:  # pydantic is imported where a document is validated: the doors that only
+    # name a mode (bare `abhed`, before the TUI's first frame) import foundation without it
+    from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound="BaseModel")
 
 _TOP = "(top level)"
 _TOML_AT = re.compile(r"^(?P<msg>.*?)\s*\(at line (?P<line>\d+), column (?P<col>\d+)\)$")
@@ -182,6 +184,8 @@ def validate_document(raw: dict[str, Any], model: type[M], *, what: str, source:
     tuples and sets and strings may fill enums and paths, as they do in any
     file, while ``"5"`` still does not fill an int.
     """
+    from pydantic import ValidationError  # heavy: see the TYPE_CHECKING note above
+
     try:
         return model.model_validate_json(json.dumps(raw), strict=strict)
     except ValidationError as exc:

@@ -30,9 +30,7 @@ if TYPE_CHECKING:  # the appliance is imported on the start thread, after the fi
 
 __all__ = ["AgentLink", "LinkInfo", "PendingApproval", "SetupNotice", "Sink"]
 
-# appliance.policy.MODES, copied: importing the policy package would load the whole
-# runtime before the first frame (tests/tui/test_app.py holds the two equal, and the CLI's).
-MODES = ("plan", "ask", "auto")
+from foundation import MODES as MODES  # the leaf: appliance.policy would load the runtime first
 
 
 @dataclass

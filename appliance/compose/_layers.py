@@ -29,8 +29,13 @@ from pydantic import BaseModel
 from appliance._errors import ConfigError
 from appliance.compose._config import Config, read_config
 from appliance.compose._site import SiteLayer, find_site
-from appliance.policy import MODES
-from foundation import FoundationError, validate_document
+from foundation import (
+    FoundationError,
+    as_mode,
+    modes_no_looser,
+    stricter_or_equal,
+    validate_document,
+)
 
 __all__ = ["DIRECTIONS", "Direction", "Layered", "Origin", "Rule", "Widening", "WideningRefused",
            "SYSTEM_PATH", "govern_environment", "layer", "layers_of", "leaf_fields", "load_config",
@@ -62,7 +67,6 @@ class Rule:
     unbounded: tuple[Any, ...] = ()
 
 
-_MODE_RANK = {m: i for i, m in enumerate(MODES)}  # auto 0, ask 1, plan 2: higher is stricter
 _BACKEND_RANK = {"microvm": 3, "auto": 2, "bwrap": 1, "host": 0}
 
 _LIMIT = "a limit: the engineer may lower it, never raise it"
@@ -379,8 +383,10 @@ class _Merge:
 
     def _mode(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         looser_ok = self.switch("policy.allow_looser_mode")
-        if _MODE_RANK.get(asked, -1) < _MODE_RANK.get(base, 99) and not looser_ok:
-            stricter = ", ".join(m for m in reversed(MODES) if _MODE_RANK[m] >= _MODE_RANK[base])
+        wanted, ceiling = as_mode(asked), as_mode(base)
+        if ceiling is not None and not looser_ok \
+                and (wanted is None or not stricter_or_equal(wanted, ceiling)):
+            stricter = ", ".join(modes_no_looser(ceiling))
             self.refuse(path, asked, base, f"Choose one of {stricter}; only the site can allow a "
                         "looser mode (policy.allow_looser_mode).")
             self.take(path, base, b)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from appliance.policy._errors import ModeRefused
-from appliance.policy._settings import MODES, Mode, PolicySettings
+from appliance.policy._settings import PolicySettings
+from foundation import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 
 __all__ = ["ChosenBy", "ModeChoice", "resolve_mode", "stricter_or_equal"]
 
@@ -31,11 +32,6 @@ class ModeChoice:
     mode: Mode
     chosen_by: ChosenBy
     door: str = ""
-
-
-def stricter_or_equal(mode: Mode, than: Mode) -> bool:
-    """``plan`` is stricter than ``ask``, which is stricter than ``auto``."""
-    return MODES.index(mode) >= MODES.index(than)
 
 
 def operator_mode(policy: PolicySettings) -> Mode | None:
@@ -54,14 +50,14 @@ def resolve_mode(requested: Mode | str | None, policy: PolicySettings, *, door: 
     configured = operator_mode(policy)
     if requested is None:
         return ModeChoice(policy.mode, "operator" if configured is not None else "default", door)
-    if requested not in MODES:
+    wanted = as_mode(requested)
+    if wanted is None:
         raise ModeRefused(f"{door}: {str(requested)[:40]!r} is not a mode; modes: "
                           f"{', '.join(MODES)}")
-    wanted: Mode = "plan" if requested == "plan" else "ask" if requested == "ask" else "auto"
     if configured is not None and not stricter_or_equal(wanted, configured) \
             and not policy.allow_looser_mode:
         where = config_file or "config.json"
-        stricter = ", ".join(m for m in MODES if stricter_or_equal(m, configured))
+        stricter = ", ".join(modes_no_looser(configured))
         raise ModeRefused(
             f"{door} {wanted}: refused, it is looser than the operator's policy.mode "
             f"\"{configured}\" set in {where}. A caller may choose the same or a stricter mode "

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from foundation import MODES, Mode
 from tools.pathpattern import PathPattern, PatternError
 
 __all__ = ["MODES", "Mode", "PolicySettings", "Rule"]
-
-Mode = Literal["plan", "ask", "auto"]
-"""The one mode type: policy, the loop, the CLI and rpc all use it.
-
-plan: read-only tools only.  ask: every mutation no allow rule covers asks.
-auto: what no rule, destructive pattern or extension stops runs."""
-
-MODES: tuple[Mode, ...] = ("auto", "ask", "plan")
-"""Every mode, loosest first (``resolve_mode`` orders them by this)."""
-
 
 class Rule(BaseModel):
     """One operator rule; every field given must match (an empty rule matches every call).

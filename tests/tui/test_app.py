@@ -345,8 +345,8 @@ async def test_hostile_text_never_reaches_the_terminal_raw() -> None:
 
 
 def test_the_tuis_mode_list_is_the_policys() -> None:
-    # tui._link and `abhed tui --mode` keep their own copy so that the first frame does not
-    # wait for the policy package; this holds the copies to the one definition.
+    # One ordered type (foundation.MODES): the TUI, `abhed tui --mode` and policy name the
+    # same tuple, in the same order, strictest first.
     import click
 
     from appliance.policy import MODES
@@ -355,7 +355,8 @@ def test_the_tuis_mode_list_is_the_policys() -> None:
 
     choice = next(p.type for p in tui_verb.params if p.name == "mode")
     assert isinstance(choice, click.Choice)
-    assert sorted(TUI_MODES) == sorted(choice.choices) == sorted(MODES)
+    assert TUI_MODES is MODES
+    assert tuple(choice.choices) == MODES == ("plan", "ask", "auto")
 
 
 async def test_a_real_command_streams_into_its_card_before_it_ends(server: ScriptedServer,
