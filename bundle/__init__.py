@@ -73,7 +73,7 @@ from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
 from ._regular import open_regular, read_regular
 from ._settings import SettingsCheck, expand_settings, release_paths, settings_bytes
-from ._site import SiteSpec, load_site
+from ._site_spec import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust
 from ._verify import VerifiedBundle, verify_bundle
 from ._volumes import JoinResult, join_volumes, split_bundle

@@ -40,7 +40,7 @@ from typing import Any
 from ._errors import SpecError
 from ._minisign import SecretKey
 from ._settings import SettingsCheck, prepare_settings
-from ._site import SiteModel, SiteSpec, load_site
+from ._site_spec import SiteModel, SiteSpec, load_site
 from ._wheels import (
     LockedWheel,
     fetch_wheels,

@@ -43,7 +43,7 @@ from ._errors import (
 from ._faults import fault_point
 from ._layout import Layout, State, lock_prefix
 from ._release import disk_error, read_manifest, recover
-from ._site import HostLinks, release_has_site, site_checks
+from ._site_install import HostLinks, release_has_site, site_checks
 from ._stage import STEPS, Staging
 from ._txn import Transaction
 from ._ui import out, say
@@ -61,7 +61,7 @@ class DeployOptions:
     python: str | None
     skip_gate: bool
     accept_probe_failure: str | None = None
-    host_link: Path | None = None  # --host-link (installer._site)
+    host_link: Path | None = None  # --host-link (installer._site_install)
     bin_link: Path | None = None  # --bin-link
     drop_site_layer: bool = False  # --drop-site-layer
     drop_local_settings: bool = False  # --drop-local-settings (installer._local)
@@ -85,7 +85,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
     from ._health import HealthStep, run_health_check
     from ._isolate import isolated
     from ._services import DEFAULT_PORT
-    from ._site import release_has_site
+    from ._site_install import release_has_site
 
     say(f"health gate for release {version}")
     own = release_has_site(release)

@@ -42,7 +42,7 @@ from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor
 from ._errors import HealthCheckFailed
 from ._layout import Layout
 from ._proc import child_env, run, tail
-from ._site import release_has_site
+from ._site_install import release_has_site
 
 __all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_health_check"]
 

@@ -14,7 +14,7 @@
       bin/abhed -> ../current/venv/bin/abhed
 
 The site layer inside each release and the host's links to it are described in
-``installer._site``.
+``installer._site_install``.
 
 A release directory without ``.complete`` is a staging that never finished
 (a crash or power loss): the next command that takes the lock removes it.
@@ -125,7 +125,7 @@ class State:
     current: int | None = None
     previous: int | None = None
     highest: int | None = None
-    host_link: str | None = None  # /etc/abhed/site, or --host-link (installer._site)
+    host_link: str | None = None  # /etc/abhed/site, or --host-link (installer._site_install)
     bin_link: str | None = None  # /usr/local/bin/abhed, or --bin-link
 
     @classmethod

@@ -18,7 +18,7 @@ from ._audit import AuditLog
 from ._errors import BundleRefused, HealthCheckFailed
 from ._layout import Layout, State
 from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
-from ._site import HostLinks, LinkChange, install_site, make_links, undo_links
+from ._site_install import HostLinks, LinkChange, install_site, make_links, undo_links
 from ._txn import Step, gc_store, remove_tree, switch_current
 from ._ui import Progress, say
 
@@ -54,7 +54,7 @@ class Staging:
     extra: dict[str, Any] = field(default_factory=dict)
     accept_probe_failure: str | None = None  # --accept-probe-failure REASON
     manifest_sha256: str = ""
-    links: HostLinks = HostLinks(None, None)  # installer._site: the host and PATH links
+    links: HostLinks = HostLinks(None, None)  # installer._site_install: the host and PATH links
     site_sha: str | None = None  # the release's installed settings (None: it has none)
     link_changes: list[LinkChange] = field(default_factory=list)
     drop_local: bool = False  # --drop-local-settings
@@ -193,7 +193,7 @@ def _carry_local(s: Staging) -> dict[str, Any]:
 
     from ._errors import UsageError
     from ._local import keep, local_overlay, narrow
-    from ._site import origin_body, write_site
+    from ._site_install import origin_body, write_site
 
     overlay = local_overlay(s.layout, s.current) if s.current is not None else None
     if overlay is None:

@@ -31,7 +31,7 @@ CALL = ["appliance/loop/_agent.py", "appliance/_dispatch.py", "appliance/policy/
         "appliance/policy/_engine.py", "tools/_tool.py", "tools/read.py", "appliance/_session.py",
         "appliance/events/_store.py"]
 SETUP = ["appliance/compose/_config.py", "appliance/compose/_layers.py",
-         "appliance/compose/_site.py", "appliance/compose/_start.py",
+         "appliance/compose/_site_layer.py", "appliance/compose/_start.py",
          "appliance/compose/_tooling.py"]
 
 

@@ -37,7 +37,7 @@ from appliance.compose._layers import (
     load_config,
     rule_for,
 )
-from appliance.compose._site import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
+from appliance.compose._site_layer import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
     Children,
     StartedAgent,

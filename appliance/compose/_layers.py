@@ -1,7 +1,7 @@
 """The effective settings: the site layer narrowed by the engineer's, with where each value came from.
 
 The one place the layers meet (DESIGN.md, "Who decides: the site, then the
-engineer"). The site's settings (:mod:`appliance.compose._site`) are the
+engineer"). The site's settings (:mod:`appliance.compose._site_layer`) are the
 ceiling; the user layer (``ABHED_HOME/config.json`` or ``--config``, then the
 flags of the door) may only narrow them: a stricter mode, more deny and ask
 rules, fewer capabilities, more redaction, lower limits. Anything looser is
@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from appliance._errors import ConfigError
 from appliance.compose._config import Config, read_config
-from appliance.compose._site import SiteLayer, find_site
+from appliance.compose._site_layer import SiteLayer, find_site
 from foundation import (
     FoundationError,
     as_mode,

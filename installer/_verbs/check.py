@@ -19,7 +19,7 @@ from .._errors import CheckFailed, NotInstalled
 from .._layout import Layout, State
 from .._local import expected_settings_sha256
 from .._record import RECORD_NAME, compare_tree, load_record
-from .._site import (
+from .._site_install import (
     SITE_DIR,
     VENV_LINK,
     HostLinks,

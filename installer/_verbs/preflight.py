@@ -8,7 +8,7 @@ from .._errors import PreflightFailed
 from .._layout import Layout, State
 from .._preflight import platform_checks
 from .._release import read_manifest
-from .._site import HostLinks, site_checks
+from .._site_install import HostLinks, site_checks
 from .._trust import resolve_trust
 from .._ui import emit_json, out
 

@@ -3,7 +3,7 @@
 What ``check`` finds changed, replaced, re-owned, chmod-ed or removed in the
 site layer (``site/settings.json``, ``site/origin.json``, the directory, the
 venv's link, the host and PATH links) is rewritten from the release's own
-verified bundle files (``installer._site.vouched``), or, for a release the
+verified bundle files (``installer._site_install.vouched``), or, for a release the
 operator tightened, from the tightening kept in ``state/site-local/`` when its
 digest is the one the audit log last recorded; otherwise repair refuses and
 says to reinstall.  Everything else ``check`` may find (the venv, the model)
@@ -24,7 +24,7 @@ from .._audit import AuditLog
 from .._errors import CheckFailed, NotInstalled
 from .._layout import Layout, State, lock_prefix
 from .._local import expected_settings_sha256, kept_settings
-from .._site import SITE_DIR, HostLinks, make_links, release_has_site, vouched, write_site
+from .._site_install import SITE_DIR, HostLinks, make_links, release_has_site, vouched, write_site
 from .._ui import out
 
 

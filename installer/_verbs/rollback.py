@@ -14,7 +14,7 @@ from .._deploy import check_site_change, health_check_step, post_switch
 from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._release import recover
-from .._site import (
+from .._site_install import (
     HostLinks,
     make_links,
     release_has_site,

@@ -13,7 +13,7 @@ from .._errors import NotInstalled, UsageError
 from .._layout import Layout, lock_prefix
 from .._local import forget, keep, narrow, read_overlay
 from .._release import recover, write_record
-from .._site import SITE_DIR, release_has_site, settings_digest, vouched, write_site
+from .._site_install import SITE_DIR, release_has_site, settings_digest, vouched, write_site
 from .._ui import out
 
 

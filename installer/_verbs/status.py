@@ -7,13 +7,14 @@ import json
 import os
 from typing import Any
 
-from foundation import digest_file
+from foundation import FoundationError, digest_file, read_regular
+from foundation.site_files import MAX_SITE_BYTES, ORIGIN_FILE, SiteOrigin, read_origin
 
 from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
 from .._layout import Layout, State
 from .._local import local_overlay
-from .._site import HostLinks, link_problems, settings_digest
+from .._site_install import SITE_DIR, HostLinks, link_problems, settings_digest
 from .._ui import emit_json, out
 
 
@@ -58,16 +59,16 @@ def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
     """The site settings in force: the current release's, as installed, and its links."""
     rel = layout.release(current) if current is not None else None
     digest = settings_digest(rel) if rel is not None else None
-    origin: dict[str, Any] = {}
-    if rel is not None and digest is not None:
-        try:
-            raw = json.loads((rel / "site" / "origin.json").read_bytes())
-            origin = raw if isinstance(raw, dict) else {}
-        except (OSError, ValueError):
-            origin = {}
+    origin: SiteOrigin | None = None
     links = HostLinks.of(state)
     problems = link_problems(layout, links, digest is not None) if rel is not None else []
-    if digest is not None and origin.get("settings_sha256") != digest:
+    if rel is not None and digest is not None:
+        try:
+            origin = read_origin(read_regular(rel / SITE_DIR / ORIGIN_FILE, MAX_SITE_BYTES,
+                                              "site origin"), rel / SITE_DIR / ORIGIN_FILE)
+        except (OSError, FoundationError) as exc:
+            problems.append(f"{exc} (the agent refuses to start)")
+    if origin is not None and origin.settings_sha256 != digest:
         problems.append("origin.json does not name these settings' digest (the agent refuses "
                         "to start)")
     signed = None
@@ -75,7 +76,7 @@ def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
         staged = rel / "bundle" / "site" / "settings.json"
         signed = digest_file(staged).sha256 if staged.is_file() else None
     tightened = current is not None and local_overlay(layout, current) is not None
-    return {"settings_sha256": digest, "site": origin.get("site"),
+    return {"settings_sha256": digest, "site": origin.site if origin is not None else None,
             "settings": str(layout.current / "site" / "settings.json") if digest else None,
             "signed_sha256": signed, "tightened_locally": tightened,
             "host_link": str(links.site) if links.site else None,

@@ -17,7 +17,7 @@ from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._proc import signals_blocked
 from .._services import UNIT_NAME, systemctl, unit_path
-from .._site import HostLinks, remove_links
+from .._site_install import HostLinks, remove_links
 from .._txn import remove_tree
 from .._ui import out
 

@@ -16,7 +16,7 @@ from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
 from cli.bundle import check_settings
 from installer._errors import StepFailed
 from installer._layout import Layout
-from installer._site import install_site
+from installer._site_install import install_site
 
 
 def _release(tmp_path: Path, settings: dict[str, Any], *, manifest_role: bool = True) -> tuple[

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from appliance.compose import SiteRefused, find_site, load_config
-from appliance.compose import _site as site_module
+from appliance.compose import _site_layer as site_module
 from appliance.events import EventStore
 from tests.helpers import shared_scratch
 
@@ -129,6 +129,23 @@ def test_settings_that_do_not_validate_are_refused_naming_the_key(host: Path, tm
         find_site()
 
 
+@root_only
+@pytest.mark.parametrize("name", ["settings.json", "origin.json"])
+def test_a_duplicate_key_in_either_file_refuses(host: Path, tmp_path: Path, name: str) -> None:
+    # Two readers (the agent, abhed-installer status) could see different values: both read
+    # the site's files through foundation.site_files, which refuses the second key.
+    release = write_site(tmp_path / "opt" / "site")
+    text = (release / name).read_text().strip()
+    doubled = text[:-1] + (', "site": "other"}' if name == "origin.json" else ', "loop": {}}')
+    (release / name).write_text(doubled)
+    if name == "settings.json":  # the digest must still match, or that refusal comes first
+        write_site(release, digest=hashlib.sha256(doubled.encode()).hexdigest())
+        (release / name).write_text(doubled)
+    (host / "site").symlink_to(release)
+    with pytest.raises(SiteRefused, match="duplicate key"):
+        find_site()
+
+
 def test_a_link_to_nowhere_refuses(host: Path, tmp_path: Path) -> None:
     (host / "site").symlink_to(tmp_path / "opt" / "current" / "site")  # before the first switch
     with pytest.raises(SiteRefused, match="does not exist"):
@@ -143,7 +160,7 @@ def _as_engineer(code: str) -> subprocess.CompletedProcess[str]:
 
 def _find_as_engineer(host_site: Path) -> subprocess.CompletedProcess[str]:
     """find_site() in the engineer's own process, the host link at ``host_site``; exit 3: refused."""
-    return _as_engineer("import sys; from appliance.compose import _site, find_site, SiteRefused\n"
+    return _as_engineer("import sys; from appliance.compose import _site_layer as _site, find_site, SiteRefused\n"
                         "from pathlib import Path\n"
                         f"_site.HOST_SITE = Path({str(host_site)!r})\n"
                         "try:\n    find_site()\nexcept SiteRefused as exc:\n"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from foundation import digest_file, is_within
+from foundation.site_files import ORIGIN_FORMAT, SiteOrigin, read_settings
 
 from ._audit import AuditLog
 from ._errors import CheckFailed, StepFailed, UsageError
@@ -50,7 +51,6 @@ __all__ = ["ORIGIN_FORMAT", "SITE_DIR", "VENV_LINK", "HostLinks", "install_site"
 
 SITE_DIR = "site"
 VENV_LINK = "venv/abhed-site"
-ORIGIN_FORMAT = "abhed-site-origin/1"
 _IMAGE_FILES = {"kernel": "vmlinuz", "initrd": "initrd.img", "rootfs": "rootfs.ext4",
                 "manifest": "manifest.json"}
 
@@ -147,10 +147,9 @@ def origin_body(manifest: Manifest, signers: tuple[str, ...], manifest_sha256: s
     member = manifest.settings_member()
     assert manifest.site is not None and member is not None
     # "release" is text, as the agent's origin record (appliance.compose) reads it.
-    body = {"format": ORIGIN_FORMAT, "site": manifest.site.name, "release": str(manifest.version),
-            "bundle_manifest_sha256": manifest_sha256, "signing_key_ids": sorted(signers),
-            "settings_sha256": settings_sha256 or member.content_sha256}
-    return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+    return SiteOrigin(site=manifest.site.name, release=str(manifest.version),
+                      bundle_manifest_sha256=manifest_sha256, signing_key_ids=sorted(signers),
+                      settings_sha256=settings_sha256 or member.content_sha256).to_bytes()
 
 
 def _image_dir(release: Path, manifest: Manifest) -> None:
@@ -194,7 +193,7 @@ def install_site(release: Path, layout: Layout, manifest: Manifest, signers: tup
     for directory in (layout.prefix, layout.releases, release):
         os.chmod(directory, stat.S_IMODE(os.stat(directory).st_mode) & ~0o022)
     write_site(release, layout, data, origin_body(manifest, signers, manifest_sha256))
-    missing = [p for p in release_paths(json.loads(data), str(release))
+    missing = [p for p in release_paths(read_settings(data, release / SITE_DIR), str(release))
                if not os.path.exists(p)]
     if missing:
         raise StepFailed(f"the site settings name {len(missing)} path(s) this release does not "

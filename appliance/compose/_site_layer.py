@@ -25,13 +25,13 @@ Only a host with neither place is a development checkout.
 The directory holds ``settings.json`` (``config.json``'s schema, canonical
 JSON, byte-identical to the bundle's signed ``site/settings.json``) and
 ``origin.json`` (``abhed-site-origin/1``: site, release, bundle manifest
-digest, signing key ids, settings digest).
+digest, signing key ids, settings digest); their formats are
+:mod:`foundation.site_files`, which the installer writes them by.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 import sys
@@ -39,18 +39,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from appliance._errors import ConfigError
 from appliance.compose._config import Config
 from foundation import FoundationError, read_regular, validate_document
+from foundation.site_files import (
+    MAX_SITE_BYTES,
+    ORIGIN_FILE,
+    SETTINGS_FILE,
+    SiteOrigin,
+    read_origin,
+    read_settings,
+)
 
 __all__ = ["HOST_SITE", "MAX_SITE_BYTES", "SiteLayer", "SiteOrigin", "SiteRefused", "find_site",
            "load_site", "venv_site"]
 
 #: The host link; a module constant so a test can point it elsewhere in-process.
 HOST_SITE = Path("/etc/abhed/site")
-MAX_SITE_BYTES = 1 << 20
 _MAX_HOPS = 40  # symlinks followed on one path, as the kernel's own limit
 _FIX = ("Ask the operator to repair the installation (`abhed-installer check`, then "
         "`abhed-installer repair` as root, or reinstall the release); Abhed will not start "
@@ -64,19 +69,6 @@ class SiteRefused(ConfigError):
 def venv_site() -> Path:
     """The release venv's link to the current site settings."""
     return Path(sys.prefix) / "abhed-site"
-
-
-class SiteOrigin(BaseModel):
-    """``origin.json``: where the settings came from, written by the installer."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    format: str = Field(pattern=r"^abhed-site-origin/1$")
-    site: str = Field(min_length=1, max_length=200)
-    release: str | int = Field(description="The release's version, as the installer names it.")
-    bundle_manifest_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    signing_key_ids: list[str] = Field(max_length=16)
-    settings_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -185,13 +177,9 @@ def _read(directory: Path, name: str, where: Path) -> bytes:
 
 def _origin(directory: Path, data: bytes, where: Path) -> SiteOrigin:
     try:
-        raw = json.loads(data.decode("utf-8"))
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")
-        return validate_document(raw, SiteOrigin, what="site origin",
-                                 source=directory / "origin.json")
-    except (UnicodeDecodeError, ValueError, FoundationError) as exc:
-        raise _refuse(where, f"{directory / 'origin.json'} is not a valid origin record: {exc}") \
+        return read_origin(data, directory / ORIGIN_FILE)
+    except FoundationError as exc:
+        raise _refuse(where, f"{directory / ORIGIN_FILE} is not a valid origin record: {exc}") \
             from None
 
 
@@ -200,8 +188,8 @@ def load_site(where: Path) -> SiteLayer:
     directory = trusted_path(where, where)
     if not directory.is_dir():
         raise _refuse(where, f"{directory} is not a directory")
-    data = _read(directory, "settings.json", where)
-    origin_bytes = _read(directory, "origin.json", where)
+    data = _read(directory, SETTINGS_FILE, where)
+    origin_bytes = _read(directory, ORIGIN_FILE, where)
     origin = _origin(directory, origin_bytes, where)
     digest = hashlib.sha256(data).hexdigest()
     if digest != origin.settings_sha256:
@@ -209,11 +197,9 @@ def load_site(where: Path) -> SiteLayer:
                       f"{origin.settings_sha256} its origin.json records: the settings were changed "
                       "after the installer wrote them")
     try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _refuse(where, f"{directory / 'settings.json'} is not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise _refuse(where, f"{directory / 'settings.json'} is not a JSON object")
+        raw = read_settings(data, directory / SETTINGS_FILE)
+    except FoundationError as exc:
+        raise _refuse(where, f"its settings are not strict JSON: {exc}") from None
     try:
         settings = validate_document(raw, Config, what="site settings",
                                      source=directory / "settings.json")
