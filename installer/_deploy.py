@@ -26,29 +26,21 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ._audit import AuditLog
-from ._errors import (
-    DowngradeRefused,
-    HealthCheckFailed,
-    NotInstalled,
-    PreflightFailed,
-    StepFailed,
-    UsageError,
-)
-from ._faults import fault_point
+from ._errors import DowngradeRefused, NotInstalled, UsageError
 from ._layout import Layout, State, lock_prefix
 from ._release import disk_error, read_manifest, recover
 from ._site_install import HostLinks, release_has_site, site_checks
 from ._stage import STEPS, Staging
+from ._steps import fail_preflight
 from ._txn import Transaction
 from ._ui import out, say
 
-__all__ = ["DeployOptions", "deploy", "fail_preflight", "post_switch", "health_check_step"]
+__all__ = ["DeployOptions", "deploy"]
 
 
 @dataclass(frozen=True)
@@ -65,88 +57,6 @@ class DeployOptions:
     bin_link: Path | None = None  # --bin-link
     drop_site_layer: bool = False  # --drop-site-layer
     drop_local_settings: bool = False  # --drop-local-settings (installer._local)
-
-
-def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
-                    version: int) -> None:
-    bad = [c for c in checks if c.status == "fail"]
-    if not bad:
-        return
-    audit.append(action, "preflight", "failed", run=run, version=version,
-                 failed=[c.as_dict() for c in bad])
-    lines = [f"  {c.name}: found {c.found}; needs {c.needed}; do: {c.fix}" for c in bad]
-    raise PreflightFailed("preflight failed, nothing was written:\n" + "\n".join(lines))
-
-
-def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
-                      version: int, accept_probe_failure: str | None = None) -> None:
-    """The health gate, recorded; for a release with site settings, in private namespaces
-    where it is current (``installer._isolate``), its model server on the service's port."""
-    from ._health import HealthStep, run_health_check
-    from ._isolate import isolated
-    from ._services import DEFAULT_PORT
-    from ._site_install import release_has_site
-
-    say(f"health gate for release {version}")
-    own = release_has_site(release)
-    current = layout.current_version()  # read here: inside the isolated gate it is `release`
-
-    def check() -> list[HealthStep]:
-        return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
-                                current=current, accept_probe_failure=accept_probe_failure,
-                                port=DEFAULT_PORT if own else None)
-
-    t0 = time.monotonic()
-    try:
-        fault_point("gate")
-        if own:
-            say(f"  gate: in private mount and network namespaces where release {version} is "
-                "current, as engineers will get it")
-            steps = isolated(layout, version, check)
-        else:
-            steps = check()
-    except HealthCheckFailed as exc:
-        audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
-        raise
-    except StepFailed as exc:
-        audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
-        raise HealthCheckFailed(str(exc)) from None
-    for s in steps:
-        if s.audit is not None:
-            audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
-                         **{k: v for k, v in s.audit.items() if k != "result"})
-    audit.append(action, "gate", "ok", run=run, version=version,
-                 seconds=round(time.monotonic() - t0, 2), isolated=own or None,
-                 steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
-                        for s in steps])
-
-
-def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
-    """With systemd: restart the service on the new release and wait for its health."""
-    from ._health import loopback_get
-    from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
-
-    fault_point("switched")
-    if systemctl("daemon-reload") is None:
-        return
-    active = systemctl("is-active", UNIT_NAME)
-    if active != "active":
-        audit.append(action, "service", "skipped", run=run, version=version,
-                     detail=f"{UNIT_NAME} is {active}; start it with systemctl enable --now "
-                     f"{UNIT_NAME}")
-        return
-    systemctl("restart", UNIT_NAME)
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        try:
-            if loopback_get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
-                audit.append(action, "service", "ok", run=run, version=version)
-                return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise HealthCheckFailed(f"{UNIT_NAME} did not become healthy on release {version} after the "
-                            "switch; switched back")
 
 
 def deploy(opts: DeployOptions, action: Literal["install", "upgrade"]) -> int:

@@ -19,6 +19,7 @@ from ._errors import BundleRefused, HealthCheckFailed
 from ._layout import Layout, State
 from ._release import build_venv, bundle_error, reuse_weights, write_record, write_release_json
 from ._site_install import HostLinks, LinkChange, install_site, make_links, undo_links
+from ._steps import fail_preflight, health_check_step, post_switch
 from ._txn import Step, gc_store, remove_tree, switch_current
 from ._ui import Progress, say
 
@@ -103,7 +104,6 @@ def _verify(s: Staging) -> None:
 
 
 def _stage(s: Staging) -> None:
-    from ._deploy import fail_preflight
     from ._descriptor import find_descriptor, load_descriptor
     from ._preflight import descriptor_checks
 
@@ -267,7 +267,6 @@ def _restore_unit(s: Staging) -> None:
 
 
 def _health_check(s: Staging) -> None:
-    from ._deploy import health_check_step
 
     if s.skip_gate:
         s.audited("gate", "skipped", detail="--skip-gate given by the operator")
@@ -292,7 +291,6 @@ def _unlink(s: Staging) -> None:
 
 
 def _service(s: Staging) -> None:
-    from ._deploy import post_switch
 
     post_switch(s.layout, s.audit, s.action, s.run, s.version)
 

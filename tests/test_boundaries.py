@@ -85,6 +85,11 @@ def _resolve(name: str, is_package: bool, level: int, module: str | None) -> str
     return ".".join(base + ([module] if module else []))
 
 
+def _names_find_spec(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and func.attr == "find_spec") \
+        or (isinstance(func, ast.Name) and func.id == "find_spec")
+
+
 def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
     """(line, imported dotted name) for every import, relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -93,6 +98,11 @@ def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
+        elif isinstance(node, ast.Call) and _names_find_spec(node.func) and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            # importlib.util.find_spec("a.b"): a file found by module name is a dependency
+            # too (the image build copies the guest runner's file), held to the same arrows.
+            yield node.lineno, node.args[0].value
         elif isinstance(node, ast.ImportFrom):
             source = node.module or "" if node.level == 0 else \
                 _resolve(name, is_package, node.level, node.module)
@@ -171,6 +181,11 @@ def test_design_arrows_and_no_private_cross_package_imports() -> None:
     ("benchmarks.grep.run", "from tools.grep import _search\n", "a private name of tools.grep"),
     ("benchmarks.probe.wall", "from tests.models._vllm import shared_vllm\n",
      "private name of tests.models"),
+    # a file found by module name is a dependency like an import
+    ("bundle.image.probe", "import importlib.util\nimportlib.util.find_spec('appliance')\n",
+     "bundle -> appliance"),
+    ("bundle.image.probe", "from importlib.util import find_spec\nfind_spec('foundation._regular')\n",
+     "private module of foundation"),
 ])
 def test_the_checker_catches_what_it_should(tmp_path: Path, name: str, source: str,
                                             expected: str) -> None:
@@ -200,3 +215,79 @@ def test_benchmarks_may_use_public_surfaces(tmp_path: Path) -> None:
     probe.write_text("from tools.grep import Grep\nfrom appliance.sandbox import MicroVM\n"
                      "from tests.vllm_server import shared_vllm\nimport tui\n")
     assert _check("benchmarks.x", probe) == []
+
+
+def _runtime_edges() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports when it runs (``TYPE_CHECKING`` blocks left out).
+
+    A package's ``__init__`` is left out at both ends: re-exporting its own modules is
+    what it is for, and a module importing its package's surface is not a cycle of code.
+    """
+    edges: dict[str, set[str]] = {}
+    for name, path in _modules():
+        if path.name == "__init__.py" or name.split(".")[0] in SCRIPTS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                source = node.module or "" if node.level == 0 else \
+                    _resolve(name, False, node.level, node.module)
+                found = [f"{source}.{a.name}" if _is_module(f"{source}.{a.name}") else source
+                         for a in node.names]
+            targets |= {t for t in found if t.split(".")[0] in PACKAGES and t != name
+                        and ROOT.joinpath(*t.split(".")).with_suffix(".py").is_file()}
+        edges[name] = targets
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected group of two or more modules (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_runtime_import_cycle() -> None:
+    # installer._deploy <-> installer._stage was one: staging imported the shared steps from
+    # the pipeline that runs it (now installer._steps, below both).
+    assert _cycles(_runtime_edges()) == []
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _cycles({"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}}) \
+        == [["a.x", "a.y", "a.z"]]

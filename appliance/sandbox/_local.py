@@ -1,6 +1,6 @@
 """Backends that run commands on this kernel: ``bwrap`` (confined) and ``host`` (not).
 
-Both use the same :class:`~appliance.sandbox._guest.Runner` as the guest agent
+Both use the same :class:`~foundation.guest.Runner` as the guest agent
 in the microVM, so process lifecycle (process groups, grace kill, output
 caps, cwd reporting, background jobs) is identical across backends.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from appliance.sandbox._errors import SandboxUnavailable
-from appliance.sandbox._guest import Runner
 from appliance.sandbox._settings import SandboxSettings
+from foundation.guest import Runner
 from tools import JobOutput, ShellRun
 
 __all__ = ["BwrapSandbox", "HostSandbox", "base_env", "bwrap_problem", "to_job", "to_run"]

@@ -6,7 +6,7 @@ The VM is started on first use (lazily) and stopped with the session:
   path*, so paths in commands and in tool results agree;
 * the root is the image's read-only ext4 with a throwaway tmpfs overlay;
 * there is no network device at all (``-nic none``): the guest has ``lo`` only;
-* the guest agent (``_guest.py``, PID 1 in the guest) listens on a
+* the guest agent (``foundation/guest.py``, PID 1 in the guest) listens on a
   virtio-serial port whose host end is a Unix socket (vsock is not available
   everywhere; virtio-serial is).
 
@@ -47,10 +47,10 @@ from typing import Any
 
 from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
-from appliance.sandbox._guest import PROTOCOL_VERSION
 from appliance.sandbox._local import base_env, to_job, to_run
 from appliance.sandbox._settings import SandboxSettings
 from foundation import terminate_group
+from foundation.guest import PROTOCOL_VERSION
 from tools import JobOutput, ShellRun
 
 __all__ = ["MicroVM", "VMImage", "find_virtiofsd"]

@@ -56,13 +56,17 @@ def default_cache_dir() -> Path:
 
 
 def default_agent_source() -> Path:
-    """The guest agent shipped with the appliance (located without importing it)."""
+    """The guest agent's file, ``foundation.guest`` (found by its name, not run here).
+
+    Named by module so that tests/test_boundaries.py sees the dependency (bundle ->
+    foundation), as it sees an import.
+    """
     import importlib.util
 
-    spec = importlib.util.find_spec("appliance")  # top level: found, not imported
+    spec = importlib.util.find_spec("foundation.guest")
     if spec is None or spec.origin is None:
-        raise ImageError("the appliance package is not installed; pip install abhed")
-    agent = Path(spec.origin).parent / "sandbox" / "_guest.py"
+        raise ImageError("the foundation package is not installed; pip install abhed")
+    agent = Path(spec.origin)
     if not agent.is_file():
         raise ImageError(f"{agent} is missing; reinstall abhed")
     return agent

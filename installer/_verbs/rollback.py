@@ -10,7 +10,7 @@ import argparse
 import secrets
 
 from .._audit import AuditLog
-from .._deploy import check_site_change, health_check_step, post_switch
+from .._deploy import check_site_change
 from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._release import recover
@@ -21,6 +21,7 @@ from .._site_install import (
     settings_digest,
     undo_links,
 )
+from .._steps import health_check_step, post_switch
 from .._txn import Transaction, switch_current
 from .._ui import out
 

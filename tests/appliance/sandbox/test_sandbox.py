@@ -28,8 +28,8 @@ from appliance.sandbox import (
     open_sandbox,
 )
 from appliance.sandbox._confine import seccomp_program
-from appliance.sandbox._guest import PROTOCOL_VERSION, Runner, Server
 from cli import main
+from foundation.guest import PROTOCOL_VERSION, Runner, Server
 from tests.helpers import wait_for
 
 CONFINE = Path(__file__).resolve().parents[3] / "appliance" / "sandbox" / "_confine.py"
