@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundation import parse_document, read_regular
+
 from ._errors import SpecError
 from ._minisign import SecretKey
 from ._settings import SettingsCheck, prepare_settings
@@ -261,7 +263,8 @@ def _image(recipe: str, work: Path, say: Say) -> dict[str, Any]:
     from .image import build_image, default_agent_source
 
     built = build_image(recipe, agent_source=default_agent_source(), log=say)
-    meta = json.loads((built / "manifest.json").read_text())
+    meta = parse_document(read_regular(built / "manifest.json", 1 << 20, "image manifest"),
+                          what="image manifest", source=built / "manifest.json")
     arch = "amd64" if os.uname().machine == "x86_64" else "arm64"
     packages = work / "image-packages.txt"
     packages.write_text("".join(f"{n} {v} {arch}\n" for n, v in sorted(meta["packages"].items())))

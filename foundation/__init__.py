@@ -10,7 +10,8 @@ document is validated), so the frozen installer carries it too.
 Public surface:
 
 * the strict loader (:func:`load_document`, :func:`parse_document`,
-  :func:`validate_document`): read once, parse once,
+  :func:`validate_document`, and :func:`load_if_present` for a record a program
+  keeps, which may not exist yet): read once, parse once,
   every problem reported with its location (see ``foundation._documents``);
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
@@ -32,7 +33,13 @@ Public surface:
 from __future__ import annotations
 
 from foundation._digest import FileDigest, digest_file
-from foundation._documents import Syntax, load_document, parse_document, validate_document
+from foundation._documents import (
+    Syntax,
+    load_document,
+    load_if_present,
+    parse_document,
+    validate_document,
+)
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
@@ -55,6 +62,7 @@ __all__ = [
     "digest_file",
     "is_within",
     "load_document",
+    "load_if_present",
     "modes_no_looser",
     "open_regular",
     "open_regular_fd",

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from foundation._errors import DocumentError, Problem
+from foundation._errors import DocumentError, FileMissing, Problem
 from foundation._regular import read_regular
 
 __all__ = ["Syntax", "load_document", "parse_document", "problems_of", "validate_document"]
@@ -210,3 +210,22 @@ def load_document(path: str | Path, model: type[M], *, what: str, cap: int,
     if prepare is not None:
         prepare(raw)
     return validate_document(raw, model, what=what, source=path, hint=hint)
+
+
+def load_if_present(path: str | Path, model: type[M], *, what: str, cap: int,
+                    hint: str = "") -> M | None:
+    """:func:`load_document` for a JSON record a program keeps (state, caches, metadata):
+    ``None`` when there is none yet.
+
+    The same strictness as every other file (duplicate keys, ``NaN``, unknown
+    fields refused, each problem located), so a damaged record is reported in
+    one style wherever it is read; the caller decides whether damage is fatal.
+
+    Raises:
+        FileRefused: there, but unreadable, not a regular file, or over ``cap`` bytes.
+        DocumentError: it does not parse or is invalid.
+    """
+    try:
+        return load_document(path, model, what=what, cap=cap, syntax="json", hint=hint)
+    except FileMissing:
+        return None

@@ -26,12 +26,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from foundation import FoundationError, load_if_present
+
 from ._errors import AuditBroken
 
 __all__ = ["GENESIS", "AuditLog", "AuditReport", "canonical", "who"]
 
 GENESIS = "0" * 64
 _MAX_LINE = 1 << 20
+
+
+class _Head(BaseModel):
+    """``audit.head``: the last entry's seq and hash (a witness that nothing was cut off)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seq: int
+    hash: str
 
 
 def canonical(value: Any) -> bytes:
@@ -105,29 +118,26 @@ class AuditLog:
                                   "does not match its hash: it was altered after it was written")
             prev, seq = str(claimed), seq + 1
         head = self._read_head()
-        if head is not None and (head.get("seq"), head.get("hash")) != (seq, prev):
+        if head is not None and (head.seq, head.hash) != (seq, prev):
             raise AuditBroken(f"{self.path} ends at seq {seq} but {self.head_path} records seq "
-                              f"{head.get('seq')}: entries were cut off the end (or the head "
+                              f"{head.seq}: entries were cut off the end (or the head "
                               "file was altered)")
         if head is None and seq:
             raise AuditBroken(f"{self.head_path} is missing while {self.path} has {seq} entries: "
                               "the head witness was removed")
         return AuditReport(entries=seq, head=prev)
 
-    def _read_head(self) -> dict[str, Any] | None:
+    def _read_head(self) -> _Head | None:
         try:
-            raw = json.loads(self.head_path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            raise AuditBroken(f"{self.head_path} is not JSON: it was tampered with") from None
-        return raw if isinstance(raw, dict) else {}
+            return load_if_present(self.head_path, _Head, what="audit head", cap=_MAX_LINE,
+                                   hint="It was tampered with.")
+        except FoundationError as exc:
+            raise AuditBroken(str(exc)) from None
 
     def _tail(self) -> tuple[int, str]:
         head = self._read_head()
-        if head is not None and isinstance(head.get("seq"), int) and isinstance(head.get("hash"),
-                                                                                str):
-            return int(head["seq"]), str(head["hash"])
+        if head is not None:
+            return head.seq, head.hash
         last: dict[str, Any] | None = None
         for _, entry in self.entries():
             last = entry

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from foundation import FoundationError, parse_document, read_regular
+from foundation import FileMissing, FoundationError, parse_document, read_regular
 
 from ._audit import AuditLog
 from ._errors import StepFailed, UsageError
@@ -60,13 +60,14 @@ def local_overlay(layout: Layout, version: int) -> dict[str, Any] | None:
     """The overlay a release was tightened with (placeholders kept), or None."""
     path = local_dir(layout, version) / "overlay.json"
     try:
-        raw = json.loads(path.read_bytes())
-    except FileNotFoundError:
+        data = read_regular(path, MAX_OVERLAY_BYTES, "local tightening record")
+        return parse_document(data, what="local tightening record", source=path,
+                              hint="It was damaged: run `abhed-installer site reset` and "
+                              "tighten again.")
+    except FileMissing:
         return None
-    except ValueError:
-        raise StepFailed(f"{path} is not JSON: the local tightening's record was damaged; run "
-                         "`abhed-installer site reset` and tighten again") from None
-    return raw if isinstance(raw, dict) else None
+    except FoundationError as exc:
+        raise StepFailed(str(exc)) from None
 
 
 def read_overlay(path: Path) -> dict[str, Any]:

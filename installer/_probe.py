@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation import FoundationError
+from pydantic import BaseModel, ConfigDict
+
+from foundation import FoundationError, load_if_present, parse_document, read_regular
 
 from ._errors import HealthCheckFailed
 from ._layout import Layout, atomic_write
@@ -94,26 +96,38 @@ def forget_probe(layout: Layout, version: int) -> None:
     shutil.rmtree(layout.state_dir / "probe" / str(version), ignore_errors=True)
 
 
-def _saved(layout: Layout, version: int | None) -> dict[str, Any] | None:
+class _Outcome(BaseModel):
+    """``state/probe/<version>/outcome.json``, as :func:`_keep_outcome` writes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str | None = None
+    passed: bool | None = None
+    accepted: str | None = None
+    session: str | None = None
+    model: str | None = None
+
+
+def _saved(layout: Layout, version: int | None) -> _Outcome | None:
+    """A release's probe outcome; ``None`` when there is none or it is damaged (the probe
+    then runs again: a record that cannot be read vouches for nothing)."""
     if version is None:
         return None
     try:
-        raw = json.loads((layout.state_dir / "probe" / str(version) / "outcome.json").read_bytes())
-    except (OSError, ValueError):
+        return load_if_present(layout.state_dir / "probe" / str(version) / "outcome.json",
+                               _Outcome, what="probe outcome", cap=_MAX_REPORT)
+    except FoundationError:
         return None
-    return raw if isinstance(raw, dict) else None
 
 
 def _read_report(path: Path) -> dict[str, Any] | None:
+    """The probe's report (its own format, ``abhed-probe-report/1``), or ``None``."""
     try:
-        if path.stat().st_size > _MAX_REPORT:
-            return None
-        raw = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        raw = parse_document(read_regular(path, _MAX_REPORT, "probe report"),
+                             what="probe report", source=path, syntax="json")
+    except FoundationError:
         return None
-    if not isinstance(raw, dict) or raw.get("format") != "abhed-probe-report/1":
-        return None
-    return raw
+    return raw if raw.get("format") == "abhed-probe-report/1" else None
 
 
 def _findings(report: dict[str, Any], n: int = 4) -> list[str]:
@@ -150,15 +164,15 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
     version = int(release.name)
     key = probe_key(release, model_dir)
     own = _saved(layout, version)
-    if own and own.get("key") == key and own.get("accepted") and not own.get("passed"):
+    if own and own.key == key and own.accepted and not own.passed:
         # A rollback to a release that went live with an accepted failure: its own record
         # stands (the operator's reason is in the audit log); the probe would say it again.
         return ProbeOutcome(f"skipped: release {version}'s own probe failed and was accepted "
-                            f"when it was installed ({own.get('accepted')})",
+                            f"when it was installed ({own.accepted})",
                             {"result": "skipped", "key": key, "accepted_as": version})
     for other in (version, current):
         saved = _saved(layout, other)
-        if saved and saved.get("key") == key and saved.get("passed") is True and other is not None:
+        if saved and saved.key == key and saved.passed is True and other is not None:
             why = "itself" if other == version else f"current release {other}"
             if other != version:
                 # Its record becomes this release's too: the next upgrade compares with it
@@ -170,7 +184,7 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
                                 "which passed its probe",
                                 {"result": "skipped", "key": key, "passed_as": other})
     failed = _saved(layout, current)
-    if accept_failure and failed and failed.get("key") == key and failed.get("passed") is False:
+    if accept_failure and failed and failed.key == key and failed.passed is False:
         # The operator accepts a failure again for the very model and serving stack whose
         # failure is on record: re-running would only prove it again (minutes on a CPU).
         # Without --accept-probe-failure the probe runs, and may pass.
@@ -184,7 +198,8 @@ def run_probe_step(release: Path, layout: Layout, model_dir: Path, *, probe_argv
     out = layout.logs / f"gate-{release.name}-probe.json"
     out.unlink(missing_ok=True)
     argv = list(probe_argv) + ["--out", str(out)]
-    if baseline is not None and baseline.is_file() and (_saved(layout, current) or {}).get("passed"):
+    passed_now = (_saved(layout, current) or _Outcome()).passed
+    if baseline is not None and baseline.is_file() and passed_now:
         argv += ["--baseline", str(baseline)]
     log = layout.logs / f"gate-{release.name}-probe.log"
     log.unlink(missing_ok=True)

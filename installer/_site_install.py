@@ -26,7 +26,6 @@ with ``--drop-site-layer`` (engineers then run with no site layer; recorded).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -242,7 +241,7 @@ def vouched(layout: Layout, audit: AuditLog, version: int) -> Vouched:
     install (the chain is verified first), and the staged settings member still with the
     signed sha256; CheckFailed (reinstall) otherwise."""
     from bundle import Manifest
-    from foundation import digest_file
+    from foundation import digest_file, parse_document, validate_document
 
     rel = layout.release(version)
     audit.verify()
@@ -252,8 +251,9 @@ def vouched(layout: Layout, audit: AuditLog, version: int) -> Vouched:
         raise CheckFailed(f"{release_json} is not the one recorded in the audit log: the "
                           "release cannot vouch for its own files; reinstall it from its bundle "
                           "(uninstall --keep-data, install)")
-    body = json.loads(release_json.read_bytes())
-    manifest = Manifest.model_validate_json(json.dumps(body["manifest"]))
+    body = parse_document(release_json.read_bytes(), what="release record", source=release_json)
+    manifest = validate_document(body.get("manifest") or {}, Manifest, what="release record",
+                                 source=release_json, strict=False)
     member = manifest.settings_member()
     if member is None:
         raise UsageError(f"release {version} carries no site settings")

@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from foundation import FoundationError, load_if_present
 
 from ._errors import BundleRefused, UsageError
 from ._layout import Layout, atomic_write
@@ -51,19 +55,24 @@ def _read_keys(files: Sequence[Path]) -> list[Any]:
     return keys
 
 
+class _Pinned(BaseModel):
+    """``state/trust.json``, as :func:`pin_trust` writes it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["abhed-installer-trust/1"]
+    keys: list[str] = Field(max_length=64)
+    threshold: int = Field(ge=1)
+
+
 def _pinned(layout: Layout) -> tuple[list[str], int] | None:
-    path = layout.state_dir / "trust.json"
     try:
-        raw: Any = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        raise BundleRefused(f"{path} is not JSON: the pinned keys were damaged; restore the "
-                            "file from a backup (its hash is in the audit log)") from None
-    if (not isinstance(raw, dict) or raw.get("format") != TRUST_FORMAT
-            or not isinstance(raw.get("keys"), list) or not isinstance(raw.get("threshold"), int)):
-        raise BundleRefused(f"{path} is not an {TRUST_FORMAT} file")
-    return [str(k) for k in raw["keys"]], int(raw["threshold"])
+        pinned = load_if_present(layout.state_dir / "trust.json", _Pinned, what="pinned keys",
+                                 cap=1 << 20, hint="The pinned keys were damaged; restore the "
+                                 "file from a backup (its hash is in the audit log).")
+    except FoundationError as exc:
+        raise BundleRefused(str(exc)) from None
+    return None if pinned is None else (pinned.keys, pinned.threshold)
 
 
 def resolve_trust(layout: Layout | None, trust_files: Sequence[Path],

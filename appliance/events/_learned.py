@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from appliance.events._redact import Redactor, passage_record
+from foundation import FoundationError, parse_document, read_regular
 
 __all__ = ["LearnedRedactions"]
 
 FORMAT = "abhed-learned-redactions/1"
 _SESSION = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _MAX_RECORDS = 10_000
+_MAX_FILE_BYTES = 64 << 20  # _MAX_RECORDS records of a salted hash and a few numbers each
 
 
 class LearnedRedactions:
@@ -44,12 +46,11 @@ class LearnedRedactions:
 
     def _load(self, path: Path) -> dict[str, Any]:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError):
-            return {}  # damaged: what this process learns is still remembered below
-        return data if isinstance(data, dict) and data.get("format") == FORMAT else {}
+            data = parse_document(read_regular(path, _MAX_FILE_BYTES, "learned passages"),
+                                  what="learned passages", source=path, syntax="json")
+        except (OSError, FoundationError):
+            return {}  # missing or damaged: what this process learns is still remembered below
+        return data if data.get("format") == FORMAT else {}
 
     def remember(self, session_id: str, passages: list[str]) -> None:
         """Add ``passages`` (learned just now) to the session's file."""

@@ -49,7 +49,7 @@ from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
 from appliance.sandbox._local import base_env, to_job, to_run
 from appliance.sandbox._settings import SandboxSettings
-from foundation import terminate_group
+from foundation import FoundationError, parse_document, read_regular, terminate_group
 from foundation.guest import PROTOCOL_VERSION
 from tools import JobOutput, ShellRun
 
@@ -90,11 +90,11 @@ class VMImage:
                 f"microVM image at {d} is incomplete (missing {', '.join(missing)}); build one with "
                 "`python -m bundle.image build --recipe default` and set sandbox.image_dir to it")
         try:
-            manifest = json.loads((d / "manifest.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise SandboxUnavailable(f"{d}/manifest.json is unreadable ({exc}); rebuild the image") from None
-        if not isinstance(manifest, dict):
-            raise SandboxUnavailable(f"{d}/manifest.json is not an object; rebuild the image")
+            manifest = parse_document(read_regular(d / "manifest.json", 1 << 20, "image manifest"),
+                                      what="image manifest", source=d / "manifest.json",
+                                      hint="Rebuild the image.")
+        except (OSError, FoundationError) as exc:
+            raise SandboxUnavailable(str(exc)) from None
         return cls(d, manifest)
 
 

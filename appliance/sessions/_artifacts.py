@@ -18,7 +18,6 @@ the log.  Bounded: one blob at most ``max_artifact_bytes``, a session at most
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -26,12 +25,25 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from foundation import FoundationError, load_if_present
 from tools import ARTIFACT_PREFIX, FoundArtifact
 
 __all__ = ["ArtifactStore"]
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
+
+
+class _Meta(BaseModel):
+    """``<sha256>.json`` beside each blob: what kept it (written by :meth:`ArtifactStore.keep`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = "output"
+    source: str = ""
+    bytes: int = 0
 
 
 def _blocks(path: str) -> Iterator[bytes]:
@@ -115,8 +127,8 @@ class ArtifactStore:
                         return None
                     os.replace(tmp, final)
                     self._used = self.used_bytes() + written
-                    meta = {"kind": kind, "source": source, "bytes": written}
-                    (self.dir / f"{sha}.json").write_text(json.dumps(meta), encoding="utf-8")
+                    meta = _Meta(kind=kind, source=source, bytes=written)
+                    (self.dir / f"{sha}.json").write_text(meta.model_dump_json(), encoding="utf-8")
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
@@ -136,11 +148,11 @@ class ArtifactStore:
         if not blob.is_file():
             return None
         try:
-            meta = json.loads((self.dir / f"{sha}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            meta = {}
-        meta = meta if isinstance(meta, dict) else {}
-        return FoundArtifact(str(blob), str(meta.get("source", "")), str(meta.get("kind", "output")))
+            meta = load_if_present(self.dir / f"{sha}.json", _Meta, what="artifact record",
+                                   cap=1 << 16) or _Meta()
+        except (OSError, FoundationError):
+            meta = _Meta()  # the blob is what was kept; its label is only a help
+        return FoundArtifact(str(blob), meta.source, meta.kind)
 
     def read(self, sha256: str) -> bytes | None:
         """The bytes of one of this session's blobs (for undo), or None."""

@@ -34,7 +34,7 @@ from typing import Any
 from bundle.image._errors import ImageError
 from bundle.image._initramfs import build_initramfs
 from bundle.image._recipe import BUILD_FORMAT, Recipe, input_key, load_recipe
-from foundation import digest_file
+from foundation import digest_file, parse_document, read_regular
 
 __all__ = ["IMAGE_FILES", "build_image", "default_agent_source", "default_cache_dir", "image_key"]
 
@@ -235,7 +235,8 @@ def build_image(recipe_name: str, *, agent_source: Path, cache_dir: Path | None 
     try:
         release, kernel_version = _kernel(recipe)
         base = _base_root(recipe, raw, cache, say)
-        versions = json.loads((base / "packages.json").read_text())
+        versions = parse_document(read_regular(base / "packages.json", 1 << 20, "base packages"),
+                                  what="base packages", source=base / "packages.json")
         root = tmp / "root"
         say("copy the base root")
         _run(["cp", "-a", "--reflink=auto", str(base / "root"), str(root)], "copy the base root")
