@@ -9,7 +9,7 @@ import time
 
 from tools._paths import Located
 from tools._result import ToolFailure
-from tools._text_files import FileFacts, open_regular, scan
+from tools._text_files import FileFacts, file_facts, open_regular_at
 from tools._tool import ToolContext
 
 __all__ = ["check_overwrite", "check_target_dir", "keep_preimage", "locate_for_check",
@@ -185,9 +185,9 @@ def check_overwrite(ctx: ToolContext, loc: Located, *, tool: str) -> tuple[int, 
             f"{loc.path} is {loc.st.st_size} bytes, over the {ctx.settings.edit_max_file_bytes}-byte "
             f"limit for {tool}. Change it with a command through bash instead.",
         )
-    fd = open_regular(loc.dir_fd, loc.name, loc.path)
+    fd = open_regular_at(loc.dir_fd, loc.name, loc.path)
     try:
-        facts = scan(fd)
+        facts = file_facts(fd)
     except BaseException:
         os.close(fd)
         raise

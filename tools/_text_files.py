@@ -27,8 +27,8 @@ __all__ = [
     "display",
     "encode",
     "encode_new",
-    "open_regular",
-    "scan",
+    "open_regular_at",
+    "file_facts",
 ]
 
 CHUNK = 1 << 20
@@ -163,7 +163,7 @@ class FileFacts:
         return label + (" (with invalid bytes)" if self.lossy else "")
 
 
-def scan(fd: int, *, keep_bytes: int = 0) -> FileFacts:
+def file_facts(fd: int, *, keep_bytes: int = 0) -> FileFacts:
     """Hash a file and learn its encoding and line endings in one streaming pass.
 
     When the file is at most ``keep_bytes`` long its bytes are kept in
@@ -294,7 +294,7 @@ def encode_new(text: str, *, what: str) -> bytes:
         ) from None
 
 
-def open_regular(dir_fd: int, name: str, path: str) -> int:
+def open_regular_at(dir_fd: int, name: str, path: str) -> int:
     """Open a regular file beneath ``dir_fd`` for reading, never following a final symlink.
 
     The rule is foundation's (checked on the opened descriptor, so a file swapped for a

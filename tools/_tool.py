@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -18,6 +18,9 @@ from tools._paths import Workspace
 from tools._result import ToolFailure, ToolResult, failure
 from tools._sandbox import ShellSandbox
 from tools._settings import ToolSettings
+
+if TYPE_CHECKING:  # tools.task imports this module: the Protocol is named for the checker
+    from tools.task import Subagents
 
 __all__ = [
     "ARTIFACT_PREFIX",
@@ -122,7 +125,7 @@ class ToolContext:
     sandbox: ShellSandbox | None = None  # where bash runs; None: bash refuses
     sandbox_problem: str | None = None  # why there is no sandbox, told to the model
     artifacts: ArtifactKeeper | None = None  # None: cut outputs and preimages are not kept
-    subagents: Any = None  # tools.task.Subagents: who runs task calls; None: task refuses
+    subagents: Subagents | None = None  # who runs task calls; None: task refuses
     call_id: str = ""  # the call being run (set per call by the dispatcher)
     #: Someone watches this call run (the TUI's card): a long-running tool tells it the
     #: output it has so far (text, as it comes, from any thread).  None: nobody watches.

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from tools._near import missing_file_failure
 from tools._result import ToolFailure, ToolResult, success
-from tools._text_files import CHUNK, binary_kind, open_regular, scan
+from tools._text_files import CHUNK, binary_kind, file_facts, open_regular_at
 from tools._tool import ARTIFACT_PREFIX, Args, Tool, ToolContext
 
 __all__ = ["MAX_LIMIT_LINES", "Read", "ReadArgs"]
@@ -61,7 +61,7 @@ class Read(Tool):
         settings = ctx.settings
         fd, path = _open_text(args, ctx)
         try:
-            facts = scan(fd, keep_bytes=_WHOLE_FILE_BYTES)
+            facts = file_facts(fd, keep_bytes=_WHOLE_FILE_BYTES)
             file_state = {"path": path, "sha256": facts.sha256}
             base: dict[str, Any] = {
                 "path": path,
@@ -166,7 +166,7 @@ def _open_text(args: ReadArgs, ctx: ToolContext) -> tuple[int, str]:
                 f"{loc.path} is not a regular file (a device, socket or pipe); read refuses it "
                 "because reading could block or never end.",
             )
-        fd = open_regular(loc.dir_fd, loc.name, loc.path)
+        fd = open_regular_at(loc.dir_fd, loc.name, loc.path)
     try:
         head = os.pread(fd, 8192, 0)
         kind = binary_kind(head)

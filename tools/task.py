@@ -11,7 +11,7 @@ spend), with the child's own summary bounded beside it.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from pydantic import Field
 
@@ -70,11 +70,10 @@ class Task(Tool):
                 f"The prompt is {len(args.prompt)} characters, over the {MAX_PROMPT_CHARS} limit. "
                 "A subagent needs a brief, not a transcript: state the goal and name the files; it "
                 "can read them itself. Nothing was spawned.")
-        spawner: Any = getattr(ctx, "subagents", None)
+        spawner = ctx.subagents
         if spawner is None:
             raise ToolFailure(
                 "unavailable",
                 "Subagents are not available here (nested spawning is off, or this is not an agent "
                 "run). Do the subtask yourself with the other tools.")
-        result: ToolResult = spawner.spawn(args, ctx.call_id)
-        return result
+        return spawner.spawn(args, ctx.call_id)

@@ -27,8 +27,8 @@ from appliance.compose._config import Config, SiteSwitches, read_config
 from appliance.compose._layers import (
     DIRECTIONS,
     Layered,
+    LayerRule,
     Origin,
-    Rule,
     Widening,
     WideningRefused,
     layer,
@@ -55,7 +55,7 @@ __all__ = [
     "Config",
     "Layered",
     "Origin",
-    "Rule",
+    "LayerRule",
     "SiteLayer",
     "SiteOrigin",
     "SiteRefused",

@@ -37,7 +37,7 @@ from foundation import (
     validate_document,
 )
 
-__all__ = ["DIRECTIONS", "Direction", "Layered", "Origin", "Rule", "Widening", "WideningRefused",
+__all__ = ["DIRECTIONS", "Direction", "Layered", "Origin", "LayerRule", "Widening", "WideningRefused",
            "SYSTEM_PATH", "govern_environment", "layer", "layers_of", "leaf_fields", "load_config",
            "rule_for"]
 
@@ -47,7 +47,7 @@ OriginKind = Literal["site", "user", "flag", "default"]
 
 
 @dataclass(frozen=True)
-class Rule:
+class LayerRule:
     """How the user layer may change one setting.
 
     ``stricter``: a mode no looser (plan > ask > auto). ``lower`` / ``higher``:
@@ -70,84 +70,84 @@ class Rule:
 _BACKEND_RANK = {"microvm": 3, "auto": 2, "bwrap": 1, "host": 0}
 
 _LIMIT = "a limit: the engineer may lower it, never raise it"
-DIRECTIONS: dict[str, Rule] = {
+DIRECTIONS: dict[str, LayerRule] = {
     # -- tools ---------------------------------------------------------------------------
-    "tools.secret_paths": Rule("union", "files no tool may read or write: the engineer may add "
+    "tools.secret_paths": LayerRule("union", "files no tool may read or write: the engineer may add "
                                "patterns, never remove or un-secret one (a '!' pattern)"),
-    "tools.ignore": Rule("union", "files the walks skip: more is only less for the model to see"),
-    "tools.default_excludes": Rule("union", "folders the walks skip: more is only less to see"),
-    "tools.create_parent_dirs": Rule("free", "whether write makes missing folders: policy still "
+    "tools.ignore": LayerRule("union", "files the walks skip: more is only less for the model to see"),
+    "tools.default_excludes": LayerRule("union", "folders the walks skip: more is only less to see"),
+    "tools.create_parent_dirs": LayerRule("free", "whether write makes missing folders: policy still "
                                      "decides every write"),
-    "tools.new_file_mode": Rule("free", "permissions of files the engineer's own agent creates "
+    "tools.new_file_mode": LayerRule("free", "permissions of files the engineer's own agent creates "
                                 "in the engineer's own workspace"),
-    "tools.read_default_limit_lines": Rule("lower", _LIMIT),
-    "tools.read_max_line_chars": Rule("lower", _LIMIT),
-    "tools.read_max_output_chars": Rule("lower", _LIMIT),
-    "tools.glob_max_results": Rule("lower", _LIMIT),
-    "tools.edit_max_file_bytes": Rule("lower", _LIMIT),
-    "tools.fuzzy_max_file_bytes": Rule("lower", _LIMIT),
-    "tools.grep_engine": Rule("free", "which engine searches: the same results, another speed"),
+    "tools.read_default_limit_lines": LayerRule("lower", _LIMIT),
+    "tools.read_max_line_chars": LayerRule("lower", _LIMIT),
+    "tools.read_max_output_chars": LayerRule("lower", _LIMIT),
+    "tools.glob_max_results": LayerRule("lower", _LIMIT),
+    "tools.edit_max_file_bytes": LayerRule("lower", _LIMIT),
+    "tools.fuzzy_max_file_bytes": LayerRule("lower", _LIMIT),
+    "tools.grep_engine": LayerRule("free", "which engine searches: the same results, another speed"),
     # -- sandbox -------------------------------------------------------------------------
-    "sandbox.backend": Rule("stronger", "where commands run: microvm > auto > bwrap > host; "
+    "sandbox.backend": LayerRule("stronger", "where commands run: microvm > auto > bwrap > host; "
                             "the engineer may only choose a stronger one"),
-    "sandbox.image_dir": Rule("site_only", "the microVM image: an image of the engineer's own "
+    "sandbox.image_dir": LayerRule("site_only", "the microVM image: an image of the engineer's own "
                               "would be a sandbox of their own"),
-    "sandbox.qemu_binary": Rule("site_only", "the program that is the sandbox: one of the "
+    "sandbox.qemu_binary": LayerRule("site_only", "the program that is the sandbox: one of the "
                                 "engineer's own could be no sandbox at all"),
-    "sandbox.accel": Rule("free", "KVM or software emulation: the same isolation, another speed"),
-    "sandbox.memory_mib": Rule("lower", _LIMIT),
-    "sandbox.vcpus": Rule("lower", _LIMIT),
-    "sandbox.boot_timeout_s": Rule("lower", _LIMIT),
-    "sandbox.boot_at_open": Rule("free", "boot at start or on the first command: the same VM"),
-    "sandbox.kill_grace_s": Rule("lower", _LIMIT),
-    "sandbox.max_output_bytes": Rule("lower", _LIMIT),
-    "sandbox.env_allow": Rule("subset", "host variables passed into the sandbox: the engineer may "
+    "sandbox.accel": LayerRule("free", "KVM or software emulation: the same isolation, another speed"),
+    "sandbox.memory_mib": LayerRule("lower", _LIMIT),
+    "sandbox.vcpus": LayerRule("lower", _LIMIT),
+    "sandbox.boot_timeout_s": LayerRule("lower", _LIMIT),
+    "sandbox.boot_at_open": LayerRule("free", "boot at start or on the first command: the same VM"),
+    "sandbox.kill_grace_s": LayerRule("lower", _LIMIT),
+    "sandbox.max_output_bytes": LayerRule("lower", _LIMIT),
+    "sandbox.env_allow": LayerRule("subset", "host variables passed into the sandbox: the engineer may "
                               "pass fewer, never more (more could carry secrets in)"),
     # -- policy --------------------------------------------------------------------------
-    "policy.mode": Rule("stricter", "plan > ask > auto: the engineer may only choose a stricter "
+    "policy.mode": LayerRule("stricter", "plan > ask > auto: the engineer may only choose a stricter "
                         "mode (unless the site sets policy.allow_looser_mode)"),
-    "policy.allow_looser_mode": Rule("site_only", "whether a door may choose a looser mode"),
-    "policy.deny": Rule("union", "the engineer may add deny rules; the site's all stay"),
-    "policy.ask": Rule("union", "the engineer may add ask rules; the site's all stay"),
-    "policy.allow": Rule("gated", "allow rules widen what runs without asking",
+    "policy.allow_looser_mode": LayerRule("site_only", "whether a door may choose a looser mode"),
+    "policy.deny": LayerRule("union", "the engineer may add deny rules; the site's all stay"),
+    "policy.ask": LayerRule("union", "the engineer may add ask rules; the site's all stay"),
+    "policy.allow": LayerRule("gated", "allow rules widen what runs without asking",
                          switch="site.allow_user_allow_rules"),
-    "policy.capabilities": Rule("subset", "the engineer may grant fewer capabilities, never more"),
+    "policy.capabilities": LayerRule("subset", "the engineer may grant fewer capabilities, never more"),
     # -- what the agent may call -----------------------------------------------------------
-    "extensions": Rule("gated", "the site's extensions all stay; an engineer's own must be "
+    "extensions": LayerRule("gated", "the site's extensions all stay; an engineer's own must be "
                        "veto-only (no tools of its own: those widen)",
                        switch="site.allow_user_extensions"),
-    "mcp_servers": Rule("gated", "MCP servers add tools: only the site's reviewed ones (name and "
+    "mcp_servers": LayerRule("gated", "MCP servers add tools: only the site's reviewed ones (name and "
                         "pin)", switch="site.allow_user_mcp_servers"),
-    "custom_providers": Rule("gated", "which model servers the agent talks to",
+    "custom_providers": LayerRule("gated", "which model servers the agent talks to",
                              switch="site.allow_user_providers"),
-    "default_provider": Rule("free", "which of the allowed providers is used when none is named"),
-    "catalog": Rule("kept", "the model catalog (context lengths, honoured sampling): the site's "
+    "default_provider": LayerRule("free", "which of the allowed providers is used when none is named"),
+    "catalog": LayerRule("kept", "the model catalog (context lengths, honoured sampling): the site's "
                     "once it names one"),
-    "serve": Rule("free", "`abhed serve` starts a model server of the engineer's own; sessions "
+    "serve": LayerRule("free", "`abhed serve` starts a model server of the engineer's own; sessions "
                   "still talk only to the allowed providers"),
     # -- the record ----------------------------------------------------------------------
-    "events.redact": Rule("union", "the engineer may add redaction patterns; the site's all stay"),
-    "events.witness_dir": Rule("kept", "the shared host's head witness: cannot be turned off or "
+    "events.redact": LayerRule("union", "the engineer may add redaction patterns; the site's all stay"),
+    "events.witness_dir": LayerRule("kept", "the shared host's head witness: cannot be turned off or "
                                "moved once the site sets it"),
-    "events.forward": Rule("kept", "live forwarding to the SIEM: cannot be turned off or "
+    "events.forward": LayerRule("kept", "live forwarding to the SIEM: cannot be turned off or "
                            "redirected once the site sets it"),
-    "events.reserve_mb": Rule("higher", "free disk kept for the log: the engineer may keep more, "
+    "events.reserve_mb": LayerRule("higher", "free disk kept for the log: the engineer may keep more, "
                               "never less", unbounded=()),
-    "events.rotate_mb": Rule("lower", "segments sealed by size: the engineer may seal sooner, not "
+    "events.rotate_mb": LayerRule("lower", "segments sealed by size: the engineer may seal sooner, not "
                              "later or never", unbounded=(0,)),
-    "events.rotate_days": Rule("lower", "segments sealed by age: the engineer may seal sooner, "
+    "events.rotate_days": LayerRule("lower", "segments sealed by age: the engineer may seal sooner, "
                                "not later or never", unbounded=(0,)),
     # -- the loop and subagents ---------------------------------------------------------
-    "loop.max_turns": Rule("lower", _LIMIT),
-    "loop.max_tokens": Rule("lower", _LIMIT),
-    "loop.deadline_s": Rule("lower", _LIMIT),
-    "loop.max_completion_tokens": Rule("lower", _LIMIT, unbounded=(None,)),
-    "loop.context_tokens": Rule("lower", "the context compaction works against: lower compacts "
+    "loop.max_turns": LayerRule("lower", _LIMIT),
+    "loop.max_tokens": LayerRule("lower", _LIMIT),
+    "loop.deadline_s": LayerRule("lower", _LIMIT),
+    "loop.max_completion_tokens": LayerRule("lower", _LIMIT, unbounded=(None,)),
+    "loop.context_tokens": LayerRule("lower", "the context compaction works against: lower compacts "
                                 "sooner", unbounded=(None,)),
-    "loop.compact_at": Rule("lower", "compact sooner, never later"),
-    "loop.max_repeated_failures": Rule("lower", _LIMIT, unbounded=(0,)),
-    "tasks": Rule("lower", _LIMIT),
-    "site": Rule("site_only", "what the site lets an engineer add: the site's word alone"),
+    "loop.compact_at": LayerRule("lower", "compact sooner, never later"),
+    "loop.max_repeated_failures": LayerRule("lower", _LIMIT, unbounded=(0,)),
+    "tasks": LayerRule("lower", _LIMIT),
+    "site": LayerRule("site_only", "what the site lets an engineer add: the site's word alone"),
 }
 
 
@@ -163,7 +163,7 @@ def leaf_fields(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
     return out
 
 
-def rule_for(path: str) -> Rule | None:
+def rule_for(path: str) -> LayerRule | None:
     """The rule of ``path`` or of the nearest section above it that has one."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
@@ -276,7 +276,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _wider_number(rule: Rule, asked: Any, base: Any) -> bool:
+def _wider_number(rule: LayerRule, asked: Any, base: Any) -> bool:
     """Whether ``asked`` is looser than ``base`` for a ``lower``/``higher`` rule."""
     if asked == base:
         return False
@@ -362,7 +362,7 @@ class _Merge:
             self.take(path, base, base_origin)
             return
         mine = self.user_where(path)
-        handler: dict[Direction, Callable[[str, Rule, Any, Any, Origin, Origin], None]] = {
+        handler: dict[Direction, Callable[[str, LayerRule, Any, Any, Origin, Origin], None]] = {
             "free": self._free, "lower": self._number, "higher": self._number,
             "stricter": self._mode, "stronger": self._backend, "union": self._union,
             "subset": self._subset, "site_only": self._site_only, "kept": self._kept,
@@ -370,10 +370,10 @@ class _Merge:
         handler[rule.direction](path, rule, asked, base, base_origin, mine)
 
     # -- one handler per direction ---------------------------------------------------------
-    def _free(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _free(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         self.take(path, asked, mine)
 
-    def _number(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _number(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if _wider_number(rule, asked, base):
             way = "lower" if rule.direction == "lower" else "higher"
             self.refuse(path, asked, base, f"Choose {_show(base)} or {way}, or {_leave(mine)}.")
@@ -381,7 +381,7 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _mode(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _mode(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         looser_ok = self.switch("policy.allow_looser_mode")
         wanted, ceiling = as_mode(asked), as_mode(base)
         if ceiling is not None and not looser_ok \
@@ -393,7 +393,7 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _backend(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _backend(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if _BACKEND_RANK.get(asked, -1) < _BACKEND_RANK.get(base, 99):
             stronger = ", ".join(k for k, v in _BACKEND_RANK.items() if v >= _BACKEND_RANK[base])
             self.refuse(path, asked, base, f"Choose one of {stronger}.")
@@ -417,7 +417,7 @@ class _Merge:
         _set(self.out, path, kept)
         self.origins[path] = mine if len(kept) > len(base or ()) else b
 
-    def _union(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _union(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         def refused(item: Any, kept: list[Any]) -> bool:
             if path == "tools.secret_paths" and isinstance(item, str) and item.startswith("!"):
                 self.refuse(path, item, base, "A '!' pattern takes a file out of the secrets; "
@@ -427,7 +427,7 @@ class _Merge:
 
         self._add(path, base, b, asked, mine, refused)
 
-    def _subset(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _subset(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if base is None:  # the site grants everything: any list is fewer
             self.take(path, asked, mine)
             return
@@ -439,12 +439,12 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _site_only(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin,
+    def _site_only(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin,
                    mine: Origin) -> None:
         self.refuse(path, asked, base, f"Only the site sets this; {_leave(mine)}.")
         self.take(path, base, b)
 
-    def _kept(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _kept(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         if b.kind == "site":
             self.refuse(path, asked, base, f"The site set this and it stays; remove it from "
                         f"{mine.where}.")
@@ -452,7 +452,7 @@ class _Merge:
         else:
             self.take(path, asked, mine)
 
-    def _gated(self, path: str, rule: Rule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
+    def _gated(self, path: str, rule: LayerRule, asked: Any, base: Any, b: Origin, mine: Origin) -> None:
         by_name = _named(base or ()) if path != "policy.allow" else {}
         allowed = self.switch(rule.switch)
 

@@ -26,7 +26,7 @@ from appliance.events import EventStore
 from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_prompt
 from appliance.policy import Approver, Gate, Mode, ModeChoice
 from appliance.sandbox import shell_for
-from appliance.tasks import Subagents
+from appliance.tasks import SubagentSpawner
 from models import (
     Catalog,
     OpenAIProvider,
@@ -205,7 +205,7 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
                 "door": door, "model_signature": model_signature(catalog, pconf.catalog_entry),
                 **layers_of(config).record()})
         t = config.tasks
-        subagents = Subagents(max_concurrent=t.max_concurrent, default_max_turns=t.default_max_turns,
+        subagents = SubagentSpawner(max_concurrent=t.max_concurrent, default_max_turns=t.default_max_turns,
                               max_tokens=t.max_tokens, max_seconds=t.max_seconds)
         tooling = open_tooling(config, session, ws, mode=choice, approver=approver, sandbox=sandbox,
                                ledger=subagents.parent_ledger(session), subagents=subagents)

@@ -26,7 +26,7 @@ from appliance.tasks._profiles import PROFILE_PROMPTS, child_tools
 from tools import FileLedger, Tool, ToolResult, failure
 from tools.task import TaskArgs
 
-__all__ = ["SUMMARY_MAX_CHARS", "ChildAssembly", "Subagents"]
+__all__ = ["SUMMARY_MAX_CHARS", "ChildAssembly", "SubagentSpawner"]
 
 #: About 2k tokens: the specification's bound on what a child hands back (§8).
 SUMMARY_MAX_CHARS = 8000
@@ -70,7 +70,7 @@ class ChildAssembly(Protocol):
         ...
 
 
-class Subagents:
+class SubagentSpawner:
     """Spawns the children of one parent agent (implements ``tools.task.Subagents``).
 
     Made before its parent (the agent's tools hold it) and bound to it once

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tools import MemoryLedger, ToolContext, Workspace, native_tools, run_tool
-from tools._text_files import decode, encode, scan
+from tools._text_files import decode, encode, file_facts
 
 PIECES = [b"a", b"b", b"x", b"def", b" ", b"  ", b"\t", b"\n", b"\r\n", b"\r", b"(", b"}",
           "é".encode(), "☃".encode(), "😀".encode(), b"\xff", b"\x80", b"\xc3", b"\xe2\x98"]
@@ -45,7 +45,7 @@ def test_edit_never_changes_bytes_outside_the_match(case: tuple[bytes, int, int]
         target.write_bytes(data)
         fd = os.open(target, os.O_RDONLY)
         try:
-            facts = scan(fd)
+            facts = file_facts(fd)
         finally:
             os.close(fd)
         assume(not facts.bom)

@@ -13,7 +13,7 @@ import pytest
 from tools import ToolContext, ToolFailure, Workspace, run_tool
 from tools._paths import SecretMatcher
 from tools._settings import DEFAULT_SECRET_PATHS
-from tools._text_files import open_regular
+from tools._text_files import open_regular_at
 
 # -- absolute paths -----------------------------------------------------------
 
@@ -185,7 +185,7 @@ def test_nofollow_open_refuses_a_final_component_swapped_after_the_check(
         os.replace(h.root / "f.txt", h.root / "f.old")
         os.symlink(outside / "secret.txt", h.root / "f.txt")
         with pytest.raises(ToolFailure) as exc:
-            open_regular(loc.dir_fd, loc.name, loc.path)
+            open_regular_at(loc.dir_fd, loc.name, loc.path)
     assert exc.value.code == "changed_during_call"
 
 
@@ -198,7 +198,7 @@ def test_a_file_swapped_for_a_fifo_after_locate_is_refused_not_waited_on(h: Any)
         os.replace(h.root / "f.txt", h.root / "f.old")
         os.mkfifo(h.root / "f.txt")
         with pytest.raises(ToolFailure) as exc:
-            open_regular(loc.dir_fd, loc.name, loc.path)
+            open_regular_at(loc.dir_fd, loc.name, loc.path)
     assert exc.value.code == "not_a_regular_file" and "named pipe" in exc.value.message
 
 
@@ -211,7 +211,7 @@ def test_held_directory_fd_keeps_reads_inside_when_the_directory_is_swapped(
     with ws.locate(str(h.root / "d" / "secret.txt")) as loc:
         os.rename(h.root / "d", h.root / "d.moved")
         os.symlink(outside, h.root / "d")
-        fd = open_regular(loc.dir_fd, loc.name, loc.path)
+        fd = open_regular_at(loc.dir_fd, loc.name, loc.path)
         try:
             assert os.read(fd, 100) == b"inside\n"
         finally:

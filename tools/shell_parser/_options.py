@@ -73,22 +73,31 @@ class Scan:
         return any(o in names for o, _ in self.values)
 
 
-def scan(words: list[Word], spec: Opts, start: int = 0) -> Scan:
+def ends_options(words: list[Word], i: int, out: Scan) -> bool:
+    """Whether the options end at ``words[i]`` (recorded in ``out``): ``--``, an operand, or
+    a word computed at run time, for every option scanner (getopt's and perl's alike)."""
+    w = words[i]
+    if w.text == "--":
+        out.operand = i + 1
+        return True
+    if not w.text.startswith("-") or w.text == "-":
+        out.operand = i
+        return True
+    if w.dynamic:
+        out.unknown = w.raw  # an option computed at run time: which word follows is unknown
+        out.operand = i
+        return True
+    return False
+
+
+def scan_options(words: list[Word], spec: Opts, start: int = 0) -> Scan:
     """Read options from ``words[start:]`` up to the first operand (getopt with a leading ``+``)."""
     i = start
     out = Scan(len(words))
     while i < len(words):
         w = words[i]
         t = w.text
-        if t == "--":
-            out.operand = i + 1
-            return out
-        if not t.startswith("-") or t == "-":
-            out.operand = i
-            return out
-        if w.dynamic:
-            out.unknown = w.raw  # an option computed at run time: which word follows is unknown
-            out.operand = i
+        if ends_options(words, i, out):
             return out
         if t.startswith("--"):
             name, eq, val = t.partition("=")

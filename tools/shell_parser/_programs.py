@@ -22,7 +22,14 @@ from tools.shell_parser._ctx import Ctx, Io
 from tools.shell_parser._git import git_routes
 from tools.shell_parser._lexer import Lexer
 from tools.shell_parser._model import Word
-from tools.shell_parser._options import Opts, Scan, option_values, opts, scan
+from tools.shell_parser._options import (
+    Opts,
+    Scan,
+    ends_options,
+    option_values,
+    opts,
+    scan_options,
+)
 from tools.shell_parser._sed import SedUnreadable, sed_execs
 
 Handler = Callable[[list[Word], Io, Ctx, list[Word]], None]
@@ -153,7 +160,7 @@ def _trap(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 
 def _mapfile(words: list[Word], _io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
-    sc = scan(words, opts("-d -n -O -s -u -C -c", "-t"), 1)
+    sc = scan_options(words, opts("-d -n -O -s -u -C -c", "-t"), 1)
     for cb in sc.get("-C"):
         ctx.script(cb, f"the callback of {words[0].text} -C")
 
@@ -251,7 +258,7 @@ def _interpreter(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> N
     name = os.path.basename(words[0].text)
     spec = interpreter(name)
     assert spec is not None
-    sc = _perlish(words, spec) if spec.lang in ("Perl", "Ruby") else scan(words, spec.opts, 1)
+    sc = _perlish(words, spec) if spec.lang in ("Perl", "Ruby") else scan_options(words, spec.opts, 1)
     code = [w for o, w in sc.values if o in spec.code]
     if code:
         for w in code:
@@ -259,6 +266,11 @@ def _interpreter(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> N
                        _placeholder(w))
         return
     if sc.stopped is not None or any(o in spec.ends for o, _ in sc.values):
+        return
+    if sc.unknown is not None and sc.operand < len(words) and words[sc.operand].dynamic:
+        # -$FLAGS: the options end at a word computed at run time, which may be -e CODE
+        ctx.opaque(f"{name} given the computed option {sc.unknown[:40]} (it may be "
+                   f"{spec.lang} code)", sc.unknown)
         return
     operands = words[sc.operand:]
     if operands:
@@ -286,11 +298,7 @@ def _perlish(words: list[Word], spec: Interp) -> Scan:
     while i < len(words):
         w = words[i]
         t = w.text
-        if t == "--":
-            out.operand = i + 1
-            return out
-        if not t.startswith("-") or t == "-":
-            out.operand = i
+        if ends_options(words, i, out):
             return out
         if t.startswith("--"):
             if t in ("--version", "--help"):
@@ -332,17 +340,17 @@ def _first_code_option(values: list[tuple[str, Word]], spec: Interp) -> str:
 
 
 def _deno(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
-    sc = scan(words, opts(flags=None), 1)
+    sc = scan_options(words, opts(flags=None), 1)
     if sc.operand >= len(words):
         return
     sub = words[sc.operand].text
     rest = words[sc.operand + 1:]
     if sub == "eval":
-        inner = scan(rest, opts(flags=None), 0)
+        inner = scan_options(rest, opts(flags=None), 0)
         if inner.operand < len(rest):
             ctx.opaque("deno eval (JavaScript code)", _placeholder(rest[inner.operand]))
     elif sub == "run":
-        inner = scan(rest, opts(flags=None), 0)
+        inner = scan_options(rest, opts(flags=None), 0)
         if inner.operand < len(rest) and rest[inner.operand].text in _STDIN_FILES:
             _stdin_script("deno run", io, ctx, "JavaScript")
 
@@ -457,7 +465,7 @@ _AWK = opts("-F --field-separator -v --assign -f --file -e --source -i --include
 
 
 def _awk(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
-    sc = scan(words, _AWK, 1)
+    sc = scan_options(words, _AWK, 1)
     if sc.stopped is not None:
         return
     programs = sc.get("-e", "--source")
@@ -582,7 +590,7 @@ def _db(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
 
 def _at(words: list[Word], io: Io, ctx: Ctx, _assigns: list[Word]) -> None:
     """``at``/``batch`` run the shell commands on their stdin later; ``-f FILE`` reads a file."""
-    sc = scan(words, opts("-f -q -t -M", "-m -v -u", "-l -r -d -c -V"), 1)
+    sc = scan_options(words, opts("-f -q -t -M", "-m -v -u", "-l -r -d -c -V"), 1)
     if sc.stopped is not None or sc.has("-f"):
         return
     name = os.path.basename(words[0].text)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tools.shell_parser._model import Word
-from tools.shell_parser._options import Opts, Scan, opts, scan
+from tools.shell_parser._options import Opts, Scan, opts, scan_options
 
 _HELP = "--help --version"
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -238,14 +238,14 @@ def _setarch(words: list[Word]) -> Peeled:
     """``setarch ARCH [options] [PROGRAM [ARG]...]``: the options follow the architecture."""
     if len(words) < 2 or words[1].text.startswith("-"):
         return Peeled()
-    sc = scan(words, opts(flags=None, stops="--list " + _HELP), 2)
+    sc = scan_options(words, opts(flags=None, stops="--list " + _HELP), 2)
     return Peeled(words=words[sc.operand:] if sc.stopped is None else [], unknown=sc.unknown)
 
 
 def _loader(words: list[Word]) -> Peeled:
     """The dynamic loader run by hand (``/lib64/ld-linux-x86-64.so.2 /bin/rm -rf x``) runs
     the program that follows its options."""
-    sc = scan(words, _LOADER, 1)
+    sc = scan_options(words, _LOADER, 1)
     return Peeled(words=words[sc.operand:] if sc.stopped is None else [], unknown=sc.unknown)
 
 
@@ -261,11 +261,11 @@ def peel(name: str, words: list[Word]) -> Peeled | None:
         return None
     rest = 1
     if spec.sub:
-        glob = scan(words, _LENIENT, 1)
+        glob = scan_options(words, _LENIENT, 1)
         if glob.stopped or glob.operand >= len(words) or words[glob.operand].text not in spec.sub:
             return Peeled(wrapped=False)
         rest = glob.operand + 1
-    sc = scan(words, spec.opts, rest)
+    sc = scan_options(words, spec.opts, rest)
     return _finish(name, words, spec, sc)
 
 
@@ -310,7 +310,7 @@ def _xargs_replace(cmd: list[Word], sc: Scan) -> list[Word]:
 
 def _env(words: list[Word]) -> Peeled:
     """``env [-i] [-u N] [-S STRING] [NAME=VALUE]... [COMMAND [ARG]...]``; ``-S`` splits its string."""
-    sc = scan(words, _ENV, 1)
+    sc = scan_options(words, _ENV, 1)
     out = Peeled(unknown=sc.unknown)
     if sc.unknown is not None or sc.stopped is not None:
         return out
@@ -376,7 +376,7 @@ def _split_string(text: str) -> list[str]:
 
 def _flock(words: list[Word]) -> Peeled:
     """``flock [opts] FILE CMD [ARG]...``, ``flock [opts] FILE -c CMD``, or ``flock FD`` (runs nothing)."""
-    sc = scan(words, _FLOCK, 1)
+    sc = scan_options(words, _FLOCK, 1)
     if sc.unknown is not None or sc.stopped is not None:
         return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command")
@@ -391,7 +391,7 @@ def _flock(words: list[Word]) -> Peeled:
 def _su(words: list[Word]) -> Peeled:
     """``su [opts] [-] [USER [ARG]...]``: ``-c CMD`` (before or after USER) runs CMD in a shell."""
     name = base(words[0])
-    sc = scan(words, _SU, 1)
+    sc = scan_options(words, _SU, 1)
     if sc.unknown is not None or sc.stopped is not None:
         return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command", "--session-command")
@@ -425,7 +425,7 @@ def _sg(words: list[Word]) -> Peeled:
 def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
     """``script -c CMD``, ``nix-shell --run CMD``: a shell string, or an interactive shell."""
     def peel_it(words: list[Word]) -> Peeled:
-        sc = scan(words, spec, 1)
+        sc = scan_options(words, spec, 1)
         if sc.unknown is not None or sc.stopped is not None:
             return Peeled(unknown=sc.unknown)
         strings = sc.get(*_SHELL_OPTION[name])
@@ -438,7 +438,7 @@ def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
 
 def _npx(words: list[Word]) -> Peeled:
     """``npx [opts] CMD [ARG]...`` runs a package's program; ``-c 'CMD'`` runs a shell string."""
-    sc = scan(words, _NPX, 1)
+    sc = scan_options(words, _NPX, 1)
     if sc.unknown is not None or sc.stopped is not None:
         return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--call")
@@ -453,10 +453,10 @@ def _opt_name(sc: Scan, names: tuple[str, ...]) -> str:
 
 def _npm(words: list[Word]) -> Peeled:
     """``npm exec [--] CMD`` / ``npm x -c 'CMD'``; other npm subcommands run package.json scripts."""
-    glob = scan(words, _LENIENT, 1)
+    glob = scan_options(words, _LENIENT, 1)
     if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
         return Peeled(wrapped=False)
-    sc = scan(words, _NPX, glob.operand + 1)
+    sc = scan_options(words, _NPX, glob.operand + 1)
     strings = sc.get("-c", "--call")
     if strings:
         return Peeled(words=strings[:1], shell=True, label="the command of npm exec -c")
@@ -465,7 +465,7 @@ def _npm(words: list[Word]) -> Peeled:
 
 def _mise(words: list[Word]) -> Peeled:
     """``mise exec [TOOL@VER]... -- CMD`` or ``mise x -c 'CMD'``."""
-    glob = scan(words, _LENIENT, 1)
+    glob = scan_options(words, _LENIENT, 1)
     if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
         return Peeled(wrapped=False)
     rest = words[glob.operand + 1:]
@@ -479,7 +479,7 @@ def _mise(words: list[Word]) -> Peeled:
 
 def _nix(words: list[Word]) -> Peeled:
     """``nix develop|shell ... -c CMD ARG...`` runs CMD with its arguments."""
-    glob = scan(words, _LENIENT, 1)
+    glob = scan_options(words, _LENIENT, 1)
     if glob.operand >= len(words) or words[glob.operand].text not in ("develop", "shell"):
         return Peeled(wrapped=False)
     rest = words[glob.operand + 1:]
@@ -495,7 +495,7 @@ def _cmake(words: list[Word]) -> Peeled:
         return Peeled(wrapped=False)
     tool, rest = words[2].text, words[3:]
     if tool == "env":
-        sc = scan(rest, opts("--unset", "--modify", "--", ""), 0)
+        sc = scan_options(rest, opts("--unset", "--modify", "--", ""), 0)
         i = sc.operand
         while i < len(rest) and _ASSIGNMENT.match(rest[i].text):
             i += 1
@@ -544,7 +544,7 @@ _BWRAP_ARGS["--overlay"] = 3
 
 def _parallel(words: list[Word]) -> Peeled:
     """GNU ``parallel [options] COMMAND ::: ARGS``: the command runs through a shell per input."""
-    sc = scan(words, _PARALLEL, 1)
+    sc = scan_options(words, _PARALLEL, 1)
     if sc.stopped is not None:
         return Peeled()
     cmd: list[Word] = []
