@@ -51,11 +51,13 @@ from ._manifest import (
     Member,
     Provenance,
     Reference,
+    Roles,
     SiteInfo,
     manifest_json,
     parse_manifest,
 )
 from ._minisign import SecretKey
+from ._roles import agent_closure, check_provider_endpoints
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._settings import (
     SETTINGS_MEMBER,
@@ -64,6 +66,7 @@ from ._settings import (
     check_carried,
     prepare_settings,
     release_dir,
+    release_paths,
 )
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
@@ -570,8 +573,10 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             # Every path the settings name inside the release's bundle/ must be carried.
             check_carried(json.loads(site_bytes), release_dir(spec.site.prefix, spec.version),
                           [s.member for s in sources])
+        roles = _roles(spec, parts, site_bytes, stored_as)
         manifest = Manifest(
             format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
+            roles=roles,
             members=tuple(members),
             references=tuple(references[s.member] for s in sources if s.member in references),
             components=tuple(Component(kind=p.kind, name=p.name, version=p.version,  # type: ignore[arg-type]
@@ -602,6 +607,44 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             raise BundleError(f"writing {out} failed ({exc.strerror}); nothing was left "
                               "behind: free space and build again") from None
     return manifest
+
+
+def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
+           stored_as: Callable[[str], str]) -> Roles | None:
+    """Which members each role installs (``bundle._roles``): decided here, signed, so the
+    installer only reads the lists."""
+    if spec.roles is None:
+        return None
+    if "agent" in spec.roles.hosts:
+        if spec.site is None or site_bytes is None:
+            raise SpecError("role 'agent' needs the site's settings ([site] in a build spec, "
+                            "[agent] in a site spec): their provider is how engineers reach "
+                            "the model hosts")
+        check_provider_endpoints(json.loads(site_bytes), spec.roles.model_endpoints,
+                                 "[site.settings]")
+    agent_wheel = next((s.path for p in parts if p.kind == "agent" for s in p.sources), None)
+    wheels = {p.name: p.sources[0].path for p in parts if p.kind in ("wheel", "vllm")}
+    closure = (agent_closure(agent_wheel, wheels, python=spec.platform.python,
+                             arch=spec.platform.arch) if agent_wheel is not None else set())
+    named: set[str] = set()
+    if spec.site is not None and site_bytes is not None:
+        root = release_dir(spec.site.prefix, spec.version) + "/bundle/"
+        named = {p[len(root):] for p in release_paths(json.loads(site_bytes), root.rstrip("/"))
+                 if p.startswith(root)}
+    agent: list[str] = []
+    model: list[str] = []
+    for p in parts:
+        for s in p.sources:
+            name = stored_as(s.member)
+            if p.kind not in ("image", "site"):
+                model.append(name)
+            if p.kind in ("agent", "image", "site", "installer", "docs") or (
+                    p.kind == "wheel" and p.name in closure) or (
+                    p.kind == "model" and (s.member.rsplit("/", 1)[-1] == "abhed-serve.json"
+                                           or s.member in named)):
+                agent.append(name)
+    return Roles(hosts=spec.roles.hosts, agent=tuple(agent), model=tuple(model),
+                 model_endpoints=spec.roles.model_endpoints)
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,
