@@ -67,6 +67,8 @@ from ._settings import (
     prepare_settings,
     release_dir,
     release_paths,
+    settings_bytes,
+    unexpand,
 )
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
@@ -643,8 +645,13 @@ def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
                     p.kind == "model" and (s.member.rsplit("/", 1)[-1] == "abhed-serve.json"
                                            or s.member in named)):
                 agent.append(name)
+    template = None
+    if spec.site is not None and site_bytes is not None:
+        release = release_dir(spec.site.prefix, spec.version)
+        template = hashlib.sha256(settings_bytes(unexpand(json.loads(site_bytes), release))) \
+            .hexdigest()
     return Roles(hosts=spec.roles.hosts, agent=tuple(agent), model=tuple(model),
-                 model_endpoints=spec.roles.model_endpoints)
+                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template)
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,

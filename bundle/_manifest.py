@@ -142,6 +142,11 @@ class Roles(_Model):
     agent: tuple[str, ...] = Field(default=(), max_length=MAX_MEMBERS)
     model: tuple[str, ...] = Field(default=(), max_length=MAX_MEMBERS)
     model_endpoints: tuple[str, ...] = Field(default=(), max_length=MAX_ENDPOINTS)
+    settings_template_sha256: str | None = Field(
+        default=None, pattern=_SHA256,
+        description="sha256 of the site settings with this release's directory written back "
+        "as {release}: the same in two bundles whose settings differ only by their version, "
+        "so an upgrade that changes only the model leaves agent hosts as they are")
 
     @model_validator(mode="after")
     def _known(self) -> Roles:

@@ -76,12 +76,16 @@ def release_role(release: Path) -> tuple[str, tuple[str, ...]]:
     return (role if role in ROLES else "all"), endpoints
 
 
-def _role_files(manifest: Manifest) -> dict[str, tuple[str, int]]:
+def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | None]:
     # The SBOM lists every component of the site, so it changes with any of them: not a
-    # change to this role's files.
+    # change to this role's files.  The site settings name their own release's directory,
+    # so they differ in every version: compared as written, with {release} (the manifest's
+    # settings_template_sha256).
     files = manifest.staged_files()
     files.pop(manifest.sbom, None)
-    return files
+    if manifest.site is not None:
+        files.pop(manifest.site.settings, None)
+    return files, None if manifest.roles is None else manifest.roles.settings_template_sha256
 
 
 def same_for_role(view: Manifest, current: Path) -> bool:
