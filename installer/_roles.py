@@ -83,9 +83,10 @@ def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | N
     # settings_template_sha256).
     files = manifest.staged_files()
     files.pop(manifest.sbom, None)
-    if manifest.site is not None:
-        files.pop(manifest.site.settings, None)
-    return files, None if manifest.roles is None else manifest.roles.settings_template_sha256
+    if manifest.site is None or manifest.roles is None:  # a model host has no settings
+        return files, None
+    files.pop(manifest.site.settings, None)
+    return files, manifest.roles.settings_template_sha256
 
 
 def same_for_role(view: Manifest, current: Path) -> bool:
