@@ -508,6 +508,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         raise SpecError("no signing key given: pass --key (make one with `abhed bundle keygen`)")
     spec = load_spec(spec_path)
     site_bytes = _site_settings(spec, check_settings)
+    _check_roles(spec, site_bytes)
     base = spec_path.parent
     out_dir = out.parent if str(out.parent) else Path(".")
     if not out_dir.is_dir():
@@ -529,6 +530,9 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             return inner
 
         carried = _carried_weights(spec, base)
+        # What an agent host needs of the model (its declaration, the files the settings
+        # name) is carried, never referenced: an agent host keeps no model store.
+        for_agents = _agent_model_files(spec, parts, site_bytes)
         # The signature and its key are always carried: a few KiB, and what verifies the rest.
         model_files = {s.member for p in parts if p.kind == "model" for s in p.sources
                        if s.path.parent != work}
@@ -537,7 +541,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         for i, source in enumerate(sources):
             if source.member in prepared or source.member in references:
                 raise SpecError(f"two inputs would both be stored as {source.member!r}")
-            if carried and source.member in model_files:
+            if carried and source.member in model_files and source.member not in for_agents:
                 sha, size = digest_file(source.path, tick("hash"))
                 hit = carried.get(sha)
                 if hit is not None and hit[0] == size:
@@ -575,7 +579,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             # Every path the settings name inside the release's bundle/ must be carried.
             check_carried(json.loads(site_bytes), release_dir(spec.site.prefix, spec.version),
                           [s.member for s in sources])
-        roles = _roles(spec, parts, site_bytes, stored_as)
+        roles = _roles(spec, parts, site_bytes, stored_as, for_agents)
         manifest = Manifest(
             format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
             roles=roles,
@@ -611,28 +615,44 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
     return manifest
 
 
-def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
-           stored_as: Callable[[str], str]) -> Roles | None:
-    """Which members each role installs (``bundle._roles``): decided here, signed, so the
-    installer only reads the lists."""
-    if spec.roles is None:
-        return None
-    if "agent" in spec.roles.hosts:
-        if spec.site is None or site_bytes is None:
-            raise SpecError("role 'agent' needs the site's settings ([site] in a build spec, "
-                            "[agent] in a site spec): their provider is how engineers reach "
-                            "the model hosts")
-        check_provider_endpoints(json.loads(site_bytes), spec.roles.model_endpoints,
-                                 "[site.settings]")
-    agent_wheel = next((s.path for p in parts if p.kind == "agent" for s in p.sources), None)
-    wheels = {p.name: p.sources[0].path for p in parts if p.kind in ("wheel", "vllm")}
-    closure = (agent_closure(agent_wheel, wheels, python=spec.platform.python,
-                             arch=spec.platform.arch) if agent_wheel is not None else set())
+def _check_roles(spec: BuildSpec, site_bytes: bytes | None) -> None:
+    """Refused before anything is read: an agent role with no settings, or settings whose
+    provider points anywhere but the declared model endpoints."""
+    if spec.roles is None or "agent" not in spec.roles.hosts:
+        return
+    if spec.site is None or site_bytes is None:
+        raise SpecError("role 'agent' needs the site's settings ([site] in a build spec, "
+                        "[agent] in a site spec): their provider is how engineers reach "
+                        "the model hosts")
+    check_provider_endpoints(json.loads(site_bytes), spec.roles.model_endpoints,
+                             "[site.settings]")
+
+
+def _agent_model_files(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None) -> set[str]:
+    """The model files (as members, before any .zst) the agent role installs: each model's
+    serving declaration (the agent host's gate reads its probe) and the files the site's
+    settings name (the catalog)."""
+    if spec.roles is None or "agent" not in spec.roles.hosts:
+        return set()
     named: set[str] = set()
     if spec.site is not None and site_bytes is not None:
         root = release_dir(spec.site.prefix, spec.version) + "/bundle/"
         named = {p[len(root):] for p in release_paths(json.loads(site_bytes), root.rstrip("/"))
                  if p.startswith(root)}
+    return {s.member for p in parts if p.kind == "model" for s in p.sources
+            if s.member.rsplit("/", 1)[-1] == "abhed-serve.json" or s.member in named}
+
+
+def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
+           stored_as: Callable[[str], str], for_agents: set[str]) -> Roles | None:
+    """Which members each role installs (``bundle._roles``): decided here, signed, so the
+    installer only reads the lists."""
+    if spec.roles is None:
+        return None
+    agent_wheel = next((s.path for p in parts if p.kind == "agent" for s in p.sources), None)
+    wheels = {p.name: p.sources[0].path for p in parts if p.kind in ("wheel", "vllm")}
+    closure = (agent_closure(agent_wheel, wheels, python=spec.platform.python,
+                             arch=spec.platform.arch) if agent_wheel is not None else set())
     agent: list[str] = []
     model: list[str] = []
     for p in parts:
@@ -642,8 +662,7 @@ def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
                 model.append(name)
             if p.kind in ("agent", "image", "site", "installer", "docs") or (
                     p.kind == "wheel" and p.name in closure) or (
-                    p.kind == "model" and (s.member.rsplit("/", 1)[-1] == "abhed-serve.json"
-                                           or s.member in named)):
+                    p.kind == "model" and s.member in for_agents):
                 agent.append(name)
     template = None
     if spec.site is not None and site_bytes is not None:

@@ -151,6 +151,23 @@ def test_an_agent_host_verifies_every_member_and_unpacks_only_its_own(
     assert not (tmp_path / "s2").exists()
 
 
+def test_an_upgrade_that_references_the_weights_still_carries_what_agent_hosts_need(
+        two_roles: tuple[Path, SecretKey], tmp_path: Path) -> None:
+    first, key = two_roles
+    spec = _spec(tmp_path, version=2, roles=TWO)
+    body = json.loads(spec.read_text())
+    body["reuse_weights_from"] = [str(first)]
+    spec.write_text(json.dumps(body))
+    out = tmp_path / "site-2.abhed"
+    build_bundle(spec, out, [key], check_settings=check_settings)
+    m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
+    assert m.roles is not None
+    assert {r.name for r in m.references} == {"models/tiny/model.safetensors"}
+    # an agent host keeps no model store: the declaration and the catalog travel again
+    assert {"models/tiny/abhed-serve.json", "models/tiny/catalog.json"} <= set(m.roles.agent)
+    assert "models/tiny/model.safetensors" in m.roles.model
+
+
 def test_settings_that_differ_only_by_version_have_one_template_digest(tmp_path: Path) -> None:
     key = SecretKey.generate()
     digests = []
