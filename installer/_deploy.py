@@ -257,7 +257,7 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     check_site_change(layout, current, manifest.site is not None, opts.drop_site_layer,
                       audit, action, base)
     say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
-        f"{manifest.platform.accelerator}), role {role}")
+        f"{manifest.platform.accelerator})" + ("" if role == "all" else f", role {role}"))
     checks, py = platform_checks(manifest, layout.prefix, python=opts.python, role=role)
     links = HostLinks.choose(layout, opts.host_link, opts.bin_link, HostLinks.of(state))
     checks += site_checks(manifest, layout, links)
@@ -310,8 +310,8 @@ def _summary(layout: Layout, action: str, s: Staging, head: str) -> None:
             f"service: {', '.join(s.manifest.roles.model_endpoints)})")
         out(f"audit head: {head}")
         return
-    out("role: model (no microVM image, no site settings)" if s.role == "model" else
-        "role: all")
+    if s.role == "model":
+        out("role: model (no microVM image, no site settings)")
     if systemd_present():
         out(f"service: {UNIT_NAME} (start: systemctl enable --now {UNIT_NAME})")
     else:

@@ -286,8 +286,7 @@ def kvm_probe(dev: Path) -> str | None:
 
 def _kvm(manifest: Manifest) -> Check:
     if not any(c.kind == "image" for c in manifest.components):
-        return Check("kvm", "skip", "no microVM image in this bundle (or not for this role)",
-                     "nothing")
+        return Check("kvm", "skip", "no microVM image in this bundle", "nothing")
     dev = sysroot() / "dev/kvm"
     why = kvm_probe(dev)
     if why is None:
@@ -392,7 +391,8 @@ def platform_checks(manifest: Manifest, prefix: Path, *, python: str | None,
     else:
         checks += _nvidia(manifest, weights_gib(manifest) * 1.2)
     checks += [_writable(prefix), _disk(manifest, prefix), *_kept_weights(manifest, prefix),
-               _kvm(manifest)]
+               _kvm(manifest) if role != "model" else
+               Check("kvm", "skip", "role model", "no microVM (engineers work on agent hosts)")]
     checks += _packages(required_packages(manifest))
     systemd = (sysroot() / "run/systemd/system").is_dir()
     checks.append(Check("systemd", "ok", "present: service units will be written" if systemd

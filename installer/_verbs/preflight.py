@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         p = manifest.platform
         out(f"preflight: {manifest.name} {manifest.version} for {p.os} {p.arch}, glibc >= "
-            f"{p.glibc}, CPython {p.python}, {p.accelerator}; role {role}")
+            f"{p.glibc}, CPython {p.python}, {p.accelerator}"
+            + ("" if role == "all" else f"; role {role}"))
         for c in checks:
             line = f"  {c.status.upper():4}  {c.name:16} found {c.found}; needs {c.needed}"
             if c.status in ("fail", "warn") and c.fix:

@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
             tx.commit()
         entry = audit.append("rollback", "done", "ok", **base, previous=current,
                              site_settings_sha256=site_sha)
-    out(f"rolled back: release {target} is current in {layout.prefix} (was {current}); "
-        f"role {role}")
+    out(f"rolled back: release {target} is current in {layout.prefix} (was {current})"
+        + ("" if role == "all" else f"; role {role}"))
     out(f"site settings: sha256 {site_sha}" if site_sha else
         "site settings: none (this release carries none)")
     out(f"audit head: {entry['hash']}")

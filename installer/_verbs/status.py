@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
             f"{r.get('model')}" + ("  (downgrade)" if r.get("downgrade") else ""))
     previous = "none" if state.previous is None else state.previous
     out(f"current: {current}   previous: {previous}   highest ever: {state.highest}")
-    out(f"role: {role}" + (f" (the site's model service: {', '.join(endpoints)})"
-                           if role == "agent" else ""))
+    if role not in (None, "all"):
+        out(f"role: {role}" + (f" (the site's model service: {', '.join(endpoints)})"
+                               if role == "agent" else ""))
     if role == "agent":
         out("service: none on this host (role agent)")
     else:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from appliance.cli.bundle import check_settings
+from cli.bundle import check_settings
 from bundle import (
     BundleError,
     DigestMismatch,
