@@ -34,7 +34,8 @@ def choose_role(action: str, given: str | None, switch: bool, host: str | None,
                 offered: tuple[str, ...]) -> str:
     """The role this install or upgrade takes; UsageError (exit 2) when it cannot say."""
     if given is not None and given not in ROLES:
-        raise UsageError(f"--role {given!r} is not a role: agent (engineers' hosts), model "
+        shown = repr(given if len(given) <= 40 else given[:40] + "...")
+        raise UsageError(f"--role {shown} is not a role: agent (engineers' hosts), model "
                          "(the model hosts) or all (both on one host)")
     if switch and given is None:
         raise UsageError("--switch-role needs --role: the role this host switches to")

@@ -249,3 +249,18 @@ def test_a_manifest_whose_roles_do_not_add_up_is_refused(
     out, key = two_roles
     with pytest.raises(FormatError, match=words):
         parse_manifest(_resigned(out, key, edit))
+
+
+def test_inspect_shows_the_roles_and_what_each_installs(two_roles: tuple[Path, SecretKey]) -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+
+    out, key = two_roles
+    r = CliRunner().invoke(main, ["bundle", "inspect", str(out)], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "roles: agent, model" in r.output
+    assert f"model endpoints (agent hosts): {ENDPOINT}" in r.output
+    lines = {ln.split()[0]: ln for ln in r.output.splitlines() if ln.startswith("  agent ")
+             or ln.startswith("  model ")}
+    assert set(lines) == {"agent", "model"} and "bytes unpacked" in lines["agent"]

@@ -224,11 +224,13 @@ def test_a_role_switch_on_upgrade_or_rollback_is_refused_unless_explicit(
     (("--role", ""), 2, "is not a role"),
     (("--role", "all"), 2, "serves roles agent, model, not all"),
     (("--switch-role",), 2, "--switch-role needs --role"),
-])
+    (("--role", "agent\n" + "x" * 5000), 2, "is not a role"),
+], ids=["none", "gpu", "empty", "all", "switch", "hostile"])
 def test_a_bad_role_installs_nothing(site: Site, keys: Keys, args: tuple[str, ...], code: int,
                                      words: str) -> None:
     r = site.other("install", site.bundle(1), "--trust", keys.pub, *args)
     assert r.returncode == code and words in r.stderr, r.stderr
+    assert len(r.stderr) < 2000 and "Traceback" not in r.stderr
     assert not (site.other.prefix / "releases").exists()
     assert not os.path.lexists(site.other.prefix / "current")
 
