@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from cli.bundle import check_settings
 from bundle import (
     BundleError,
     DigestMismatch,
@@ -26,6 +25,7 @@ from bundle import (
     verify_bundle,
 )
 from bundle._manifest import canonical_json, parse_manifest
+from cli.bundle import check_settings
 
 ENDPOINT = "http://10.0.0.5:8000/v1"
 
