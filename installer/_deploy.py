@@ -14,8 +14,10 @@ One pipeline serves both verbs; they differ in what must already be there.
    its health awaited, else switched back;
 7. state and audit.
 
-Steps 1-3 are :func:`_admit` (nothing on the host changes); 4-7 are the
-steps of :data:`installer._stage.STEPS`, run by one transaction.
+Steps 1-3 are :func:`_admit` (nothing on the host changes), which also settles the
+host's role (``installer._roles``): what it installs, and whether the bundle changes
+anything for it at all; 4-7 are the steps of :data:`installer._stage.STEPS`, run by one
+transaction.
 
 Any failure or interrupt before the end undoes every step in reverse: the
 release directory is removed, ``current`` points where it pointed, units and
@@ -84,7 +86,9 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
 def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
                       version: int, accept_probe_failure: str | None = None) -> None:
     """The health gate, recorded; for a release with site settings, in private namespaces
-    where it is current (``installer._isolate``), its model server on the service's port."""
+    where it is current (``installer._isolate``), its model server on the service's port.
+    On an agent host (``installer._roles``) there is no model server: the gate's agent asks
+    the site's model endpoints, the only addresses its network reaches."""
     from ._health import HealthStep, run_agent_check, run_health_check
     from ._isolate import isolated
     from ._roles import release_role
