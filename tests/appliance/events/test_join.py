@@ -23,8 +23,8 @@ import pytest
 
 from appliance.events import (
     EventStore,
-    ForwardSettings,
     Forwarder,
+    ForwardSettings,
     collect_agent_logs,
     export_requests,
     join_logs,
