@@ -39,6 +39,7 @@ from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
 from models._request_log import (
+    LISTING_ENDPOINTS,
     REQUEST_HEADER,
     SESSION_HEADER,
     RequestLog,
@@ -62,6 +63,7 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 
 __all__ = [
     "KNOWN_SAMPLING",
+    "LISTING_ENDPOINTS",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
