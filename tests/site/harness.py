@@ -291,7 +291,7 @@ def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
     port = free_port()
     home = host.path("/srv/vllm")
     write_home(home, python, entry, port)
-    proc = site.service(host, [sys.executable, "-m", "appliance.cli", "serve", "--model", "tiny"],
+    proc = site.service(host, [sys.executable, "-m", "cli", "serve", "--model", "tiny"],
                         env={"ABHED_HOME": "/srv/vllm"})
     assert proc.stdout is not None and proc.stderr is not None
     errors: list[str] = []

@@ -98,7 +98,7 @@ def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
     for host, user in engineers:
         _engineer_config(host, user, url, site_vllm.served)
-    abhed = [sys.executable, "-m", "appliance.cli"]
+    abhed = [sys.executable, "-m", "cli"]
     # All four at once, each on their own host as themselves.
     runs = [(host, user, host.popen(
         [*abhed, "run", f"list the files in /home/{user}/ws", "--workspace", f"/home/{user}/ws",

@@ -177,7 +177,7 @@ def test_exports_join_like_the_files_and_ocsf_validates(tmp_path: Path,
 
 def test_the_cli_exits_0_1_2(tmp_path: Path, site: tuple[Path, Path, str]) -> None:
     agents, base, _ = site
-    abhed = [sys.executable, "-m", "appliance.cli"]
+    abhed = [sys.executable, "-m", "cli"]
     env = {**os.environ, "ABHED_HOME": str(tmp_path / "home")}
     ok = subprocess.run([*abhed, "events", "join", "--requests", str(base), "--agent-logs",
                          str(agents)], capture_output=True, text=True, env=env, timeout=60)

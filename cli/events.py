@@ -4,7 +4,8 @@ trail's own tools.
 ``join`` is here, not in the installer, because it is the auditor's check of
 event logs against the model service's request record, run on collected
 copies off any host: it needs the event log's own verification (this
-package), and the installer may import nothing of the agent.
+package, through appliance.events), and the installer may import nothing of the
+agent.
 
 verify, repair and export of a file read the log without opening it as a
 store, because the store refuses a damaged log and these are what an
@@ -19,9 +20,7 @@ from pathlib import Path
 
 import click
 
-from appliance._errors import AbhedError
-from appliance._home import events_db_path
-from appliance.cli._common import config_option, get_config, open_store
+from appliance import AbhedError, events_db_path
 from appliance.events import (
     EXPORT_FORMATS,
     ExportCheck,
@@ -40,6 +39,7 @@ from appliance.events import (
     verify_export,
     verify_log,
 )
+from cli._common import config_option, get_config, open_store
 from models import RequestLogError
 
 
