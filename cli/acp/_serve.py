@@ -24,7 +24,7 @@ from appliance.events import EventStore
 from cli.acp._agent import AbhedAgent
 from cli.acp._transport import MAX_LINE_BYTES, LineTransport
 
-__all__ = ["serve"]
+__all__ = ["run", "serve"]
 
 
 async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -37,7 +37,8 @@ async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, async
     return reader, asyncio.StreamWriter(transport, protocol, None, loop)
 
 
-async def _main(agent: AbhedAgent, in_fd: int, out_fd: int) -> None:
+async def run(agent: AbhedAgent, in_fd: int, out_fd: int, *, signals: bool = True) -> None:
+    """Serve ``agent`` on the two descriptors until the client leaves (or a signal comes)."""
     reader, writer = await _streams(in_fd, out_fd)
     redactor = agent.store.redactor
     transport = LineTransport(reader, writer, redact=redactor.value if redactor else None)
@@ -51,7 +52,7 @@ async def _main(agent: AbhedAgent, in_fd: int, out_fd: int) -> None:
         why[0] = f"abhed acp got {name}"
         listen.cancel()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT) if signals else ():
         loop.add_signal_handler(sig, stop, sig.name)
     try:
         await listen
@@ -69,5 +70,5 @@ def serve(config: Config, store: EventStore, *, provider: str | None = None,
     sys.stdout = sys.stderr
     in_fd = os.dup(0)
     agent = AbhedAgent(config, store, provider=provider, model=model)
-    asyncio.run(_main(agent, in_fd, out_fd))
+    asyncio.run(run(agent, in_fd, out_fd))
     return 0
