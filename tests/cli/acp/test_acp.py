@@ -89,3 +89,144 @@ def test_a_turn_streams_text_tool_calls_diffs_and_the_plan(server: ScriptedServe
     events = _events(sid)
     assert events[0].settings["door"] == "acp"
     assert [e.type for e in events][-2:] == ["run_ended", "session_ended"]
+
+
+def test_asks_become_permission_requests_answered_both_ways(server: ScriptedServer,
+                                                           abhed_home: Path, workspace: Path) -> None:
+    """What the TUI's card shows (the diff, the whole command, the parse's findings), the
+    card's answers, and a failed answer that refuses; "always" stores exactly the rules named."""
+    write_config(abhed_home, server.base_url, policy={"mode": "ask"}, sandbox={"backend": "bwrap"})
+    a, b = workspace / "a.txt", workspace / "b.txt"
+    server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(a), "content": "A\n"}},
+                               {"name": "write", "arguments": {"path": str(b), "content": "B\n"}}]},
+               {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one > one.txt\n"
+                                                              "echo two > two.txt",
+                                                              "description": "two files"}}]},
+               {"tool_calls": [{"name": "bash", "arguments": {"command": "echo one > one.txt\n"
+                                                              "echo two > two.txt",
+                                                              "description": "two files"}}]},
+               {"tool_calls": [{"name": "write", "arguments": {"path": str(b), "content": "B\n"}}]},
+               {"text": "done"})
+    def answer(call: Any, options: Any) -> str | None:
+        if len(rec.asked) == 4:
+            raise RequestError(-32603, "the editor crashed while asking")
+        if call.kind == "execute":
+            return "allow_always"
+        return "allow_once" if call.raw_input["path"] == str(a) else "reject"
+
+    rec = Recorder(answer)
+
+    async def go() -> str:
+        async with connect(rec) as (conn, _):
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            done = await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                                      prompt=prompt("write both")), 60)
+            assert done.stop_reason == "end_turn"
+            return new.session_id
+
+    sid = asyncio.run(go())
+    assert a.read_text() == "A\n" and not b.exists()
+    assert (workspace / "two.txt").exists()
+    # four questions: two writes, the bash command once (then its "always" rule answered), the
+    # last write's question failed in the editor, which is a refusal
+    assert len(rec.asked) == 4
+    first, options = [q for q in rec.asked if q[0].raw_input.get("path") == str(a)][0]
+    assert [o.option_id for o in options] == ["allow_once", "allow_always", "reject"]
+    assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once"]
+    diff = [c for c in first.content if isinstance(c, FileEditToolCallContent)]
+    assert diff and diff[0].path == str(a) and diff[0].new_text == "A\n" and diff[0].old_text is None
+    said = "\n".join(c.content.text for c in first.content if c.type == "content")
+    assert "why it asks" in said and "+A" in said
+    bash, bash_options = rec.asked[2]
+    shown = "\n".join(c.content.text for c in bash.content if c.type == "content")
+    assert "echo one > one.txt\necho two > two.txt" in shown and "(2 lines, shown whole)" in shown
+    assert "policy's parse found" in shown
+    always = [o for o in bash_options if o.option_id == "allow_always"][0]
+    assert always.kind == "allow_always" and "tool=bash" in always.name
+    events = _events(sid)
+    approvals = [(e.tool, e.decision, e.decided_by) for e in events if e.type == "approval"]
+    assert sorted(approvals[:2]) == [("write", "allow", "acp"), ("write", "deny", "acp")]
+    assert approvals[2:] == [("bash", "allow", "acp"), ("write", "deny", "acp")]
+    assert [e for e in events if e.type == "policy_rule_added"][0].added_by == "acp"
+    failed = [e for e in events if e.type == "approval"][-1]
+    assert "no answer" in failed.reason
+    assert [e.type for e in events][-1] == "session_ended"
+
+
+def test_cancel_stops_the_running_command_as_esc_does(server: ScriptedServer, abhed_home: Path,
+                                                     workspace: Path) -> None:
+    write_config(abhed_home, server.base_url, policy={"mode": "auto"}, sandbox={"backend": "bwrap"})
+    server.add({"tool_calls": [{"name": "bash", "arguments": {
+                   "command": "echo started > started.txt; sleep 300; echo finished > finished.txt",
+                   "description": "wait", "timeout_ms": 600000}}]},
+               {"text": "after"}, {"text": "second turn"})
+    rec = Recorder()
+
+    async def go() -> tuple[str, Any, Any]:
+        async with connect(rec) as (conn, _):
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            turn = asyncio.ensure_future(conn.prompt(session_id=new.session_id,
+                                                     prompt=prompt("run it")))
+            await rec.until(lambda: (workspace / "started.txt").exists())
+            await conn.cancel(session_id=new.session_id)
+            done = await asyncio.wait_for(turn, 60)
+            again = await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                                       prompt=prompt("go on")), 60)
+            return new.session_id, done, again
+
+    sid, done, again = asyncio.run(go())
+    assert done.stop_reason == "cancelled" and again.stop_reason == "end_turn"
+    assert not (workspace / "finished.txt").exists()
+    bash = [us for us in rec.calls().values()][0]
+    assert bash[-1].status == "failed" and "killed" in bash[-1].content[-1].content.text
+    ends = [e for e in _events(sid) if e.type == "run_ended"]
+    assert [e.reason for e in ends] == ["interrupted", "done"]
+    assert "acp session/cancel" in ends[0].message
+
+
+def test_load_replays_an_earlier_session_and_list_shows_it(server: ScriptedServer, abhed_home: Path,
+                                                          workspace: Path, tmp_path: Path) -> None:
+    write_config(abhed_home, server.base_url, policy={"mode": "auto"})
+    (workspace / "a.txt").write_text("alpha\n")
+    server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "a.txt")}}]},
+               {"text": "It says alpha."}, {"text": "Still alpha."})
+    first, second = Recorder(), Recorder()
+    other = tmp_path / "other"
+    other.mkdir()
+
+    async def go() -> tuple[str, Any]:
+        async with connect(first) as (conn, _):
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                               prompt=prompt("what is in a.txt?")), 60)
+        async with connect(second) as (conn, _):
+            listed = await conn.list_sessions(cwd=str(workspace))
+            assert [s.session_id for s in listed.sessions] == [new.session_id]
+            assert listed.sessions[0].title == "what is in a.txt?"
+            for bad in ({"cwd": str(other), "session_id": new.session_id},
+                        {"cwd": str(workspace), "session_id": "s-nope"},
+                        {"cwd": "relative/dir", "session_id": new.session_id}):
+                with pytest.raises(RequestError) as refused:
+                    await conn.load_session(mcp_servers=[], **bad)
+                assert refused.value.code == -32602
+            loaded = await conn.load_session(cwd=str(workspace), session_id=new.session_id,
+                                             mcp_servers=[])
+            assert loaded is not None and loaded.modes is not None
+            replayed = len(second.updates)
+            done = await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                                      prompt=prompt("and now?")), 60)
+            assert done.stop_reason == "end_turn"
+            return new.session_id, replayed
+
+    sid, replayed = asyncio.run(go())
+    history = second.updates[:replayed]
+    assert isinstance(history[0][1], UserMessageChunk)
+    assert history[0][1].content.text == "what is in a.txt?"
+    starts = [u for _, u in history if isinstance(u, ToolCallStart)]
+    assert starts[0].title.startswith("read ") and starts[0].status == "pending"
+    assert any(isinstance(u, ToolCallProgress) and u.status == "completed" for _, u in history)
+    assert second.message().startswith("It says alpha.") and second.message().endswith("Still alpha.")
+    # the resumed run sent the whole conversation to the model
+    assert "It says alpha." in str(server.requests[-1])
+    runs = [e for e in _events(sid) if e.type == "run_started"]
+    assert [r.resumed for r in runs] == [False, True]
