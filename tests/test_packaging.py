@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-OURS = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui")
+OURS = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui", "cli")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -439,7 +439,7 @@ class AbhedAgent:
         sess.plan = None
         reason = await self._run(sess, message)
         if reason == "done" and sess.plan is not None and not sess.cancelled.is_set() and \
-                sess.started.mode.mode == "plan" and sess.started.agent.dispatcher.gate.engine.settings.mode == "plan":
+                sess.started.agent.dispatcher.gate.engine.settings.mode == "plan":
             target = await self._approve_plan(sess, sess.plan)
             if target:
                 sess.plan = None
