@@ -10,7 +10,6 @@ import pytest
 from acp import RequestError
 from acp.schema import (
     AgentPlanUpdate,
-    CurrentModeUpdate,
     FileEditToolCallContent,
     ToolCallProgress,
     ToolCallStart,
@@ -18,7 +17,7 @@ from acp.schema import (
 )
 
 from appliance import events_db_path
-from appliance.events import EventStore, verify_log
+from appliance.events import EventStore
 from models import ScriptedServer
 from tests.cli.acp.helpers import Recorder, connect, prompt, write_config
 

@@ -11,7 +11,6 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent
