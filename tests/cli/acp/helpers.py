@@ -121,7 +121,7 @@ class Recorder:
 async def connect(recorder: Recorder, *args: str, cwd: Path | None = None,
                   ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
     """``abhed acp ARGS`` as a subprocess, initialized as an editor with every capability would."""
-    async with spawn_agent_process(recorder, sys.executable, "-m", "appliance.cli", "acp", *args,
+    async with spawn_agent_process(recorder, sys.executable, "-m", "cli", "acp", *args,
                                    env=os.environ.copy(), cwd=cwd,
                                    transport_kwargs={"stderr": None}) as (conn, proc):
         init = await asyncio.wait_for(conn.initialize(

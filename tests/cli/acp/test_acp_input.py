@@ -25,7 +25,7 @@ class Raw:
     """``abhed acp`` with a thread reading its lines; ``next`` takes the next one, in order."""
 
     def __init__(self) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "acp"],
+        self.p = subprocess.Popen([sys.executable, "-m", "cli", "acp"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   env=os.environ.copy())
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()

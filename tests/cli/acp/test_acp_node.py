@@ -25,7 +25,7 @@ def test_the_typescript_sdk_client_works_a_whole_turn(abhed_home: Path, workspac
                                                                    "content": "hello\n"}}]},
                    {"text": "Wrote hello.txt."})
         out = subprocess.run(["node", str(HERE / "node_client.mjs"), sdk, str(workspace),
-                              "write hello.txt", sys.executable, "-m", "appliance.cli", "acp"],
+                              "write hello.txt", sys.executable, "-m", "cli", "acp"],
                              capture_output=True, text=True, timeout=180, env=os.environ.copy())
     assert out.returncode == 0, out.stderr[-3000:]
     seen = json.loads(out.stdout.strip().splitlines()[-1])
