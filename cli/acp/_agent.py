@@ -180,8 +180,10 @@ class AbhedAgent:
     """The ACP agent side (implements ``acp.interfaces.Agent``) over one config and event log."""
 
     def __init__(self, config: Config, store: EventStore, *, provider: str | None = None,
-                 model: str | None = None, log: Callable[[str], None] | None = None) -> None:
+                 model: str | None = None, force_tool: str | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         self.config = config
+        self.force_tool = force_tool
         self.store = store
         self.provider = provider
         self.model = model
@@ -460,10 +462,16 @@ class AbhedAgent:
             if not done.done():
                 done.set_result(value)
 
+        force = self.force_tool
+        if force is not None and force not in agent.tools:
+            raise _invalid(f"--force-tool {force[:64]!r} names no tool of this session: "
+                           f"{', '.join(sorted(agent.tools))}")
+        choice = {"type": "function", "function": {"name": force}} if force else None
+
         def work() -> None:
             reason: str
             try:
-                reason = agent.run(message).reason
+                reason = agent.run(message, first_tool_choice=choice).reason
             except Exception as exc:
                 self.log(f"abhed acp: the run failed: {type(exc).__name__}: {exc}")
                 reason = "internal_error"

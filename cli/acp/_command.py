@@ -14,10 +14,13 @@ __all__ = ["acp"]
 @click.option("--provider", "provider_name", default=None,
               help="The provider sessions use (default: default_provider in config).")
 @click.option("--model", default=None, help="The served model name sessions ask for.")
+@click.option("--force-tool", default=None, metavar="NAME",
+              help="Each prompt's first model turn must call this tool (as `abhed run --force-tool`).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None,
               help="Your settings file instead of ABHED_HOME/config.json (it narrows the site's, if any).")
-def acp(provider_name: str | None, model: str | None, config_path: Path | None) -> None:
+def acp(provider_name: str | None, model: str | None, force_tool: str | None,
+        config_path: Path | None) -> None:
     """Serve the Agent Client Protocol on stdin/stdout, for an editor (docs/acp.md)."""
     from appliance import AbhedError
     from appliance.compose import load_config, open_store
@@ -33,7 +36,7 @@ def acp(provider_name: str | None, model: str | None, config_path: Path | None) 
     from cli.acp._serve import serve
 
     try:
-        code = serve(config, store, provider=provider_name, model=model)
+        code = serve(config, store, provider=provider_name, model=model, force_tool=force_tool)
     finally:
         store.close()
     sys.exit(code)

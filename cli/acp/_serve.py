@@ -63,12 +63,12 @@ async def run(agent: AbhedAgent, in_fd: int, out_fd: int, *, signals: bool = Tru
 
 
 def serve(config: Config, store: EventStore, *, provider: str | None = None,
-          model: str | None = None) -> int:
+          model: str | None = None, force_tool: str | None = None) -> int:
     """Serve ACP on stdin/stdout; 0 when the client has gone and everything is recorded."""
     out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     in_fd = os.dup(0)
-    agent = AbhedAgent(config, store, provider=provider, model=model)
+    agent = AbhedAgent(config, store, provider=provider, model=model, force_tool=force_tool)
     asyncio.run(run(agent, in_fd, out_fd))
     return 0
