@@ -14,7 +14,7 @@ import asyncio
 import os
 import signal
 import sys
-from asyncio.streams import FlowControlMixin
+import threading
 from typing import cast
 
 from acp import Agent, run_agent
@@ -27,25 +27,53 @@ from cli.acp._transport import MAX_LINE_BYTES, LineTransport
 __all__ = ["run", "serve"]
 
 
-async def _streams(in_fd: int, out_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                 os.fdopen(in_fd, "rb", buffering=0))
-    transport, protocol = await loop.connect_write_pipe(FlowControlMixin,
-                                                        os.fdopen(out_fd, "wb", buffering=0))
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+def _feed(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, fd: int) -> None:
+    """On a thread: what arrives on ``fd`` into ``reader``, then its end.
+
+    A thread and plain reads, not the loop's pipe transport, so stdin may be
+    anything a client hands over: a pipe, a socket, a terminal, a file.
+    """
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+    finally:
+        try:
+            loop.call_soon_threadsafe(reader.feed_eof)
+        except RuntimeError:  # the loop has ended
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 async def run(agent: AbhedAgent, in_fd: int, out_fd: int, *, signals: bool = True) -> None:
     """Serve ``agent`` on the two descriptors until the client leaves (or a signal comes)."""
-    reader, writer = await _streams(in_fd, out_fd)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    feeder = threading.Thread(target=_feed, args=(loop, reader, in_fd), name="abhed-acp-stdin",
+                              daemon=True)
+    feeder.start()
+
+    async def write(data: bytes) -> None:
+        # On a thread: a client slow to read blocks that thread, never the loop.
+        await asyncio.to_thread(_write_all, out_fd, data)
+
     redactor = agent.store.redactor
-    transport = LineTransport(reader, writer, redact=redactor.value if redactor else None)
+    transport = LineTransport(reader, write, redact=redactor.value if redactor else None)
     # The SDK routes what AbhedAgent defines; a method it leaves out (authenticate, fork ...)
     # is answered "method not found", so the full Agent protocol is not needed.
     listen = asyncio.ensure_future(run_agent(cast(Agent, agent), transport))
-    loop = asyncio.get_running_loop()
     why = ["the ACP client closed the connection"]
 
     def stop(name: str) -> None:
@@ -60,6 +88,9 @@ async def run(agent: AbhedAgent, in_fd: int, out_fd: int, *, signals: bool = Tru
         pass
     finally:
         await agent.close(why[0])
+        os.close(out_fd)  # the client reads its end of the connection
+        if not feeder.is_alive():
+            os.close(in_fd)
 
 
 def serve(config: Config, store: EventStore, *, provider: str | None = None,

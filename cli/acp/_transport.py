@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 __all__ = ["MAX_LINE_BYTES", "LineTransport"]
@@ -32,13 +32,13 @@ class _TooLong(Exception):
 
 
 class LineTransport:
-    """Newline-delimited JSON-RPC over an asyncio reader and writer (implements ``acp``'s
-    ``Transport``)."""
+    """Newline-delimited JSON-RPC from an asyncio reader, to a write function (implements
+    ``acp``'s ``Transport``)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+    def __init__(self, reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable[None]], *,
                  redact: Callable[[Any], Any] | None = None) -> None:
         self._reader = reader
-        self._writer = writer
+        self._write = write
         self._redact = redact
         self._lock = asyncio.Lock()
         self._closed = False
@@ -50,9 +50,8 @@ class LineTransport:
             message = self._redact(message)
         data = (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode(
             "utf-8", "replace")
-        async with self._lock:
-            self._writer.write(data)
-            await self._writer.drain()
+        async with self._lock:  # one message at a time, in order
+            await self._write(data)
 
     async def _error(self, rid: Any, code: int, message: str) -> None:
         try:
@@ -105,10 +104,6 @@ class LineTransport:
         if self._closed:
             return
         self._closed = True
-        try:
-            self._writer.close()
-        except (OSError, RuntimeError):
-            pass
 
 
 def _valid_id(rid: Any) -> bool:

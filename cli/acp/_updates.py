@@ -104,7 +104,7 @@ def locations_of(tool: str, args: Any) -> list[ToolCallLocation]:
 
 
 def diff_items(path: str, unified: str) -> tuple[list[FileEditToolCallContent], list[int]]:
-    """Each hunk of ``unified`` as an ACP diff (old text, new text), and its first new line.
+    """Each hunk of ``unified`` as an ACP diff (old text, new text), and its first changed line.
 
     A diff against ``/dev/null`` (a new file) has no old text.  A diff cut by
     ``tools``' bound ends at the cut: its last hunk is shown as far as it goes.
@@ -114,6 +114,7 @@ def diff_items(path: str, unified: str) -> tuple[list[FileEditToolCallContent], 
     new_file = False
     old: list[str] | None = None
     new: list[str] = []
+    at, changed = 1, False
 
     def close() -> None:
         if old is not None:
@@ -131,17 +132,22 @@ def diff_items(path: str, unified: str) -> tuple[list[FileEditToolCallContent], 
         if m:
             close()
             old, new = [], []
-            lines.append(max(1, int(m.group(2))))
+            at, changed = max(1, int(m.group(2))), False
             continue
         if old is None or line.startswith("\\"):
             continue
         if line.startswith("[diff truncated]"):
             break
         mark, body = line[:1], line[1:]
+        if mark in ("-", "+") and not changed:
+            lines.append(at)  # the hunk's first changed line, past its context: where to jump
+            changed = True
         if mark in (" ", "-"):
             old.append(body)
         if mark in (" ", "+"):
             new.append(body)
+        if mark == " ":
+            at += 1
     close()
     return items, lines
 

@@ -74,7 +74,7 @@ def test_a_turn_streams_text_tool_calls_diffs_and_the_plan(server: ScriptedServe
     assert edit.kind == "edit" and edit.status == "pending" and edit.title == f"edit {a}"
     diff = edit.content[0]
     assert isinstance(diff, FileEditToolCallContent) and diff.path == str(a)
-    assert "beta" in diff.old_text and "gamma" in diff.new_text and edit.locations[0].line == 1
+    assert "beta" in diff.old_text and "gamma" in diff.new_text and edit.locations[0].line == 2
     new_file = write.content[0]
     assert new_file.old_text is None and new_file.new_text == "new\n"
     for us in calls.values():
