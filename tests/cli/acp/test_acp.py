@@ -185,8 +185,9 @@ def test_cancel_stops_the_running_command_as_esc_does(server: ScriptedServer, ab
 
 def test_load_replays_an_earlier_session_and_list_shows_it(server: ScriptedServer, abhed_home: Path,
                                                           workspace: Path, tmp_path: Path) -> None:
-    write_config(abhed_home, server.base_url, policy={"mode": "auto"})
-    (workspace / "a.txt").write_text("alpha\n")
+    write_config(abhed_home, server.base_url, policy={"mode": "auto"},
+                 events={"redact": ["SECRET[0-9]+"]})
+    (workspace / "a.txt").write_text("alpha SECRET1234\n")
     server.add({"tool_calls": [{"name": "read", "arguments": {"path": str(workspace / "a.txt")}}]},
                {"text": "It says alpha."}, {"text": "Still alpha."})
     first, second = Recorder(), Recorder()
@@ -225,6 +226,9 @@ def test_load_replays_an_earlier_session_and_list_shows_it(server: ScriptedServe
     assert starts[0].title.startswith("read ") and starts[0].status == "pending"
     assert any(isinstance(u, ToolCallProgress) and u.status == "completed" for _, u in history)
     assert second.message().startswith("It says alpha.") and second.message().endswith("Still alpha.")
+    # the operator's redaction binds what the editor is shown, live and replayed
+    assert "[redacted]" in str(first.updates) and "[redacted]" in str(history)
+    assert "SECRET1234" not in str(first.updates) + str(second.updates)
     # the resumed run sent the whole conversation to the model
     assert "It says alpha." in str(server.requests[-1])
     runs = [e for e in _events(sid) if e.type == "run_started"]
