@@ -52,6 +52,7 @@ class Recorder:
         self.updates: list[tuple[str, Any]] = []
         self.asked: list[tuple[ToolCallUpdate, list[PermissionOption]]] = []
         self.answer = answer or (lambda call, options: None)
+        self.hold = False
         self.changed = asyncio.Event()
 
     async def request_permission(self, session_id: str, tool_call: ToolCallUpdate,
@@ -59,6 +60,8 @@ class Recorder:
                                  ) -> RequestPermissionResponse:
         self.asked.append((tool_call, options))
         self.changed.set()
+        if self.hold:  # an editor whose person never answers
+            await asyncio.Event().wait()
         choice = self.answer(tool_call, options)
         if choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))

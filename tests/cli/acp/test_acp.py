@@ -233,3 +233,31 @@ def test_load_replays_an_earlier_session_and_list_shows_it(server: ScriptedServe
     assert "It says alpha." in str(server.requests[-1])
     runs = [e for e in _events(sid) if e.type == "run_started"]
     assert [r.resumed for r in runs] == [False, True]
+
+
+def test_cancel_while_a_question_waits_refuses_it(server: ScriptedServer, abhed_home: Path,
+                                                  workspace: Path) -> None:
+    """Esc with the approval card open: the call is refused, nothing runs, the turn ends."""
+    write_config(abhed_home, server.base_url, policy={"mode": "ask"})
+    target = workspace / "a.txt"
+    server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(target),
+                                                               "content": "A\n"}}]},
+               {"text": "never"})
+    rec = Recorder()
+    rec.hold = True
+
+    async def go() -> tuple[str, Any]:
+        async with connect(rec) as (conn, _):
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            turn = asyncio.ensure_future(conn.prompt(session_id=new.session_id,
+                                                     prompt=prompt("write it")))
+            await rec.until(lambda: rec.asked)
+            await conn.cancel(session_id=new.session_id)
+            return new.session_id, await asyncio.wait_for(turn, 60)
+
+    sid, done = asyncio.run(go())
+    assert done.stop_reason == "cancelled" and not target.exists()
+    events = _events(sid)
+    approval = [e for e in events if e.type == "approval"][0]
+    assert approval.decision == "deny" and "cancelled" in approval.reason
+    assert [e.reason for e in events if e.type == "run_ended"] == ["interrupted"]
