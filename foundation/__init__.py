@@ -19,6 +19,8 @@ Public surface:
 * :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
+* the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
+  :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
   :func:`stricter_or_equal`, :func:`modes_no_looser`, :func:`as_mode`;
 * the errors::
@@ -32,6 +34,7 @@ Public surface:
 
 from __future__ import annotations
 
+from foundation._chain import GENESIS, canonical, link_hash, link_problem
 from foundation._digest import FileDigest, digest_file
 from foundation._documents import (
     Syntax,
@@ -47,6 +50,7 @@ from foundation._process import OFFLINE_ENV, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
+    "GENESIS",
     "MODES",
     "OFFLINE_ENV",
     "DocumentError",
@@ -60,7 +64,10 @@ __all__ = [
     "Syntax",
     "as_mode",
     "digest_file",
+    "canonical",
     "is_within",
+    "link_hash",
+    "link_problem",
     "load_document",
     "load_if_present",
     "modes_no_looser",

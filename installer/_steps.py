@@ -34,17 +34,24 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
 def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
                       version: int, accept_probe_failure: str | None = None) -> None:
     """The health gate, recorded; for a release with site settings, in private namespaces
-    where it is current (``installer._isolate``), its model server on the service's port."""
-    from ._health import HealthStep, run_health_check
+    where it is current (``installer._isolate``), its model server on the service's port.
+    On an agent host (``installer._roles``) there is no model server: the gate's agent asks
+    the site's model endpoints, the only addresses its network reaches."""
+    from ._health import HealthStep, run_agent_check, run_health_check
     from ._isolate import isolated
+    from ._roles import release_role
     from ._services import DEFAULT_PORT
     from ._site_install import release_has_site
 
     say(f"health gate for release {version}")
     own = release_has_site(release)
+    role, endpoints = release_role(release)
     current = layout.current_version()  # read here: inside the isolated gate it is `release`
 
     def check() -> list[HealthStep]:
+        if role == "agent":
+            return run_agent_check(release, layout, endpoints,
+                                   on_step=lambda m: say(f"  gate: {m}"))
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                                 current=current, accept_probe_failure=accept_probe_failure,
                                 port=DEFAULT_PORT if own else None)
@@ -52,7 +59,12 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
     t0 = time.monotonic()
     try:
         fault_point("gate")
-        if own:
+        if role == "agent":
+            say(f"  gate: in private mount and network namespaces where release {version} is "
+                f"current; the network reaches the site's model endpoints only "
+                f"({', '.join(endpoints)})")
+            steps = isolated(layout, version, check, endpoints=endpoints)
+        elif own:
             say(f"  gate: in private mount and network namespaces where release {version} is "
                 "current, as engineers will get it")
             steps = isolated(layout, version, check)
@@ -69,7 +81,8 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
             audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
                          **{k: v for k, v in s.audit.items() if k != "result"})
     audit.append(action, "gate", "ok", run=run, version=version,
-                 seconds=round(time.monotonic() - t0, 2), isolated=own or None,
+                 seconds=round(time.monotonic() - t0, 2), isolated=own or role == "agent" or None,
+                 role=role, model_endpoints=list(endpoints) or None,
                  steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
                         for s in steps])
 
@@ -77,9 +90,12 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
     """With systemd: restart the service on the new release and wait for its health."""
     from ._health import loopback_get
+    from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
+    if release_role(layout.release(version))[0] == "agent":
+        return  # an agent host runs no model service
     if systemctl("daemon-reload") is None:
         return
     active = systemctl("is-active", UNIT_NAME)
