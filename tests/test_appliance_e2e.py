@@ -36,6 +36,7 @@ import pytest
 
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
 from cli.bundle import check_settings
+from tests.e2e_driver import ASK_DRIVER
 
 pytestmark = pytest.mark.slow
 
@@ -157,72 +158,6 @@ def _offline(script: str, timeout: float = 2400) -> subprocess.CompletedProcess[
                           stdin=subprocess.DEVNULL)
 
 
-_ASK = r"""
-import json, os, signal, subprocess, sys, threading, time, urllib.error, urllib.request
-prefix, ws, port = sys.argv[1], sys.argv[2], sys.argv[3]
-env = dict(os.environ, ABHED_MODEL_PORT=port)
-server = subprocess.Popen([f"{prefix}/current/run-model-server"], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          start_new_session=True)
-# uvicorn's "Application startup complete" is written before its socket listens, so it
-# only says when to start asking: ready is a /health answered 200 and /v1/models listing
-# a model, within the deadline (a refused connection just before the listen is retried).
-deadline = time.monotonic() + 900
-timer = threading.Timer(900, os.killpg, (server.pid, signal.SIGKILL))
-timer.start()
-started = False
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def serving() -> bool:
-    try:
-        with opener.open(f"http://127.0.0.1:{port}/health", timeout=10) as r:
-            if r.status != 200:
-                return False
-        with opener.open(f"http://127.0.0.1:{port}/v1/models", timeout=10) as r:
-            return bool(json.loads(r.read()).get("data"))
-    except (OSError, ValueError):  # refused, reset, not yet JSON: not ready yet
-        return False
-
-
-with open(f"{prefix}/logs/e2e-model.log", "ab") as log:
-    for line in server.stdout:
-        log.write(line)
-        if b"Application startup complete" in line:
-            started = True
-            break
-    drain = threading.Thread(target=lambda: log.writelines(server.stdout), daemon=True)
-    drain.start()
-    try:
-        ready = started and serving()
-        while started and not ready and server.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-            ready = serving()
-        timer.cancel()
-        assert ready, ("the model server exited, never started or never answered /health and "
-                       "/v1/models within 900 s; see logs/e2e-model.log")
-        # Up to three sessions: greedy SmolLM2 still sometimes mangles the path it is shown
-        # (drops the leading "/", repeats a component); the appliance is what is tested here,
-        # and an answer in any session proves the whole path from engineer to model and back.
-        for attempt in range(3):
-            run = subprocess.run([f"{prefix}/bin/abhed", "run", "--workspace", ws, "--force-tool",
-                                  "read", f"What is the project's code name? It is written in "
-                                  f"`{ws}/notes.txt`."], capture_output=True, text=True,
-                                 timeout=900)
-            if run.returncode != 0 or "BLUE HERON" in run.stdout.upper():
-                break
-        show = subprocess.run([f"{prefix}/bin/abhed", "config", "show", "policy"],
-                              capture_output=True, text=True, timeout=120)
-        print(json.dumps({"rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr[-4000:],
-                          "show": show.stdout + show.stderr, "attempts": attempt + 1}))
-    finally:
-        timer.cancel()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
-        drain.join(10)
-"""
-
-
 def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     for tool in ("unshare", "ip"):
         assert shutil.which(tool), f"{tool} is needed (scripts/apt-packages.txt installs it)"
@@ -287,7 +222,7 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     driver = tmp_path / "ask.py"
-    driver.write_text(_ASK)
+    driver.write_text(ASK_DRIVER)
     venv_py = prefix / "current/venv/bin/python"
     p = _offline(f"ABHED_HOME={home} {venv_py} {driver} {prefix} {ws} {SERVICE_PORT}")
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]

@@ -1,4 +1,4 @@
-"""The whole-appliance test's driver (``_ASK``) waits for what proves a model server ready.
+"""The whole-appliance test's driver (``ASK_DRIVER``) waits for what proves a model server ready.
 
 uvicorn writes "Application startup complete" before its socket listens; on a cold,
 loaded machine the next request was refused and the whole-appliance test failed for no
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_appliance_e2e import _ASK
+from tests.e2e_driver import ASK_DRIVER
 
 SERVER = '''#!{python}
 import http.server, json, os, time
@@ -55,7 +55,7 @@ def _port() -> int:
 
 
 def _drive(prefix: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _ASK, str(prefix), str(tmp_path),
+    return subprocess.run([sys.executable, "-c", ASK_DRIVER, str(prefix), str(tmp_path),
                            str(_port())], capture_output=True, text=True, timeout=60,
                           check=False)
 

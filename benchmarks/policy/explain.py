@@ -4,7 +4,7 @@ Usage (from the repository root):
 
     .venv/bin/python benchmarks/policy/explain.py [--single N] [--batch-lines M] [--repeat R]
 
-Commands come from the policy corpus (tests/appliance/policy/corpus/shell_commands.toml),
+Commands come from the policy corpus (tests/tools/shell_parser/corpus/shell_commands.toml),
 repeated to ``--batch-lines``.  Prints, side by side: the median wall time of
 ``abhed policy explain bash ARGS`` (a fresh process each, ``--single`` of them),
 the start-up of ``--batch`` (an empty file), and the time per command in a batch
@@ -28,7 +28,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "appliance" / "policy" / "corpus" / "shell_commands.toml"
+CORPUS = ROOT / "tests" / "tools" / "shell_parser" / "corpus" / "shell_commands.toml"
 ABHED = [sys.executable, "-m", "cli"]
 
 

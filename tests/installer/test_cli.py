@@ -63,7 +63,7 @@ def test_verify_refuses_a_tampered_payload_byte(inst: Installer, make_bundle: Bu
     bad.write_bytes(bytes(data))
     r = inst("verify", bad, "--trust", keys.pub)
     assert r.returncode == 3, r.stderr
-    assert "get a fresh copy" in r.stderr or "sha256" in r.stderr or "refused" in r.stderr
+    assert "sha256" in r.stderr and "get a fresh copy" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("content", [b"", b"not a bundle at all\n" * 100, b"\0" * 4096,

@@ -22,31 +22,12 @@ from click.testing import CliRunner
 from appliance.compose import SiteRefused, find_site, load_config
 from appliance.compose import _site_layer as site_module
 from appliance.events import EventStore
+from tests.appliance.compose.site_files import write_site
 from tests.helpers import shared_scratch
 
 ENGINEER = 1001
 REPO = Path(__file__).resolve().parents[3]
-SETTINGS: dict[str, Any] = {"policy": {"mode": "ask", "deny": [{"tool": "bash", "command": "curl *"}]},
-                            "loop": {"max_turns": 30}}
-
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="ownership tests chown files (CI is root)")
-
-
-def write_site(directory: Path, settings: dict[str, Any] | None = None, *,
-               release: str = "1.0", digest: str | None = None) -> Path:
-    """A release's site/ as the installer lays it out: settings.json and origin.json, 0644."""
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o755)
-    body = (json.dumps(settings if settings is not None else SETTINGS, sort_keys=True,
-                       ensure_ascii=False) + "\n").encode()
-    (directory / "settings.json").write_bytes(body)
-    origin = {"format": "abhed-site-origin/1", "site": "lab", "release": release,
-              "bundle_manifest_sha256": "c" * 64, "signing_key_ids": ["RWQkey1"],
-              "settings_sha256": digest or hashlib.sha256(body).hexdigest()}
-    (directory / "origin.json").write_text(json.dumps(origin))
-    for name in ("settings.json", "origin.json"):
-        os.chmod(directory / name, 0o644)
-    return directory
 
 
 @pytest.fixture
@@ -176,7 +157,7 @@ def test_a_site_an_engineer_planted_is_refused(host: Path, tmp_path: Path) -> No
     os.chown(theirs, ENGINEER, ENGINEER)
     planted = _as_engineer(
         "import sys; sys.path.insert(0, 'tests/appliance/compose');"
-        "from pathlib import Path; from test_site import write_site;"
+        "from pathlib import Path; from site_files import write_site;"
         f"write_site(Path({str(theirs / 'site')!r}), {{'policy': {{'mode': 'auto'}}}})")
     assert planted.returncode == 0, planted.stderr
     assert (theirs / "site" / "settings.json").stat().st_uid == ENGINEER
@@ -226,7 +207,7 @@ def test_each_session_records_what_governed_it_and_the_auditor_lists_it(
     from appliance.compose import layers_of
     from appliance.events import export_log
     from cli import main
-    from tests.appliance.events.test_export import auditor_run
+    from tests.appliance.events.auditor import auditor_run
 
     def tool() -> str:
         out = CliRunner().invoke(main, ["tool", "glob", '{"pattern": "*"}', "-w", str(workspace)])

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli import main
-from tests.appliance.policy.test_corpus import CASES
+from tests.tools.shell_parser.corpus_cases import CASES
 
 
 def run_batch(data: bytes, workspace: Path, *extra: str) -> tuple[int, list[dict[str, Any]], str]:

@@ -15,7 +15,7 @@ from appliance.events import EventStore, ObservationEvent, TaskEnded
 from models import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.appliance.sessions.helpers import agent_on
-from tests.appliance.tasks.test_tasks import Script, _is_child, _step, _task
+from tests.appliance.tasks.scripts import Script, is_child, step, task_call
 
 pytestmark = pytest.mark.slow
 
@@ -52,11 +52,11 @@ def test_abhed_run_deadline_stops_a_running_command_and_keeps_its_output(
 def test_a_childs_reservation_deadline_stops_its_command_not_its_parent(workspace: Path) -> None:
     def child(body: dict[str, Any]) -> ScriptStep:
         if not any(m["role"] == "tool" for m in body["messages"]):
-            return _step(_bash("echo child-started; sleep 30; echo child-after"))
+            return step(_bash("echo child-started; sleep 30; echo child-after"))
         return ScriptStep(text="never reached")
 
-    script = Script([_step(_task("Wait a long time.", "slow child", "test")),
-                     _step(_bash("echo parent-after-child")), ScriptStep(text="parent done")],
+    script = Script([step(task_call("Wait a long time.", "slow child", "test")),
+                     step(_bash("echo parent-after-child")), ScriptStep(text="parent done")],
                     child)
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], shell=True, tasks={"max_seconds": 2.0},
@@ -87,13 +87,13 @@ def test_children_cd_in_their_own_shells(workspace: Path) -> None:
         me = "a" if "Task A" in body["messages"][1]["content"] else "b"
         done = sum(m["role"] == "tool" for m in body["messages"])
         if done == 0:
-            return _step(_bash(f"cd {me}"))
+            return step(_bash(f"cd {me}"))
         if done == 1:
-            return _step(_bash("pwd"))
+            return step(_bash("pwd"))
         return ScriptStep(text=body["messages"][-1]["content"])
 
-    script = Script([_step(_task("Task A.", "in a", "test"), _task("Task B.", "in b", "test")),
-                     _step(_bash("pwd")), ScriptStep(text="ok")], child)
+    script = Script([step(task_call("Task A.", "in a", "test"), task_call("Task B.", "in b", "test")),
+                     step(_bash("pwd")), ScriptStep(text="ok")], child)
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], shell=True, sandbox={"backend": "bwrap"}) as (
             agent, server, _seen):
@@ -105,4 +105,4 @@ def test_children_cd_in_their_own_shells(workspace: Path) -> None:
     by_task = {r.details["agent_type"] + r.content.split("'")[1]: r.content for r in results[:2]}
     assert f"{workspace}/a\n" in by_task["testin a"] and f"{workspace}/b\n" in by_task["testin b"]
     assert results[2].content.splitlines()[0] == str(workspace)  # the parent never moved
-    assert sum(_is_child(b) for b in script.bodies) == 6
+    assert sum(is_child(b) for b in script.bodies) == 6

@@ -14,47 +14,12 @@ from appliance.loop import Limits, TaskSettings
 from appliance.tasks import SUMMARY_MAX_CHARS
 from models import ScriptStep
 from tests.appliance.sessions.helpers import agent_on
+from tests.appliance.tasks.scripts import Script, is_child, last_tool, step, task_call
 from tests.helpers import wait_for
 
 
 def _wait(cond: Callable[[], bool], timeout: float = 30.0) -> None:
     wait_for(cond, timeout, what="the subagents to get there")
-
-
-def _is_child(body: dict[str, Any]) -> bool:
-    return "You are a subagent" in body["messages"][0]["content"]
-
-
-def _task(prompt: str, description: str = "look around", agent_type: str = "explore",
-          **extra: Any) -> dict[str, Any]:
-    return {"name": "task", "arguments": {"prompt": prompt, "description": description,
-                                          "agent_type": agent_type, **extra}}
-
-
-def _step(*calls: dict[str, Any], text: str = "") -> ScriptStep:
-    return ScriptStep(text=text, tool_calls=calls)  # type: ignore[arg-type]
-
-
-def _last_tool(body: dict[str, Any]) -> str:
-    msgs = body["messages"]
-    return msgs[-1]["content"] if msgs[-1]["role"] == "tool" else ""
-
-
-class Script:
-    """A responder: the parent's replies in order; each child's from a function of its request."""
-
-    def __init__(self, parent: list[ScriptStep], child: Callable[[dict[str, Any]], ScriptStep]) -> None:
-        self.parent = list(parent)
-        self.child = child
-        self.bodies: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, body: dict[str, Any]) -> ScriptStep:
-        with self.lock:
-            self.bodies.append(body)
-            if not _is_child(body):
-                return self.parent.pop(0) if self.parent else ScriptStep(text="done")
-        return self.child(body)
 
 
 def _run(workspace: Path, script: Script, prompt: str = "go", *, limits: Limits | None = None,
@@ -78,16 +43,16 @@ def test_explore_child_gets_read_only_tools_and_a_mutation_is_refused(workspace:
     def child(body: dict[str, Any]) -> ScriptStep:
         n = sum(m["role"] == "assistant" for m in body["messages"])
         if n == 0:
-            return _step({"name": "write", "arguments": {"path": str(workspace / "x"), "content": "x"}})
+            return step({"name": "write", "arguments": {"path": str(workspace / "x"), "content": "x"}})
         if n == 1:
-            return _step({"name": "read", "arguments": {"path": str(workspace / "a.py")}})
+            return step({"name": "read", "arguments": {"path": str(workspace / "a.py")}})
         return ScriptStep(text="a.py prints hi")
 
-    script = Script([_step(_task(f"Read {workspace}/a.py and say what it prints.")),
+    script = Script([step(task_call(f"Read {workspace}/a.py and say what it prints.")),
                      ScriptStep(text="It prints hi.")], child)
     out, store, sid = _run(workspace, script)
     assert out.ok and out.answer == "It prints hi."
-    child_bodies = [b for b in script.bodies if _is_child(b)]
+    child_bodies = [b for b in script.bodies if is_child(b)]
     assert sorted(t["function"]["name"] for t in child_bodies[0]["tools"]) == ["glob", "grep", "read"]
     # The child saw none of the parent's turns: its system prompt, then the task prompt.
     assert [m["role"] for m in child_bodies[0]["messages"]] == ["system", "user"]
@@ -107,18 +72,18 @@ def test_explore_child_gets_read_only_tools_and_a_mutation_is_refused(workspace:
 
 
 def test_budget_exhaustion_fails_the_spawn_with_the_exact_words(workspace: Path) -> None:
-    script = Script([_step(_task("Explore everything.")), ScriptStep(text="ok")],
+    script = Script([step(task_call("Explore everything.")), ScriptStep(text="ok")],
                     lambda body: ScriptStep(text="never asked"))
     out, store, sid = _run(workspace, script, limits=Limits(max_turns=2))
     res = [e.event for e in store.events(sid, types=("observation",))][0]
     assert isinstance(res, ObservationEvent)
     assert res.result.content.startswith("Budget limit reached")
-    assert _children(store, sid) == [] and not any(_is_child(b) for b in script.bodies)
+    assert _children(store, sid) == [] and not any(is_child(b) for b in script.bodies)
 
 
 def test_child_that_exceeds_its_reservation_ends_with_budget(workspace: Path) -> None:
-    read = _step({"name": "glob", "arguments": {"pattern": "*"}})
-    script = Script([_step(_task("Look.", max_turns=2)), ScriptStep(text="ok")], lambda b: read)
+    read = step({"name": "glob", "arguments": {"pattern": "*"}})
+    script = Script([step(task_call("Look.", max_turns=2)), ScriptStep(text="ok")], lambda b: read)
     out, store, sid = _run(workspace, script)
     res = [e.event for e in store.events(sid, types=("observation",))][0]
     assert isinstance(res, ObservationEvent) and res.result.error is not None
@@ -127,7 +92,7 @@ def test_child_that_exceeds_its_reservation_ends_with_budget(workspace: Path) ->
 
 
 def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> None:
-    script = Script([_step(_task("One.", "first"), _task("Two.", "second"))],
+    script = Script([step(task_call("One.", "first"), task_call("Two.", "second"))],
                     lambda body: ScriptStep(hang=True))
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, []) as (agent, server, _seen):
@@ -135,7 +100,7 @@ def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> Non
         box: list[Any] = []
         t = threading.Thread(target=lambda: box.append(agent.run("go")))
         t.start()
-        _wait(lambda: sum(_is_child(b) for b in script.bodies) == 2)  # both children are waiting
+        _wait(lambda: sum(is_child(b) for b in script.bodies) == 2)  # both children are waiting
         agent.interrupt("test")
         t.join(60)
         assert not t.is_alive()
@@ -148,7 +113,7 @@ def test_interrupt_cancels_running_children_as_a_cascade(workspace: Path) -> Non
 
 
 def test_a_child_that_never_ends_is_stopped_by_its_reserved_time(workspace: Path) -> None:
-    script = Script([_step(_task("Hang.")), ScriptStep(text="I did it myself")],
+    script = Script([step(task_call("Hang.")), ScriptStep(text="I did it myself")],
                     lambda body: ScriptStep(hang=True))
     out, store, sid = _run(workspace, script, tasks=TaskSettings(max_seconds=0.5))
     assert out.ok and out.answer == "I did it myself"
@@ -166,20 +131,20 @@ def test_sibling_stale_edit_is_refused_naming_the_sibling(workspace: Path) -> No
         me = "A" if "Task A" in body["messages"][1]["content"] else "B"
         calls = [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []]
         if not calls:
-            return _step({"name": "read", "arguments": {"path": str(f)}})
+            return step({"name": "read", "arguments": {"path": str(f)}})
         if me == "B":
             b_read.set()
         if "edit" not in calls:
             if (me == "B" and not a_edited.is_set()) or (me == "A" and not b_read.is_set()):
-                return _step({"name": "glob", "arguments": {"pattern": "*.txt"}})
-            return _step({"name": "edit", "arguments": {"path": str(f), "old_string": "v1",
+                return step({"name": "glob", "arguments": {"pattern": "*.txt"}})
+            return step({"name": "edit", "arguments": {"path": str(f), "old_string": "v1",
                                                         "new_string": f"v1 {me}"}})
         if me == "A":
             a_edited.set()
-        return ScriptStep(text=f"{me}: {_last_tool(body)[:200]}")
+        return ScriptStep(text=f"{me}: {last_tool(body)[:200]}")
 
-    script = Script([_step(_task("Task A: edit.", "edit a", "general"),
-                           _task("Task B: edit.", "edit b", "general")),
+    script = Script([step(task_call("Task A: edit.", "edit a", "general"),
+                           task_call("Task B: edit.", "edit b", "general")),
                      ScriptStep(text="ok")], child)
     out, store, sid = _run(workspace, script)
     assert f.read_text() == "v1 A\n"  # B's edit did not clobber A's
@@ -195,7 +160,7 @@ def test_sibling_stale_edit_is_refused_naming_the_sibling(workspace: Path) -> No
 
 
 def test_summary_over_its_bound_is_cut_with_the_child_session_named(workspace: Path) -> None:
-    script = Script([_step(_task("Talk a lot.")), ScriptStep(text="ok")],
+    script = Script([step(task_call("Talk a lot.")), ScriptStep(text="ok")],
                     lambda body: ScriptStep(text="word " * 10_000, chunk_chars=4096))
     out, store, sid = _run(workspace, script)
     res = [e.event for e in store.events(sid, types=("observation",))][0]
@@ -206,7 +171,7 @@ def test_summary_over_its_bound_is_cut_with_the_child_session_named(workspace: P
 
 
 def test_a_one_megabyte_child_prompt_is_refused_before_spawning(workspace: Path) -> None:
-    script = Script([_step(_task("x" * 1_000_000)), ScriptStep(text="ok")],
+    script = Script([step(task_call("x" * 1_000_000)), ScriptStep(text="ok")],
                     lambda body: ScriptStep(text="never"))
     out, store, sid = _run(workspace, script)
     res = [e.event for e in store.events(sid, types=("observation",))][0]
@@ -219,7 +184,7 @@ def test_malformed_task_calls_teach(workspace: Path) -> None:
            {"prompt": "", "description": "d"}, {"description": "d"},
            {"prompt": "x", "description": "d", "max_turns": 0},
            {"prompt": "x", "description": "d", "tools": ["bash"]}]
-    script = Script([_step(*({"name": "task", "arguments": a} for a in bad)), ScriptStep(text="ok")],
+    script = Script([step(*({"name": "task", "arguments": a} for a in bad)), ScriptStep(text="ok")],
                     lambda body: ScriptStep(text="never"))
     out, store, sid = _run(workspace, script, limits=Limits(max_repeated_failures=0))
     codes = [e.event.result.error.code for e in store.events(sid, types=("observation",))  # type: ignore[union-attr]
@@ -228,7 +193,7 @@ def test_malformed_task_calls_teach(workspace: Path) -> None:
 
 
 def test_task_events_are_documented_json(workspace: Path) -> None:
-    script = Script([_step(_task("Look.")), ScriptStep(text="ok")], lambda body: ScriptStep(text="seen"))
+    script = Script([step(task_call("Look.")), ScriptStep(text="ok")], lambda body: ScriptStep(text="seen"))
     out, store, sid = _run(workspace, script)
     for e in store.events(sid, types=("task_started", "task_ended")):
         body = json.loads(e.event.model_dump_json())
@@ -238,8 +203,8 @@ def test_task_events_are_documented_json(workspace: Path) -> None:
 def test_with_the_default_budgets_twenty_concurrent_tasks_all_spawn(workspace: Path) -> None:
     # docs/tools.md: "At most 20 run at once". With the defaults (50 turns, 2M tokens a run)
     # each of 20 siblings gets a fair share instead of the first few taking 20 turns each.
-    calls = [_task(f"Look at part {n}.", f"part {n}") for n in range(20)]
-    script = Script([_step(*calls), ScriptStep(text="all seen")], lambda body: ScriptStep(text="seen"))
+    calls = [task_call(f"Look at part {n}.", f"part {n}") for n in range(20)]
+    script = Script([step(*calls), ScriptStep(text="all seen")], lambda body: ScriptStep(text="seen"))
     out, store, sid = _run(workspace, script)
     assert out.ok and out.answer == "all seen"
     ended = [e.event for e in store.events(sid, types=("task_ended",))]
@@ -252,7 +217,7 @@ def test_with_the_default_budgets_twenty_concurrent_tasks_all_spawn(workspace: P
 def test_a_refused_spawn_names_what_is_reserved_and_by_whom(workspace: Path) -> None:
     # Three siblings, two turns to share (4 - 1 spent - 1 kept): the third is refused while
     # the first two hold theirs; the refusal says so instead of "0 tokens left".
-    script = Script([_step(_task("One.", "first"), _task("Two.", "second"), _task("Three.", "third"))],
+    script = Script([step(task_call("One.", "first"), task_call("Two.", "second"), task_call("Three.", "third"))],
                     lambda body: ScriptStep(hang=True))
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], limits=Limits(max_turns=4)) as (agent, server, seen):
@@ -279,10 +244,10 @@ def test_the_harness_result_lists_what_ran_apart_from_what_was_refused(workspace
         n = sum(m["role"] == "assistant" for m in body["messages"])
         commands = ["echo hello", "vim notes.txt"]
         if n < len(commands):
-            return _step({"name": "bash", "arguments": {"command": commands[n], "description": "try"}})
+            return step({"name": "bash", "arguments": {"command": commands[n], "description": "try"}})
         return ScriptStep(text="tried both")
 
-    script = Script([_step(_task("Run things.", "run things", "test")), ScriptStep(text="ok")], child)
+    script = Script([step(task_call("Run things.", "run things", "test")), ScriptStep(text="ok")], child)
     store = EventStore(workspace.parent / "e.db")
     with agent_on(store, workspace, [], shell=True, sandbox={"backend": "host"}) as (
             agent, server, _seen):

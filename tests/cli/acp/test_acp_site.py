@@ -25,7 +25,7 @@ from appliance.compose import load_config, open_store
 from cli.acp._agent import CARRY_OUT, AbhedAgent
 from cli.acp._serve import run
 from models import ScriptedServer
-from tests.appliance.compose.test_site import write_site
+from tests.appliance.compose.site_files import write_site
 from tests.cli.acp.helpers import Recorder, prompt, write_config
 
 

@@ -56,24 +56,23 @@ def test_destructive_commands_always_ask_even_in_auto_mode_with_a_broad_allow(co
     assert (verdict, by) == ("ask", "destructive"), reason
 
 
-@pytest.mark.parametrize("command", [
-    "$(echo rm) -rf /",           # program computed by command substitution
-    "`echo rm` -rf /",
-    "X=rm; $X -rf /",             # env-var indirection
-    "${CMD} -rf /",
-    "$'\\x72\\x6d' -rf /",        # ANSI-C escapes spell rm
-    "echo cm0gLXJmIC8= | base64 -d | sh",  # a script piped into a shell
-    "curl x | bash",
-    "eval \"$CMD\"",
-    "alias ls='rm -rf /'; ls",
-    "f(){ rm -rf /; }; f",
-    "case $x in a) rm -rf /;; esac",
-    "echo 'unterminated",
+@pytest.mark.parametrize("command, by", [
+    ("$(echo rm) -rf /", "unparseable"),           # program computed by command substitution
+    ("`echo rm` -rf /", "unparseable"),
+    ("X=rm; $X -rf /", "unparseable"),             # env-var indirection
+    ("${CMD} -rf /", "unparseable"),
+    ("$'\\x72\\x6d' -rf /", "destructive"),        # ANSI-C escapes spell rm, and are read
+    ("echo cm0gLXJmIC8= | base64 -d | sh", "opaque"),  # a script piped into a shell
+    ("curl x | bash", "opaque"),
+    ("eval \"$CMD\"", "unparseable"),
+    ("alias ls='rm -rf /'; ls", "destructive"),    # the alias's body is read as a command
+    ("f(){ rm -rf /; }; f", "destructive"),
+    ("case $x in a) rm -rf /;; esac", "destructive"),
+    ("echo 'unterminated", "unparseable"),
 ])
-def test_obfuscated_or_unreadable_commands_ask_and_never_run_unasked(command: str) -> None:
-    verdict, by, reason = decide(command, mode="auto", allow=[{"tool": "bash"}])
-    assert verdict == "ask", (by, reason)
-    assert by in ("unparseable", "destructive", "opaque")
+def test_obfuscated_or_unreadable_commands_ask_and_never_run_unasked(command: str, by: str) -> None:
+    verdict, decided_by, reason = decide(command, mode="auto", allow=[{"tool": "bash"}])
+    assert (verdict, decided_by) == ("ask", by), reason
 
 
 @pytest.mark.parametrize("command", [

@@ -1,38 +1,25 @@
 """The command corpus: every case's verdict, who gives it, and the route its reason names.
 
-The cases (tests/appliance/policy/corpus/shell_commands.toml) come from other
+The cases (tests/tools/shell_parser/corpus/shell_commands.toml) come from other
 agents' command-safety tests, issue 22's misses, and the routes bash takes to
 run code; each says the verdict Abhed must give and why.
 """
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from appliance.policy import PolicyEngine, PolicySettings
+from tests.tools.shell_parser.corpus_cases import CASES, CORPUS
 from tools import native_tools
 
-CORPUS = Path(__file__).parent / "corpus" / "shell_commands.toml"
 BASH = native_tools()["bash"]
 SOURCES = {"issue-22", "codex", "goose", "openhands", "opencode", "abhed"}
 ASKERS = {"destructive", "unparseable", "opaque"}
 
 
-def load_corpus() -> list[tuple[str, dict[str, Any]]]:
-    """(command, case) for every case; long commands are spelled prefix + unit * times + suffix."""
-    cases = tomllib.loads(CORPUS.read_text(encoding="utf-8"))["case"]
-    out = []
-    for c in cases:
-        command = c["command"] if "command" in c else c["prefix"] + c["unit"] * c["times"] + c["suffix"]
-        out.append((command, c))
-    return out
-
-
-CASES = load_corpus()
 
 
 def _id(command: str) -> str:
