@@ -17,6 +17,7 @@ from appliance.events._join import (
 )
 from appliance.events._models import (
     EVENT_ADAPTER,
+    EVENT_CLASSES,
     LOG_SESSION,
     SCHEMA_VERSION,
     ActionEvent,
@@ -88,6 +89,7 @@ __all__ = [
     "join_logs",
     "request_record",
     "EVENT_ADAPTER",
+    "EVENT_CLASSES",
     "EXPORT_FORMATS",
     "GENESIS",
     "LOG_SESSION",

@@ -10,7 +10,7 @@ meant to be read by a program, not just a person.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -44,6 +44,7 @@ __all__ = [
     "UserMessage",
     "Event",
     "EVENT_ADAPTER",
+    "EVENT_CLASSES",
     "ObservationEvent",
     "SessionEnded",
     "SessionStarted",
@@ -509,6 +510,10 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_CLASSES: tuple[type[BaseModel], ...] = get_args(get_args(Event)[0])
+"""Every event class, derived from the union: the one roster (tests hold each renderer and
+the OCSF mapping to it, so a new event cannot be forgotten by one of them)."""
 
 
 def migrate(raw: dict[str, Any]) -> dict[str, Any]:

@@ -29,34 +29,7 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from appliance.events._models import (
-    ActionEvent,
-    ApprovalEvent,
-    Compacted,
-    DecisionBasis,
-    Event,
-    ExtensionDied,
-    ExtensionLog,
-    ForwardingChanged,
-    LogRepaired,
-    ModelTurn,
-    ObservationEvent,
-    PlanUpdated,
-    PolicyDecision,
-    PolicyRuleAdded,
-    RunEnded,
-    RunStarted,
-    SegmentDeleted,
-    SegmentStarted,
-    SessionEnded,
-    SessionStarted,
-    StartupNotice,
-    TaskEnded,
-    TaskStarted,
-    TodoUpdated,
-    UndoApplied,
-    UserMessage,
-)
+from appliance.events import _models as ev
 from models import StoredRequest
 
 __all__ = ["OCSF_VERSION", "OcsfMapper", "TEXT_CAP", "DATA_CAP", "SETTINGS_DIGEST_KEYS",
@@ -146,7 +119,7 @@ class OcsfMapper:
 
     # -- the envelope --------------------------------------------------------
     def record(self, *, seq: int, session_seq: int, prev_hash: str, hash: str,
-               event: Event, text_cap: int | None = None,
+               event: ev.Event, text_cap: int | None = None,
                data_cap: int | None = None) -> dict[str, Any]:
         """The OCSF record for one stored event (a new dict; the event is not changed)."""
         cut = _Cut(text_cap or self.text_cap, data_cap or self.data_cap)
@@ -179,46 +152,46 @@ class OcsfMapper:
             metadata["is_truncated"] = True
         return record
 
-    def _actor(self, event: Event) -> dict[str, Any]:
+    def _actor(self, event: ev.Event) -> dict[str, Any]:
         return {"app_name": "abhed", "session": {"uid": event.session_id}}
 
     def _ai_model(self, session_id: str) -> dict[str, str] | None:
         return self._models.get(session_id)
 
     # -- one method per kind ---------------------------------------------------
-    def _map(self, e: Event, cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
+    def _map(self, e: ev.Event, cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
         """(class_uid, activity_id, activity_name, severity_id, attributes, unmapped extras)."""
         actor = self._actor(e)
-        if isinstance(e, SessionStarted):
+        if isinstance(e, ev.SessionStarted):
             return self._session_started(e, cut)
-        if isinstance(e, SessionEnded):
+        if isinstance(e, ev.SessionEnded):
             return 6002, 4, "Stop", _INFO, {
                 "app": self.product,
                 "message": cut.text(f"session {e.session_id} ended: {e.reason}")}, {}
-        if isinstance(e, ActionEvent):
+        if isinstance(e, ev.ActionEvent):
             self._remember(e.session_id, e.call_id, e.args)
             return self._api(e, "Tool Call", actor, cut, request_data=e.args,
                              message=f"{e.source} asked for {e.tool}", extra={"source": e.source})
-        if isinstance(e, PolicyDecision):
+        if isinstance(e, ev.PolicyDecision):
             return self._decision(e, actor, cut)
-        if isinstance(e, ApprovalEvent):
+        if isinstance(e, ev.ApprovalEvent):
             return self._approval(e, actor, cut)
-        if isinstance(e, ObservationEvent):
+        if isinstance(e, ev.ObservationEvent):
             return self._observation(e, actor, cut)
-        if isinstance(e, PolicyRuleAdded):
+        if isinstance(e, ev.PolicyRuleAdded):
             policy = {"name": e.rule_id, "data": cut.data(e.rule), "is_applied": True,
                       "desc": cut.text(f"always-allow rule stored for this session by {e.added_by}")}
             return self._api(e, "Rule Added", actor, cut, policy=policy,
                              message=f"{e.added_by} added rule {e.rule_id}",
                              extra={"added_by": e.added_by}, profiles=("security_control",))
-        if isinstance(e, RunStarted):
+        if isinstance(e, ev.RunStarted):
             self._models[e.session_id] = {"name": e.model or "unknown", "ai_provider": e.provider or "unknown"}
             return self._api(e, "Run Started", actor, cut, operation="run",
                              message=f"run {e.run_id} started: {e.model} via {e.provider}, mode {e.mode}",
                              extra={"mode": e.mode, "mode_chosen_by": e.mode_chosen_by,
                                     "limits": e.limits, "tools": e.tools, "resumed": e.resumed,
                                     "system_prompt_sha256": e.system_prompt_sha256})
-        if isinstance(e, RunEnded):
+        if isinstance(e, ev.RunEnded):
             ok = e.reason == "done"
             return self._api(e, "Run Ended", actor, cut, operation="run", ok=ok,
                              status_detail=e.reason, message=e.message,
@@ -227,11 +200,11 @@ class OcsfMapper:
                                       "total_tokens": e.prompt_tokens + e.completion_tokens,
                                       "ai_role_id": 4, "ai_role": "Agent"},
                              extra={"turns": e.turns, "answer": cut.text(e.answer or "")})
-        if isinstance(e, UserMessage):
+        if isinstance(e, ev.UserMessage):
             return self._api(e, "Prompt" if e.kind == "prompt" else "Steer", actor, cut,
                              operation="prompt", message=e.text,
                              context={"ai_role_id": 1, "ai_role": "User"})
-        if isinstance(e, ModelTurn):
+        if isinstance(e, ev.ModelTurn):
             usage = e.usage
             context: dict[str, Any] = {"ai_role_id": 2, "ai_role": "Assistant"}
             if usage is not None:
@@ -244,65 +217,65 @@ class OcsfMapper:
                              response_data=calls, duration_ms=e.duration_ms,
                              extra={"turn": e.turn, "finish_reason": e.finish_reason,
                                     "request_id": e.request_id})
-        if isinstance(e, DecisionBasis):
+        if isinstance(e, ev.DecisionBasis):
             policy = {"name": "decision basis", "uid": e.digest, "is_applied": True,
                       "data": cut.data({"policy": e.policy, "extensions": e.extensions,
                                         "mcp_pins": e.mcp_pins, "tools": sorted(e.tools)})}
             return self._api(e, "Decision Basis", actor, cut, operation="policy", policy=policy,
                              message=f"the rules in force for this session: basis {e.digest}",
                              profiles=("security_control",))
-        if isinstance(e, (TodoUpdated, PlanUpdated)):
-            name = "Todo Updated" if isinstance(e, TodoUpdated) else "Plan Updated"
+        if isinstance(e, (ev.TodoUpdated, ev.PlanUpdated)):
+            name = "Todo Updated" if isinstance(e, ev.TodoUpdated) else "Plan Updated"
             data = e.model_dump(mode="json", include={"items", "title", "steps", "notes"})
             return self._api(e, name, actor, cut, operation=e.type, response_data=data,
                              message=name.lower())
-        if isinstance(e, Compacted):
+        if isinstance(e, ev.Compacted):
             return self._api(e, "Compacted", actor, cut, operation="compact",
                              message=f"conversation compacted ({e.strategy}, {e.trigger}): "
                                      f"{e.tokens_before} -> {e.tokens_after} tokens",
                              extra={"masked_call_ids": e.masked_call_ids,
                                     "summarised_through_seq": e.summarised_through_seq})
-        if isinstance(e, (TaskStarted, TaskEnded)):
-            started = isinstance(e, TaskStarted)
+        if isinstance(e, (ev.TaskStarted, ev.TaskEnded)):
+            started = isinstance(e, ev.TaskStarted)
             data = e.model_dump(mode="json", exclude={"schema_version", "session_id", "ts", "type"})
             return self._api(e, "Subagent Started" if started else "Subagent Ended", actor, cut,
                              operation="task", response_data=data,
-                             ok=e.status == "done" if isinstance(e, TaskEnded) else None,
+                             ok=e.status == "done" if isinstance(e, ev.TaskEnded) else None,
                              message=(f"subagent session {e.child_session_id} "
                                       f"{'started' if started else 'ended'}"))
-        if isinstance(e, UndoApplied):
+        if isinstance(e, ev.UndoApplied):
             return 0, _OTHER, e.kind.capitalize(), _LOW, {
                 "message": cut.text(f"{e.kind} by {e.requested_by}: {len(e.files)} file(s); "
                                     f"{e.bash_calls_not_undone} bash call(s) not undone")}, {
                 "files": [f.model_dump(mode="json") for f in e.files],
                 "run_ids": e.run_ids, "requested_by": e.requested_by}
-        if isinstance(e, ExtensionLog):
+        if isinstance(e, ev.ExtensionLog):
             return self._api(e, "Extension Log", actor, cut, operation=e.event,
                              message=f"{e.extension}: {e.message}",
                              extra={"extension": e.extension, "kind": e.kind})
-        if isinstance(e, (StartupNotice, ExtensionDied)):
-            if isinstance(e, StartupNotice):
+        if isinstance(e, (ev.StartupNotice, ev.ExtensionDied)):
+            if isinstance(e, ev.StartupNotice):
                 text, extra = e.message, {"kind": e.kind, "subject": e.subject}
             else:
                 text, extra = (f"extension {e.extension} died handling {e.event}: {e.reason}",
                                {"extension": e.extension})
             return 6008, 1, "General Error", _MEDIUM, {"message": cut.text(text)}, extra
-        if isinstance(e, SegmentStarted):
+        if isinstance(e, ev.SegmentStarted):
             return 1008, 5, "Rotate", _INFO, self._log_attrs(
                 e, cut, f"segment {e.segment} continues {e.previous_segment} from event "
                         f"{e.previous_head_seq} ({e.reason})"), {
                 "previous_head_hash": e.previous_head_hash}
-        if isinstance(e, SegmentDeleted):
+        if isinstance(e, ev.SegmentDeleted):
             return 1008, 2, "Delete", _LOW, self._log_attrs(
                 e, cut, f"segment {e.segment} (events {e.first_seq}..{e.last_seq}) deleted by "
                         f"{e.deleted_by}"), {"head_hash": e.head_hash, "sha256": e.sha256}
-        if isinstance(e, LogRepaired):
+        if isinstance(e, ev.LogRepaired):
             return 1008, _OTHER, "Repair", _HIGH, self._log_attrs(
                 e, cut, f"log repaired: kept events up to {e.last_good_seq}, lost "
                         f"{e.lost_events}; damaged file kept as {e.damaged_file}"), {
                 "damage": e.damage, "damaged_sha256": e.damaged_sha256,
                 "highest_seq_seen": e.highest_seq_seen, "method": e.method}
-        if isinstance(e, ForwardingChanged):
+        if isinstance(e, ev.ForwardingChanged):
             severity = _INFO if e.state == "restored" and not e.lost else _MEDIUM
             text = (f"forwarding to {e.destination} {e.state}"
                     + (f": {e.error}" if e.error and e.state == "interrupted" else "")
@@ -313,7 +286,7 @@ class OcsfMapper:
                     mode="json", exclude={"schema_version", "session_id", "ts", "type"})
         raise TypeError(f"no OCSF mapping for event type {e.type!r}")  # pragma: no cover
 
-    def _session_started(self, e: SessionStarted, cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
+    def _session_started(self, e: ev.SessionStarted, cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
         body: dict[str, Any] = {
             "app": {**self.product, "version": e.abhed_version or self.product["version"]},
             "message": cut.text(f"session {e.session_id} started in {e.workspace}"),
@@ -330,7 +303,7 @@ class OcsfMapper:
             extra.update(parent_session_id=e.parent_session_id, parent_call_id=e.parent_call_id)
         return 6002, 3, "Start", _INFO, body, extra
 
-    def _decision(self, e: PolicyDecision, actor: dict[str, Any],
+    def _decision(self, e: ev.PolicyDecision, actor: dict[str, Any],
                   cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
         policy = {"name": e.decided_by, "uid": e.basis_digest or "unrecorded",
                   "desc": cut.text(e.reason), "is_applied": True}
@@ -345,7 +318,7 @@ class OcsfMapper:
             message=f"{e.tool}: {e.verdict} by {e.decided_by}: {e.reason}",
             extra={"commands": e.commands}, profiles=("security_control",))
 
-    def _approval(self, e: ApprovalEvent, actor: dict[str, Any],
+    def _approval(self, e: ev.ApprovalEvent, actor: dict[str, Any],
                   cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
         approver = e.approver
         if approver:
@@ -363,7 +336,7 @@ class OcsfMapper:
             message=f"{e.tool}: {e.decision} by {who}" + (f": {e.reason}" if e.reason else ""),
             extra={"decided_by": e.decided_by}, profiles=("security_control",))
 
-    def _observation(self, e: ObservationEvent, actor: dict[str, Any],
+    def _observation(self, e: ev.ObservationEvent, actor: dict[str, Any],
                      cut: _Cut) -> tuple[int, int, str, int, dict[str, Any], dict[str, Any]]:
         r = e.result
         d = r.details
@@ -422,7 +395,7 @@ class OcsfMapper:
         while len(self._calls) > _CALLS_KEPT:
             self._calls.popitem(last=False)
 
-    def _api(self, e: Event, name: str, actor: dict[str, Any], cut: _Cut, *,
+    def _api(self, e: ev.Event, name: str, actor: dict[str, Any], cut: _Cut, *,
              operation: str | None = None, request_data: Any = None, response_data: Any = None,
              message: str = "", ok: bool | None = None, status_detail: str | None = None,
              policy: dict[str, Any] | None = None,
@@ -446,7 +419,7 @@ class OcsfMapper:
                                 "message": cut.text(message)}
         wanted = {"datetime", *profiles}
         model = self._ai_model(e.session_id)
-        if context is not None or isinstance(e, (ModelTurn, RunStarted)):
+        if context is not None or isinstance(e, (ev.ModelTurn, ev.RunStarted)):
             wanted.add("ai_operation")
             if model is not None:
                 body["ai_model"] = model
@@ -468,7 +441,7 @@ class OcsfMapper:
         body["_profiles"] = sorted(wanted)
         return 6003, _OTHER, name, severity, body, dict(extra or {})
 
-    def _log_attrs(self, e: Event, cut: _Cut, message: str) -> dict[str, Any]:
+    def _log_attrs(self, e: ev.Event, cut: _Cut, message: str) -> dict[str, Any]:
         return {"actor": {"app_name": "abhed"},
                 "device": {"type_id": 0, "type": "Unknown", "name": "abhed event log host"},
                 "log_name": self.log_name, "log_provider": "abhed",

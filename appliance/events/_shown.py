@@ -22,34 +22,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never
 
-from appliance.events._models import (
-    ActionEvent,
-    ApprovalEvent,
-    Compacted,
-    DecisionBasis,
-    Event,
-    ExtensionDied,
-    ExtensionLog,
-    ForwardingChanged,
-    LogRepaired,
-    ModelTurn,
-    ObservationEvent,
-    PlanUpdated,
-    PolicyDecision,
-    PolicyRuleAdded,
-    RunEnded,
-    RunStarted,
-    SegmentDeleted,
-    SegmentStarted,
-    SessionEnded,
-    SessionStarted,
-    StartupNotice,
-    TaskEnded,
-    TaskStarted,
-    TodoUpdated,
-    UndoApplied,
-    UserMessage,
-)
+from appliance.events import _models as ev
 from tools import ToolResult
 from tools.todo import STATUS_MARKS
 
@@ -187,7 +160,7 @@ def result_outcome(result: ToolResult, duration_ms: float, wait_ms: float = 0.0)
     return CallOutcome("ok", "", "", run_ms, wait_ms)
 
 
-def call_outcome(e: ObservationEvent) -> CallOutcome:
+def call_outcome(e: ev.ObservationEvent) -> CallOutcome:
     """How the call ``e`` records ended: ok, failed, refused, killed or timed out, and why."""
     return result_outcome(e.result, e.duration_ms, e.approval_wait_ms)
 
@@ -253,7 +226,7 @@ class Shown:
         return self.title + "\n" + "\n".join(indent + ln for ln in self.body.split("\n"))
 
 
-def _run_ended(e: RunEnded) -> Shown:
+def _run_ended(e: ev.RunEnded) -> Shown:
     message = e.message
     lead = e.reason.replace("_", " ")
     title = message if message.lower().startswith(lead) else f"{lead}: {message}"
@@ -263,7 +236,7 @@ def _run_ended(e: RunEnded) -> Shown:
                  f"{e.prompt_tokens + e.completion_tokens:,} tokens)", tone=tone)
 
 
-def _observation(e: ObservationEvent) -> Shown:
+def _observation(e: ev.ObservationEvent) -> Shown:
     out = call_outcome(e)
     r = e.result
     if out.status == "ok":
@@ -273,7 +246,7 @@ def _observation(e: ObservationEvent) -> Shown:
     return Shown("observation", f"{e.tool}: {out.label} ({out.timing})", out.tail, tone=out.status)
 
 
-def _compacted(e: Compacted) -> Shown:
+def _compacted(e: ev.Compacted) -> Shown:
     how = "summarised" if e.strategy == "summary" else "old tool outputs masked"
     masked = f", {plural(len(e.masked_call_ids), 'output')} masked" if e.masked_call_ids else ""
     who = "by hand" if e.trigger == "manual" else "automatically, the context was filling"
@@ -282,7 +255,7 @@ def _compacted(e: Compacted) -> Shown:
                  e.summary if e.strategy == "summary" else "")
 
 
-def _undo(e: UndoApplied) -> Shown:
+def _undo(e: ev.UndoApplied) -> Shown:
     done = [f.path for f in e.files if f.action in ("restored", "deleted")]
     refused = [f"{f.path} ({f.reason})" for f in e.files if f.action == "refused"]
     skipped = [f.path for f in e.files if f.action == "skipped"]
@@ -298,79 +271,79 @@ def _undo(e: UndoApplied) -> Shown:
     return Shown("undo_applied", title, "\n".join(done), tone="error" if refused else "info")
 
 
-def show(event: Event, *, you: str | None = None) -> Shown:
+def show(event: ev.Event, *, you: str | None = None) -> Shown:
     """``event`` in words.  ``you``: the approver name of the door showing it (``tui``), so
     that door says "allowed by you"."""
     match event:
-        case SessionStarted():
+        case ev.SessionStarted():
             parent = (f", subagent of {event.parent_session_id} call {event.parent_call_id}"
                       if event.parent_session_id else "")
             return Shown(event.type, f"session started (abhed {event.abhed_version or '?'}"
                          f"{parent}) in {event.workspace}")
-        case SessionEnded():
+        case ev.SessionEnded():
             return Shown(event.type, f"session ended: {event.reason}")
-        case StartupNotice():
+        case ev.StartupNotice():
             tone: Tone = "warning" if event.kind == "sandbox_fallback" else "error"
             return Shown(event.type, event.message, tone=tone)
-        case RunStarted():
+        case ev.RunStarted():
             return Shown(event.type, f"run {event.run_id}: {event.model} in {event.mode} mode"
                          + (" (resumed)" if event.resumed else ""))
-        case UserMessage():
+        case ev.UserMessage():
             return Shown(event.type, "steer:" if event.kind == "steer" else "user:", event.text,
                          tone="prompt")
-        case ModelTurn():
+        case ev.ModelTurn():
             calls = "\n".join(f"-> {c.name} {_clip(c.arguments, 200)}" for c in event.tool_calls)
             return Shown(event.type, "model:", "\n".join(p for p in (event.text.strip(), calls)
                                                          if p), tone="answer")
-        case ActionEvent():
+        case ev.ActionEvent():
             return Shown(event.type, f"{event.tool} {call_summary(event.tool, event.args)}"
                          + ("" if event.source == "model" else f"  [{event.source}]"))
-        case ObservationEvent():
+        case ev.ObservationEvent():
             return _observation(event)
-        case ApprovalEvent():
+        case ev.ApprovalEvent():
             word = "allowed" if event.decision == "allow" else "denied"
             return Shown(event.type, f"{event.tool}: {word} by {decider(event.decided_by, you=you)}"
                          + (f": {event.reason}" if event.reason else ""),
                          tone="ok" if event.decision == "allow" else "refused")
-        case RunEnded():
+        case ev.RunEnded():
             return _run_ended(event)
-        case PolicyDecision():
+        case ev.PolicyDecision():
             return Shown(event.type, f"{event.tool}: policy says {event.verdict} "
                          f"({event.decided_by}): {event.reason}", audit=True)
-        case PolicyRuleAdded():
+        case ev.PolicyRuleAdded():
             rule = " ".join(f"{k}={v}" for k, v in event.rule.items() if v not in (None, "", {}))
             return Shown(event.type, f"stored for this session: allow {rule or event.rule_id}"
                          f" (answered by {decider(event.added_by, you=you)})")
-        case ExtensionLog():
+        case ev.ExtensionLog():
             return Shown(event.type, f"extension {event.extension} ({event.kind}): "
                          f"{event.message}", audit=event.kind == "log")
-        case ExtensionDied():
+        case ev.ExtensionDied():
             return Shown(event.type, f"extension {event.extension} stopped answering while "
                          f"handling {event.event} ({event.reason}); it is skipped for the rest "
                          "of the session", tone="error")
-        case TodoUpdated():
+        case ev.TodoUpdated():
             return Shown(event.type, "todo:", status_lines(
                 [(i.status, f"{i.id}: {i.content}") for i in event.items]))
-        case PlanUpdated():
+        case ev.PlanUpdated():
             body = status_lines([(s.status, s.step) for s in event.steps], numbered=True)
             return Shown(event.type, f"plan: {event.title}",
                          body + (f"\n{event.notes}" if event.notes else ""))
-        case Compacted():
+        case ev.Compacted():
             return _compacted(event)
-        case UndoApplied():
+        case ev.UndoApplied():
             return _undo(event)
-        case TaskStarted():
+        case ev.TaskStarted():
             budget = ", ".join(f"{k} {v:g}" for k, v in event.reserved.items())
             return Shown(event.type, f"subagent {event.agent_type} started: {event.description}"
                          f" (session {event.child_session_id}"
                          + (f"; reserved {budget}" if budget else "") + ")")
-        case TaskEnded():
+        case ev.TaskEnded():
             spent = ", ".join(f"{k} {v:g}" for k, v in event.spent.items())
             files = ", ".join(event.files_changed) or "none"
             return Shown(event.type, f"subagent {event.child_session_id} ended: {event.status};"
                          f" files changed: {files}" + (f"; spent {spent}" if spent else ""),
                          tone="ok" if event.status == "done" else "error")
-        case ForwardingChanged():
+        case ev.ForwardingChanged():
             if event.state == "restored":
                 title = (f"forwarding to {event.destination} restored: {event.replayed:,} sent "
                          f"late, {event.lost:,} lost")
@@ -380,18 +353,18 @@ def show(event: Event, *, you: str | None = None) -> Shown:
                          + (f" ({event.lost:,} events lost)" if event.lost else ""))
             return Shown(event.type, title, tone="ok" if event.state == "restored" else "error",
                          audit=True)
-        case DecisionBasis():
+        case ev.DecisionBasis():
             return Shown(event.type, f"decision basis {event.digest[:12]}", audit=True)
-        case SegmentStarted():
+        case ev.SegmentStarted():
             return Shown(event.type, f"log segment {event.segment} started ({event.reason})",
                          audit=True)
-        case LogRepaired():
+        case ev.LogRepaired():
             return Shown(event.type, f"log repaired: {plural(event.lost_events, 'event')} lost, "
                          f"damaged file kept at {event.damaged_file}", tone="error", audit=True)
-        case SegmentDeleted():
+        case ev.SegmentDeleted():
             return Shown(event.type, f"log segment {event.segment} deleted by "
                          f"{event.deleted_by}", audit=True)
-        case ForwardingChanged():
+        case ev.ForwardingChanged():
             lost = f", {plural(event.lost, 'event')} never sent" if event.lost else ""
             if event.state == "interrupted":
                 return Shown(event.type, f"forwarding to {event.destination} interrupted: "
