@@ -7,7 +7,7 @@ that wants no restrictions passes :meth:`appliance.policy.Gate.permissive`,
 which still runs the real path.
 
 Order of events for one call (docs/architecture.md explains why the action
-comes first, before validation, unlike the drawing in DESIGN.md)::
+comes first, before validation, unlike the drawing in docs/design.md)::
 
     action -> policy_decision -> [approval] -> (run) -> observation
 """

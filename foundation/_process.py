@@ -18,7 +18,7 @@ __all__ = ["OFFLINE_ENV", "terminate_group"]
 
 # What a child that may load models or phone home (vLLM, transformers, the agent
 # the installer probes) gets, so that it never tries to reach a hub or send usage
-# statistics: the appliance works with no route out (DESIGN, contract 9).
+# statistics: the appliance works with no route out (docs/design.md, contract 9).
 OFFLINE_ENV: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",

@@ -1,4 +1,4 @@
-"""DESIGN's dependency arrows and the no-private-imports rule, held by an AST walk.
+"""The package arrows (docs/architecture.md) and the no-private-imports rule, held by an AST walk.
 
     foundation -> nothing of ours      tools, models -> foundation
     bundle -> foundation               installer -> bundle, foundation
@@ -132,7 +132,7 @@ def _check(name: str, path: Path) -> list[str]:
         where = f"{path.name}:{line}: {name} imports {target}"
         if top in ALLOWED and target_top in PACKAGES and target_top != top \
                 and target_top not in ALLOWED[top] and (name, target_top) not in EXCEPTIONS:
-            found.append(f"{where} (the arrow {top} -> {target_top} is not in DESIGN.md)")
+            found.append(f"{where} (the arrow {top} -> {target_top} is not in docs/architecture.md's table)")
         if target_top not in checked:
             continue
         owner = _private_owner(target)

@@ -1,6 +1,6 @@
 """The effective settings: the site layer narrowed by the engineer's, with where each value came from.
 
-The one place the layers meet (DESIGN.md, "Who decides: the site, then the
+The one place the layers meet (docs/design.md, "Who decides: the site, then the
 engineer"). The site's settings (:mod:`appliance.compose._site_layer`) are the
 ceiling; the user layer (``ABHED_HOME/config.json`` or ``--config``, then the
 flags of the door) may only narrow them: a stricter mode, more deny and ask

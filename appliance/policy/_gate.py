@@ -1,6 +1,6 @@
 """Between the action event and execution: validate, normalize, judge, ask, record.
 
-Order (DESIGN.md "the path of one tool call"): schema validation ->
+Order (docs/design.md, "The path of one tool call"): schema validation ->
 normalization (paths resolved beneath the workspace, so rules and extensions
 see what would really be touched) -> extensions (veto, ask, rewrite; never
 allow) -> operator rules and mode -> the tool's own precheck (only when the
