@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -93,18 +93,23 @@ def load_descriptor(path: Path) -> ServeDescriptor:
         raise StepFailed(str(exc)) from None
 
 
+def _filler(values: Mapping[str, str], what: str) -> Callable[[re.Match[str]], str]:
+    """The replacement for one ``{placeholder}``: its value, or StepFailed naming the known ones."""
+    def fill(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise StepFailed(f"{what} uses unknown placeholder {{{key}}}; known: "
+                             f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        return values[key]
+    return fill
+
+
 def expand_values(value: Any, values: Mapping[str, str], *, what: str, depth: int = 0) -> Any:
     """Fill placeholders in every string of a JSON value (keys are left as they are)."""
     if depth > 32:
         raise StepFailed(f"{what} is nested more than 32 levels deep: refused")
     if isinstance(value, str):
-        def sub(m: re.Match[str]) -> str:
-            key = m.group(1)
-            if key not in values:
-                raise StepFailed(f"{what} uses unknown placeholder {{{key}}}; known: "
-                                 f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
-            return values[key]
-        return _PLACEHOLDER.sub(sub, value)
+        return _PLACEHOLDER.sub(_filler(values, what), value)
     if isinstance(value, list):
         return [expand_values(v, values, what=what, depth=depth + 1) for v in value]
     if isinstance(value, dict):
@@ -115,14 +120,8 @@ def expand_values(value: Any, values: Mapping[str, str], *, what: str, depth: in
 def expand(argv: tuple[str, ...], values: Mapping[str, str], *, release: Path,
            what: str) -> list[str]:
     """Fill placeholders; the program must resolve inside ``release`` (never the host's)."""
-    def sub(m: re.Match[str]) -> str:
-        key = m.group(1)
-        if key not in values:
-            raise StepFailed(f"{what} uses unknown placeholder {{{key}}}; known: "
-                             f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
-        return values[key]
-
-    out = [_PLACEHOLDER.sub(sub, a) for a in argv]
+    fill = _filler(values, what)
+    out = [_PLACEHOLDER.sub(fill, a) for a in argv]
     program = Path(out[0])
     if not program.is_absolute():
         raise StepFailed(f"{what}: program {out[0]!r} is not an absolute path inside the "

@@ -49,7 +49,7 @@ from models._request_log import (
     request_ids,
 )
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
-from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
+from models._scripted import ScriptedCall, ScriptedServer, ScriptStep, serve_until_interrupted
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
 from models._signature import (
     MODEL_SIGNATURE,
@@ -116,6 +116,7 @@ __all__ = [
     "public_key_pem",
     "read_requests",
     "request_ids",
+    "serve_until_interrupted",
     "sign_model",
     "signature_identity",
     "suggest_tensor_parallel",

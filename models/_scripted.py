@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models._request_log import REQUEST_HEADER, SESSION_HEADER
 
-__all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer"]
+__all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer", "serve_until_interrupted"]
 
 _MAX_BODY = 64 * 1024 * 1024
 
@@ -288,7 +288,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--model", default="scripted")
     ns = ap.parse_args(argv)
     steps = json.loads(ns.script.read_text(encoding="utf-8"))
-    server = ScriptedServer(steps, model=ns.model, port=ns.port).start()
+    serve_until_interrupted(ScriptedServer(steps, model=ns.model, port=ns.port).start())
+
+
+def serve_until_interrupted(server: ScriptedServer) -> None:
+    """Say where ``server`` listens, then serve until Ctrl-C (the ``python -m`` forms)."""
     print(f"listening on {server.base_url}", flush=True)
     try:
         while True:

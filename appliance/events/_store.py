@@ -248,6 +248,20 @@ class EventStore:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         return int(meta.get("base_seq", 0)), meta.get("base_hash", GENESIS), int(meta.get("segment", 1))
 
+    @classmethod
+    def _segment_head(cls, conn: sqlite3.Connection) -> tuple[
+            int, int, str, dict[str, int], list[Any]]:
+        """What the next segment starts from: this one's number, its head (seq, hash), each
+        session's last seq, and the sessions (a rotation and a continuation both read it)."""
+        base_seq, base_hash, number = cls._read_base(conn)
+        last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        head_seq, head_hash = (last[0], last[1]) if last else (base_seq, base_hash)
+        counters = dict(conn.execute("SELECT session_id, session_seq FROM session_base"))
+        counters.update(conn.execute(
+            "SELECT session_id, MAX(session_seq) FROM events GROUP BY session_id"))
+        sessions = conn.execute("SELECT id, workspace, created_at FROM sessions").fetchall()
+        return number, head_seq, head_hash, counters, sessions
+
     def _try_exclusive(self, action: Callable[[], object]) -> None:
         """Run ``action`` if no other process has the log open; otherwise leave it for later."""
         try:
@@ -297,13 +311,7 @@ class EventStore:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=30.0)
             conn.executescript(SCHEMA)
             self._init_meta(conn)
-            base_seq, base_hash, number = self._read_base(conn)
-            last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            head_seq, head_hash = (last[0], last[1]) if last else (base_seq, base_hash)
-            counters = dict(conn.execute("SELECT session_id, session_seq FROM session_base"))
-            counters.update(conn.execute(
-                "SELECT session_id, MAX(session_seq) FROM events GROUP BY session_id"))
-            sessions = conn.execute("SELECT id, workspace, created_at FROM sessions").fetchall()
+            number, head_seq, head_hash, counters, sessions = self._segment_head(conn)
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             conn.execute("PRAGMA journal_mode=DELETE")
             conn.close()
@@ -329,13 +337,7 @@ class EventStore:
             return
         conn = open_ro(last_sealed)
         try:
-            base_seq, base_hash, number = self._read_base(conn)
-            last = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            head_seq, head_hash = (last[0], last[1]) if last else (base_seq, base_hash)
-            counters = dict(conn.execute("SELECT session_id, session_seq FROM session_base"))
-            counters.update(conn.execute(
-                "SELECT session_id, MAX(session_seq) FROM events GROUP BY session_id"))
-            sessions = conn.execute("SELECT id, workspace, created_at FROM sessions").fetchall()
+            number, head_seq, head_hash, counters, sessions = self._segment_head(conn)
         finally:
             conn.close()
         start_segment(self.path, number + 1, head_seq, head_hash, counters, sessions,

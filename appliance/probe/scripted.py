@@ -30,14 +30,13 @@ import argparse
 import json
 import re
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from appliance.probe._cases import Case, RefCall, RefTurn, load_cases
 from appliance.probe._fixture import render
-from models import ScriptedCall, ScriptedServer, ScriptStep
+from models import ScriptedCall, ScriptedServer, ScriptStep, serve_until_interrupted
 
 __all__ = ["BEHAVIOURS", "ReferenceModel", "serve"]
 
@@ -154,13 +153,7 @@ def _main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--model", default="scripted")
     ns = ap.parse_args(argv)
-    server = serve(ns.behaviour, script=ns.script, port=ns.port, model=ns.model)
-    print(f"listening on {server.base_url}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
+    serve_until_interrupted(serve(ns.behaviour, script=ns.script, port=ns.port, model=ns.model))
 
 
 if __name__ == "__main__":
