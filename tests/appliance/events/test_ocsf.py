@@ -10,42 +10,7 @@ from typing import Any
 
 import pytest
 
-from appliance.events import (
-    EVENT_ADAPTER,
-    ActionEvent,
-    ApprovalEvent,
-    Compacted,
-    DecisionBasis,
-    Event,
-    EventStore,
-    ExtensionDied,
-    ExtensionLog,
-    FileRestore,
-    ForwardingChanged,
-    LogRepaired,
-    ModelTurn,
-    ObservationEvent,
-    PlanStepState,
-    PlanUpdated,
-    PolicyDecision,
-    PolicyRuleAdded,
-    RunEnded,
-    RunStarted,
-    SegmentDeleted,
-    SegmentStarted,
-    SessionEnded,
-    SessionStarted,
-    StartupNotice,
-    TaskEnded,
-    TaskStarted,
-    TodoEntry,
-    TodoUpdated,
-    TurnToolCall,
-    TurnUsage,
-    UndoApplied,
-    UserMessage,
-    export_log,
-)
+import appliance.events as ev
 from appliance.events._ocsf import OcsfMapper
 from models import ScriptedServer
 from tests.appliance.events.logs import Cli
@@ -55,72 +20,72 @@ from tools import ToolResult
 HUGE = "Ω\u0000\x1b[31m" + "x" * 200_000  # control bytes, escape codes, far over every cap
 
 
-def _samples(session: str) -> list[Event]:
+def _samples(session: str) -> list[ev.Event]:
     """One of every event kind, with the awkward values a log really holds."""
     return [
-        SessionStarted(session_id=session, workspace="/w", abhed_version="9.9",
+        ev.SessionStarted(session_id=session, workspace="/w", abhed_version="9.9",
                        settings={"release": "7", "bundle_manifest_sha256": "ab" * 32,
                                  "signing_key_ids": ["0123456789ABCDEF"],
                                  "site_settings_sha256": "cd" * 32,
                                  "effective_settings_sha256": "ef" * 32,
                                  "model_signature": {"key": "12" * 32, "digest": "34" * 32}}),
-        RunStarted(session_id=session, run_id="r1", provider="local", model="qwen",
+        ev.RunStarted(session_id=session, run_id="r1", provider="local", model="qwen",
                    mode="ask", system_prompt_sha256="0" * 64),
-        UserMessage(session_id=session, run_id="r1", text=HUGE),
-        ModelTurn(session_id=session, run_id="r1", turn=1, text="",
-                  tool_calls=[TurnToolCall(id="c1", name="bash", arguments="{not json")],
-                  usage=TurnUsage(prompt_tokens=5, completion_tokens=7), duration_ms=3.5),
-        ActionEvent(session_id=session, call_id="c1", tool="bash",
+        ev.UserMessage(session_id=session, run_id="r1", text=HUGE),
+        ev.ModelTurn(session_id=session, run_id="r1", turn=1, text="",
+                  tool_calls=[ev.TurnToolCall(id="c1", name="bash", arguments="{not json")],
+                  usage=ev.TurnUsage(prompt_tokens=5, completion_tokens=7), duration_ms=3.5),
+        ev.ActionEvent(session_id=session, call_id="c1", tool="bash",
                     args={"command": HUGE, "description": "d"}),
-        PolicyDecision(session_id=session, call_id="c1", tool="bash", verdict="ask",
+        ev.PolicyDecision(session_id=session, call_id="c1", tool="bash", verdict="ask",
                        decided_by="destructive", reason="rm -rf", args={"command": "rm -rf /"},
                        commands=["rm -rf /"], basis_digest="a" * 64),
-        ApprovalEvent(session_id=session, run_id="r1", call_id="c1", tool="bash",
+        ev.ApprovalEvent(session_id=session, run_id="r1", call_id="c1", tool="bash",
                       decision="deny", decided_by="tui", reason="no", approver="ana (uid 1000)"),
-        PolicyRuleAdded(session_id=session, call_id="c1", rule_id="session-allow[0]",
+        ev.PolicyRuleAdded(session_id=session, call_id="c1", rule_id="session-allow[0]",
                         rule={"tool": "bash", "program": "git"}, added_by="tui"),
-        ObservationEvent(session_id=session, call_id="c1", tool="bash", duration_ms=1.0,
+        ev.ObservationEvent(session_id=session, call_id="c1", tool="bash", duration_ms=1.0,
                          result=ToolResult(ok=True, content="x\n[exit code 3]",
                                            details={"exit_code": 3, "sandbox": "microvm",
                                                     "cwd": "/w"})),
-        ObservationEvent(session_id=session, call_id="c9", tool="write", duration_ms=1.0,
+        ev.ObservationEvent(session_id=session, call_id="c9", tool="write", duration_ms=1.0,
                          result=ToolResult(ok=True, content="Created",
                                            details={"path": "/w/a b.txt", "created": True,
                                                     "changed": True, "sha256_after": "f" * 64,
                                                     "diff": HUGE})),
-        ObservationEvent(session_id=session, call_id="c8", tool="mcp__x__y", duration_ms=1.0,
+        ev.ObservationEvent(session_id=session, call_id="c8", tool="mcp__x__y", duration_ms=1.0,
                          result=ToolResult(ok=False, content="boom",
                                            error={"code": "mcp_error", "message": "boom"},
                                            details={"nested": {"deep": [HUGE]}})),
-        TodoUpdated(session_id=session, call_id="c2", items=[
-            TodoEntry(id="1", content="a", status="pending")]),
-        PlanUpdated(session_id=session, call_id="c3", title="t",
-                    steps=[PlanStepState(step="s", status="done")]),
-        Compacted(session_id=session, trigger="auto", strategy="mask", masked_call_ids=["c1"],
+        ev.TodoUpdated(session_id=session, call_id="c2", items=[
+            ev.TodoEntry(id="1", content="a", status="pending")]),
+        ev.PlanUpdated(session_id=session, call_id="c3", title="t",
+                    steps=[ev.PlanStepState(step="s", status="done")]),
+        ev.Compacted(session_id=session, trigger="auto", strategy="mask", masked_call_ids=["c1"],
                   tokens_before=10, tokens_after=5, context_tokens=100),
-        UndoApplied(session_id=session, requested_by="cli", files=[
-            FileRestore(path="/w/a", action="restored", sha256_before="1" * 64)]),
-        TaskStarted(session_id=session, call_id="c4", child_session_id="s-child",
+        ev.UndoApplied(session_id=session, requested_by="cli", files=[
+            ev.FileRestore(path="/w/a", action="restored", sha256_before="1" * 64)]),
+        ev.TaskStarted(session_id=session, call_id="c4", child_session_id="s-child",
                     agent_type="explore", description="look", reserved={"turns": 3}),
-        TaskEnded(session_id=session, call_id="c4", child_session_id="s-child", status="done"),
-        DecisionBasis(session_id=session, digest="a" * 64, policy={"mode": "ask", "deny": []},
+        ev.TaskEnded(session_id=session, call_id="c4", child_session_id="s-child", status="done"),
+        ev.DecisionBasis(session_id=session, digest="a" * 64, policy={"mode": "ask", "deny": []},
                       tools={"bash": {}}),
-        ExtensionLog(session_id=session, extension="guard", event="tool_call", kind="ignored",
+        ev.ExtensionLog(session_id=session, extension="guard", event="tool_call", kind="ignored",
                      message="tried to allow"),
-        ExtensionDied(session_id=session, extension="guard", event="tool_call", reason="hung"),
-        StartupNotice(session_id=session, kind="sandbox_fallback", subject="microvm",
+        ev.ExtensionDied(session_id=session, extension="guard", event="tool_call", reason="hung"),
+        ev.StartupNotice(session_id=session, kind="sandbox_fallback", subject="microvm",
                       message="no /dev/kvm"),
-        RunEnded(session_id=session, run_id="r1", reason="max_turns", message="stop", turns=3),
-        SessionEnded(session_id=session, reason="done"),
-        SegmentStarted(session_id="log", segment=2, previous_segment="events.000001.db",
+        ev.RunEnded(session_id=session, run_id="r1", reason="max_turns", message="stop", turns=3),
+        ev.SessionEnded(session_id=session, reason="done"),
+        ev.SegmentStarted(session_id="log", segment=2, previous_segment="events.000001.db",
                        previous_head_seq=9, previous_head_hash="b" * 64, reason="size"),
-        SegmentDeleted(session_id="log", segment="events.000001.db", first_seq=1, last_seq=9,
+        ev.SegmentDeleted(session_id="log", segment="events.000001.db", first_seq=1, last_seq=9,
                        head_hash="b" * 64, sha256="c" * 64, deleted_by="ana (uid 1000)"),
-        ForwardingChanged(session_id="log", destination="syslog:/dev/log", state="restored",
+        ev.ForwardingChanged(session_id="log", destination="syslog:/dev/log", state="restored",
                           error="Connection refused (/dev/log)", since="2026-12-01T00:00:00Z",
                           missed=1200, replayed=1000, lost=200, first_missed_seq=3,
                           last_missed_seq=1202),
-        LogRepaired(session_id="log", damaged_file="/x", damaged_sha256="d" * 64, damage="page 5",
+        ev.LogRepaired(session_id="log", damaged_file="/x", damaged_sha256="d" * 64, damage="page 5",
                     last_good_seq=3, last_good_hash="e" * 64, highest_seq_seen=4,
                     highest_hash_seen="f" * 64, lost_events=1, method="rowid"),
     ]
@@ -128,15 +93,15 @@ def _samples(session: str) -> list[Event]:
 
 def test_every_kind_of_event_maps_to_a_valid_ocsf_record(tmp_path: Path) -> None:
     samples = _samples("s-1")
-    union = typing.get_args(typing.get_args(Event)[0])
+    union = typing.get_args(typing.get_args(ev.Event)[0])
     kinds = {typing.get_args(m.model_fields["type"].annotation)[0] for m in union}
     assert {e.type for e in samples} == kinds, "a new event kind needs an OCSF mapping and a sample"
-    store = EventStore(tmp_path / "events.db")
+    store = ev.EventStore(tmp_path / "events.db")
     store.create_session("s-1", "/w", "2026-12-01T00:00:00Z")
     for event in samples:
         store.append(event)
     out = tmp_path / "audit.ocsf.jsonl"
-    export_log(store, out, fmt="ocsf")
+    ev.export_log(store, out, fmt="ocsf")
     rows = list(store.rows())
     store.close()
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -262,7 +227,7 @@ def test_a_mapper_refuses_nothing_it_is_given() -> None:
     """Hostile but valid events (any JSON as arguments) still make valid records."""
     mapper = OcsfMapper(log_name="/l")
     for args in (None, [], "str", 1.5, {"": {"": [None] * 10_000}}):
-        event = EVENT_ADAPTER.validate_python(
+        event = ev.EVENT_ADAPTER.validate_python(
             {"type": "action", "session_id": "s", "call_id": "c", "tool": "t", "args": args})
         record = mapper.record(seq=1, session_seq=1, prev_hash="0" * 64, hash="1" * 64,
                                event=event)
