@@ -215,8 +215,12 @@ class ModelFront:
         raw.settimeout(self.settings.handshake_timeout_s)
         try:
             sock = self.tls.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+        except (ssl.SSLError, OSError):
+            return
+        try:
             sock.do_handshake()
         except (ssl.SSLError, OSError) as exc:
+            sock.close()
             reason = getattr(exc, "reason", None) or type(exc).__name__
             # No certificate was believed: the record names the address the attempt came from.
             self._record(_Call(host=_as_host(peer), started_at=started,
@@ -247,6 +251,12 @@ class ModelFront:
                     raise HttpRefusal(503, "record_unwritable", "the model service cannot "
                                       "write its request record, so it answers nothing; the "
                                       "operator must free disk space or fix the record's file")
+                # Read first: a refusal sent over an unread request can be lost to a reset.
+                incoming = ex.read()
+                if incoming is None:
+                    call.outcome, call.detail = "cancelled", "closed before a request"
+                    self._record(call)
+                    return
                 if ident is None:
                     raise HttpRefusal(403, "no_host", "the client certificate names no host")
                 why = self.revocations.check(ident.serial)
@@ -257,11 +267,6 @@ class ModelFront:
                                       "--rotate`)")
                 if why is not None:
                     raise HttpRefusal(503, "revocation_list", why)
-                incoming = ex.read()
-                if incoming is None:
-                    call.outcome, call.detail = "cancelled", "closed before a request"
-                    self._record(call)
-                    return
                 self._admit(incoming, call)
                 self._forward(ex, incoming, call)
             except HttpRefusal as refusal:

@@ -126,15 +126,16 @@ class ModelRelay:
             return
         try:
             try:
-                uid = peer_uid(sock)
+                uid = peer_uid(sock)  # before anything is read: who opened this connection
+                # Read next: a refusal sent over an unread request can be lost to a reset.
+                incoming = ex.read()
+                if incoming is None:
+                    return
                 user = _user_name(uid)
                 why = self.enrolment.check(user, uid)
                 if why is not None:
                     _log(f"refused uid {uid} ({user}): {why}")
                     raise HttpRefusal(403, "not_enrolled", why)
-                incoming = ex.read()
-                if incoming is None:
-                    return
                 if not incoming.target.startswith("/v1/") or ".." in incoming.target:
                     raise HttpRefusal(404, "not_found", f"the model relay forwards /v1/ "
                                       f"requests only, not {incoming.target[:200]!r}")
