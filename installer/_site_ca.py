@@ -31,9 +31,10 @@ from typing import Any
 
 from ._audit import AuditLog
 from ._errors import UsageError
-from ._layout import atomic_write
+from ._layout import Layout, atomic_write
 
-__all__ = ["ROLES", "Issued", "SiteCA", "check_credential", "check_crl", "split_credential"]
+__all__ = ["ROLES", "HostPaths", "Issued", "SiteCA", "check_credential", "check_crl",
+           "host_paths", "split_credential"]
 
 ROLES = ("agent", "model", "all")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
@@ -43,6 +44,23 @@ _MAX_PEM = 1024 * 1024
 
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Where a host keeps its part of the model service's trust (under ``PREFIX/state``)."""
+
+    dir: Path
+    credential: Path  # the host's key and certificate: root, 0600
+    ca: Path  # the site CA it trusts (pinned by the first credential)
+    crl: Path  # a model host's copy of the CA's revocation list
+    engineers: Path  # the enrolled engineers (models._enrolment's format)
+
+
+def host_paths(layout: Layout) -> HostPaths:
+    d = layout.state_dir / "credential"
+    return HostPaths(dir=d, credential=d / "host.pem", ca=d / "ca.pem", crl=d / "crl.pem",
+                     engineers=layout.state_dir / "engineers.json")
 
 
 @dataclass(frozen=True)

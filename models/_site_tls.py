@@ -21,6 +21,7 @@ import ssl
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from models._errors import ServeError
 
@@ -81,7 +82,8 @@ def peer_identity(sock: ssl.SSLSocket) -> PeerIdentity | None:
     if not cert:
         return None
     host = None
-    for rdn in cert.get("subject", ()):
+    subject: Any = cert.get("subject", ())
+    for rdn in subject:
         for key, value in rdn:
             if key == "commonName":
                 host = str(value)
