@@ -14,12 +14,14 @@ import argparse
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from foundation import FoundationError, read_regular
 
 from .._audit import AuditLog
 from .._errors import UsageError
 from .._layout import Layout, atomic_write, lock_prefix
+from .._services import vllm_key_path
 from .._site_ca import check_credential, check_crl, host_paths, split_credential
 from .._ui import out
 
@@ -38,6 +40,23 @@ def _old(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def _vllm_key(layout: Layout, cert: Any) -> Path | None:
+    """On a model host (a certificate that may serve), the key vLLM will demand, made once:
+    only the front, as root, reads it (installer._services)."""
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    try:
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        return None
+    path = vllm_key_path(layout)
+    if ExtendedKeyUsageOID.SERVER_AUTH not in usages or path.exists():
+        return None
+    atomic_write(path, secrets.token_urlsafe(32).encode() + b"\n", 0o600)
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
                 atomic_write(paths.credential, cred, 0o600)
                 os.chown(paths.credential, 0, 0)
                 atomic_write(paths.ca, ca_pem, 0o644)
+                made_key = _vllm_key(layout, host_cert)
                 entry = audit.append("credential", "install", "ok", **base, host=host,
+                                     vllm_key=str(made_key) if made_key else None,
                                      serial=f"{host_cert.serial_number:x}",
                                      not_after=host_cert.not_valid_after_utc.isoformat())
                 out(f"installed: this host's site credential as {host} (serial "

@@ -179,3 +179,40 @@ def test_engineer_enroll_and_revoke_are_what_the_relay_reads(
                      ("engineer", "revoke", "ok")]
     listing.write_text("{broken")
     assert "damaged" in str(relay.check("nobody", 65534))
+
+
+def test_a_model_hosts_credential_brings_the_key_vllm_demands_and_the_doors_units(
+        ca: Path, tmp_path: Path, prefix: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    from installer._layout import Layout
+    from installer._services import (
+        front_unit_text,
+        relay_unit_text,
+        render_run_script,
+        vllm_key_path,
+    )
+
+    layout = Layout(prefix)
+    _run(capsys, "ca", "issue", ca, "--host", "model-a", "--role", "all", "--ip", "127.0.0.1",
+         "--out", tmp_path / "m.pem")
+    assert _run(capsys, "credential", "install", tmp_path / "m.pem", "--prefix", prefix)[0] == 0
+    key = vllm_key_path(layout)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    script = tmp_path / "run"
+    script.write_text(render_run_script(1, ["/usr/bin/env"], {}, layout))
+    env = subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True,
+                         env={"PATH": "/usr/bin:/bin"}).stdout
+    assert f"VLLM_API_KEY={key.read_text().strip()}" in env.splitlines()
+    front = front_unit_text(layout)
+    assert f"--api-key-file {key}" in front and "--crl" in front and "model-front" in front
+    relay = relay_unit_text(layout, ["https://model-a:8443", "https://model-b:8443"])
+    assert "--socket /run/abhed/model.sock" in relay
+    assert relay.count("--upstream") == 2 and "engineers.json" in relay
+    # An agent host's credential makes no vLLM key.
+    other = tmp_path / "agent-prefix"
+    other.mkdir()
+    _run(capsys, "ca", "issue", ca, "--host", "agent-1", "--role", "agent",
+         "--out", tmp_path / "a.pem")
+    assert _run(capsys, "credential", "install", tmp_path / "a.pem", "--prefix", other)[0] == 0
+    assert not vllm_key_path(Layout(other)).exists()
