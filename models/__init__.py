@@ -8,7 +8,10 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`), and the site's model service: the relay on every
+(:class:`ScriptedServer`), the model service's request record
+(:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
+:func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
+:data:`REQUEST_HEADER`), and the site's model service: the relay on every
 engineers' host (:class:`ModelRelay`) and the front on every model host
 (:class:`ModelFront`), docs/model-service.md.
 
@@ -28,6 +31,8 @@ from models._errors import (
     ProviderProtocolError,
     ProviderUnavailable,
     RequestCancelled,
+    RequestLogBroken,
+    RequestLogError,
     ServeError,
 )
 from models._front import FrontSettings, ModelFront
@@ -37,6 +42,15 @@ from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
 from models._relay import ModelRelay, RelaySettings
+from models._request_log import (
+    REQUEST_HEADER,
+    SESSION_HEADER,
+    RequestLog,
+    RequestRecord,
+    StoredRequest,
+    read_requests,
+    request_ids,
+)
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
@@ -57,6 +71,8 @@ __all__ = [
     "OFFLINE_ENV",
     "PRESETS",
     "PROBE_FAMILIES",
+    "REQUEST_HEADER",
+    "SESSION_HEADER",
     "SUPPORTED_APIS",
     "TOOL_CALL_PARSERS",
     "VLLM_SAMPLING",
@@ -84,11 +100,16 @@ __all__ = [
     "ProviderUnavailable",
     "RelaySettings",
     "RequestCancelled",
+    "RequestLog",
+    "RequestLogBroken",
+    "RequestLogError",
+    "RequestRecord",
     "ScriptStep",
     "ScriptedCall",
     "ScriptedServer",
     "ServeError",
     "ServeSettings",
+    "StoredRequest",
     "ToolCall",
     "Usage",
     "VllmServer",
@@ -99,6 +120,8 @@ __all__ = [
     "load_catalog",
     "open_provider",
     "public_key_pem",
+    "read_requests",
+    "request_ids",
     "sign_model",
     "signature_identity",
     "suggest_tensor_parallel",

@@ -31,8 +31,16 @@ import httpx
 import pytest
 
 from installer._site_ca import SiteCA
-from models import FrontSettings, ModelFront, ScriptedServer, ScriptStep
-from models._request_log import REQUEST_HEADER, SESSION_HEADER, RequestRecord, read_requests
+from models import (
+    REQUEST_HEADER,
+    SESSION_HEADER,
+    FrontSettings,
+    ModelFront,
+    RequestRecord,
+    ScriptedServer,
+    ScriptStep,
+    read_requests,
+)
 from tests.helpers import shared_scratch
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="real users and a root relay need root"),
