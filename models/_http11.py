@@ -65,6 +65,7 @@ class Exchange:
         self.read_timeout_s = read_timeout_s
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=max_head_bytes)
         self.status: int | None = None  # the status sent, once sent
+        self._whole = False  # the request was read to its end
 
     def read(self) -> Incoming | None:
         """The request, or None when the peer closed before sending one.
@@ -110,6 +111,7 @@ class Exchange:
                                       "conversation")
             elif isinstance(event, h11.EndOfMessage):
                 assert req is not None
+                self._whole = True
                 return Incoming(method=req.method.decode("ascii", "replace"),
                                 target=req.target.decode("ascii", "replace"),
                                 headers=[(k.decode("latin-1").lower(), v.decode("latin-1"))
@@ -156,7 +158,23 @@ class Exchange:
         try:
             self.reply_json(refusal.status, error_body(refusal.code, refusal.message))
         except (OSError, h11.LocalProtocolError):
-            pass
+            return
+        if not self._whole:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Read what the peer is still sending (up to 4 MiB, until it pauses): closing over
+        unread bytes makes TCP send a reset, which can destroy the refusal in flight."""
+        self.sock.settimeout(0.2)
+        left = 4 << 20
+        try:
+            while left > 0:
+                data = self.sock.recv(min(_RECV, left))
+                if not data:
+                    return
+                left -= len(data)
+        except OSError:
+            return
 
 
 def error_body(code: str, message: str) -> dict[str, object]:

@@ -370,3 +370,68 @@ def test_a_stream_passes_through_chunk_by_chunk(site: Site, tmp_path: Path) -> N
     finally:
         held.shutdown()
         held.server_close()
+
+
+def _tls_raw(site: Site, data: bytes) -> bytes:
+    """Send ``data`` to the front over TLS with a host credential; everything it answers."""
+    import socket as so
+
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    with so.create_connection(("127.0.0.1", site.front.port), timeout=30) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "code"), [
+    (b"NOT HTTP AT ALL\r\n\r\n", 400, "bad_request"),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n",
+     413, "too_large"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: eng-a\r\n"
+     b"x-abhed-session: not an id\r\n\r\n", 400, "bad_request_id"),
+    (b"GET /health HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: eng-a\r\n\r\n", 404, "not_found"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: a b\r\n\r\n", 400, "no_engineer"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\n" + b"x-pad: " + b"a" * 100_000 + b"\r\n\r\n",
+     431, "bad_request"),
+], ids=["not-http", "huge-body", "bad-session-id", "not-v1", "bad-engineer", "huge-head"])
+def test_the_front_answers_hostile_requests_with_a_json_error(
+        site: Site, request_bytes: bytes, status: int, code: str) -> None:
+    before = len(site.records())
+    got = _tls_raw(site, request_bytes)
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == str(status).encode(), got[:300]
+    assert json.loads(body)["error"]["code"] == code
+    rec = site.records()[before:]
+    assert [r.outcome for r in rec] == ["refused"] and rec[0].host == "agent-1"
+
+
+RAW_SOCKET = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode())
+out = b""
+while chunk := s.recv(65536):
+    out += chunk
+sys.stdout.write(out.decode())
+"""
+
+
+@pytest.mark.parametrize(("request_text", "status"), [
+    ("garbage\r\n\r\n", "400"),
+    ("GET /health HTTP/1.1\r\nhost: x\r\n\r\n", "404"),
+    ("GET /v1/../health HTTP/1.1\r\nhost: x\r\n\r\n", "404"),
+    ("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 99999999999\r\n\r\n",
+     "413"),
+], ids=["garbage", "not-v1", "dot-dot", "huge-body"])
+def test_the_relay_answers_hostile_requests_with_a_json_error(site: Site, request_text: str,
+                                                              status: str) -> None:
+    done = site.as_engineer("eng-a", RAW_SOCKET, str(site.socket), request_text)
+    assert done.returncode == 0, done.stderr
+    head, _, body = done.stdout.partition("\n\n")  # text mode made each CRLF a newline
+    assert head.split(" ")[1] == status, done.stdout[:300]
+    assert json.loads(body)["error"]["message"]
