@@ -216,3 +216,26 @@ def test_a_model_hosts_credential_brings_the_key_vllm_demands_and_the_doors_unit
          "--out", tmp_path / "a.pem")
     assert _run(capsys, "credential", "install", tmp_path / "a.pem", "--prefix", other)[0] == 0
     assert not vllm_key_path(Layout(other)).exists()
+
+
+@pytest.mark.slow
+def test_the_built_binary_runs_the_verbs(installer_bin: list[str], tmp_path: Path) -> None:
+    """The frozen installer carries cryptography's X.509 and these verbs (imported by name)."""
+    import subprocess
+
+    def run(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*installer_bin, *[str(a) for a in args]], capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    prefix = tmp_path / "opt-abhed"
+    prefix.mkdir()
+    for argv in (("ca", "init", tmp_path / "ca", "--site", "lab"),
+                 ("ca", "issue", tmp_path / "ca", "--host", "dev-1", "--role", "agent",
+                  "--out", tmp_path / "dev-1.pem"),
+                 ("credential", "install", tmp_path / "dev-1.pem", "--prefix", prefix),
+                 ("engineer", "enroll", "nobody", "--prefix", prefix)):
+        done = run(*argv)
+        assert done.returncode == 0, (argv, done.stdout + done.stderr)
+    assert run("ca", "issue", tmp_path / "ca", "--host", "bad host", "--role", "agent",
+               "--out", tmp_path / "x.pem").returncode == ExitCode.USAGE
+    assert Enrolment(prefix / "state/engineers.json").check("nobody", 65534) is None

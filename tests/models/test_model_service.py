@@ -435,3 +435,30 @@ def test_the_relay_answers_hostile_requests_with_a_json_error(site: Site, reques
     head, _, body = done.stdout.partition("\n\n")  # text mode made each CRLF a newline
     assert head.split(" ")[1] == status, done.stdout[:300]
     assert json.loads(body)["error"]["message"]
+
+
+def test_a_model_host_that_answers_as_another_is_refused_by_the_relay(site: Site,
+                                                                    tmp_path: Path) -> None:
+    """The relay checks the front's certificate names the host it asked for: a model host
+    answering with its own (valid, same-CA) certificate for another name is not believed."""
+    from models import ModelRelay, RelaySettings
+
+    impostor = site.ca.issue("model-b", "model", dns=[], ips=[], days=30)  # no 127.0.0.1
+    assert impostor.pem
+    cred = _write(tmp_path / "model-b.pem", impostor.pem, 0o600)
+    (tmp_path / "engineers.json").write_text(json.dumps(
+        {"format": "abhed-engineers/1", "engineers": {"root": {"uid": 0}}}))
+    other = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path, credential=cred,
+        crl=site.base / "model/crl.pem", upstream=site.upstream.base_url.removesuffix("/v1"),
+        record=tmp_path / "r.sqlite"))
+    with other, ModelRelay(RelaySettings(
+            socket_path=tmp_path / "m.sock", upstreams=[f"https://127.0.0.1:{other.port}"],
+            ca=site.ca.cert_path, credential=site.credential,
+            enrolment=tmp_path / "engineers.json")), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(tmp_path / "m.sock")), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+    assert resp.status_code == 502
+    err = resp.json()["error"]
+    assert err["code"] == "upstream_unreachable" and "does not name the host" in err["message"]
