@@ -182,6 +182,7 @@ class ModelFront:
             except ModelsError as exc:
                 raise ServeError(str(exc), reason="api_key") from None
         self._key = key
+        self._own_log = log is None
         self.log = log if log is not None else RequestLog(settings.record)
         self.upstream = settings.upstream.rstrip("/")
         self._http = httpx.Client(trust_env=False, follow_redirects=False, transport=transport,
@@ -364,6 +365,8 @@ class ModelFront:
         self._http.close()
         if self._thread is not None:
             self._thread.join(10)
+        if self._own_log:
+            self.log.close()
 
     def __enter__(self) -> ModelFront:
         return self.start()
