@@ -163,7 +163,8 @@ class ModelRelay:
                 continue
             except httpx.HTTPError as exc:
                 raise HttpRefusal(502, "upstream_failed", f"the model service at {base} did not "
-                                  f"answer: {_tls_reason(exc)}") from None
+                                  f"answer: {_tls_reason(exc)}; if that names a certificate, "
+                                  "ask the operator for this host's credential") from None
             try:
                 ex.start(resp.status_code, [(k, v) for k, v in resp.headers.items()
                                             if k.lower() != "content-encoding"])
@@ -220,7 +221,8 @@ def _tls_reason(exc: Exception) -> str:
     text = str(exc)
     for needle, said in (("certificate revoked", "this host's credential was revoked"),
                          ("certificate expired", "a certificate has expired"),
-                         ("unknown ca", "the model service does not know this site's CA"),
+                         ("unknown ca", "the model service does not trust the CA that "
+                          "issued this host's credential (another site's?)"),
                          ("certificate verify failed", "the model service's certificate is "
                           "not from this site's CA or does not name the host asked for"),
                          ("bad certificate", "the model service refused this host's "

@@ -462,3 +462,37 @@ def test_a_model_host_that_answers_as_another_is_refused_by_the_relay(site: Site
     assert resp.status_code == 502
     err = resp.json()["error"]
     assert err["code"] == "upstream_unreachable" and "does not name the host" in err["message"]
+
+
+@pytest.mark.parametrize("kind", ["foreign", "expired", "revoked"])
+def test_a_relay_holding_a_bad_credential_tells_the_engineer_why(site: Site, tmp_path: Path,
+                                                                 kind: str) -> None:
+    """What an engineer sees when their host's credential is another site's, expired or
+    revoked: the relay's JSON error names the certificate problem and the way out."""
+    from models import ModelRelay, RelaySettings
+
+    if kind == "foreign":
+        other = SiteCA(tmp_path / "other-ca")
+        other.init("elsewhere", days=30)
+        issued = other.issue("agent-9", "agent", dns=[], ips=[], days=30)
+    else:
+        issued = site.ca.issue(f"agent-{kind}", "agent", dns=[], ips=[], days=1,
+                               valid_from=datetime.datetime.now(datetime.UTC)
+                               - datetime.timedelta(days=3 if kind == "expired" else 0))
+    if kind == "revoked":
+        site.ca.revoke("agent-revoked")
+        shutil.copy(site.ca.crl_path, site.base / "model/crl.pem")
+    assert issued.pem
+    cred = _write(tmp_path / "cred.pem", issued.pem, 0o600)
+    (tmp_path / "engineers.json").write_text(json.dumps(
+        {"format": "abhed-engineers/1", "engineers": {"root": {"uid": 0}}}))
+    with ModelRelay(RelaySettings(
+            socket_path=tmp_path / "m.sock", upstreams=[site.front_url], ca=site.ca.cert_path,
+            credential=cred, enrolment=tmp_path / "engineers.json")), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(tmp_path / "m.sock")), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+    message = resp.json()["error"]["message"]
+    expected = {"foreign": "does not trust the CA that issued this host's credential",
+                "expired": "has expired", "revoked": "was revoked"}[kind]
+    assert resp.status_code in (403, 502) and expected in message, message
