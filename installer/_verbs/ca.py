@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{ca.cert_path}, revocation list {ca.crl_path}); its key never leaves "
                 "this machine")
         elif args.ca_verb == "issue":
+            if not args.out.parent.is_dir():
+                raise UsageError(f"{args.out.parent} is not a directory: name the credential "
+                                 "file in one that exists")
             if args.out.exists() and not args.rotate:
                 raise UsageError(f"{args.out} exists; name a new file, or pass --rotate to "
                                  "replace the host's credential")

@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                     out(f"unchanged: this host already holds that credential ({host})")
                     return 0
                 paths.dir.mkdir(parents=True, exist_ok=True, mode=0o755)
+                if os.geteuid() != 0:
+                    raise UsageError("run `credential install` as root: the host's key must "
+                                     "be root's alone")
                 atomic_write(paths.credential, cred, 0o600)
                 os.chown(paths.credential, 0, 0)
                 atomic_write(paths.ca, ca_pem, 0o644)

@@ -8,6 +8,7 @@ engineers' list read back by the relay's own reader (``models._enrolment``)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import stat
 from pathlib import Path
@@ -87,6 +88,22 @@ def test_issue_refuses_malformed_input(ca: Path, tmp_path: Path, bad: list[str],
         code, text = int(str(exc.code)), ""
     assert code == ExitCode.USAGE, text
     assert not (tmp_path / "x.pem").exists()
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "x", "99999"])
+def test_a_validity_out_of_range_is_a_usage_error(ca: Path, tmp_path: Path, days: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ca", "issue", str(ca), "--host", "h", "--role", "agent", "--days", days,
+              "--out", str(tmp_path / "x.pem")])
+    assert exc.value.code == ExitCode.USAGE and not (tmp_path / "x.pem").exists()
+
+
+def test_issue_into_a_missing_directory_is_refused_before_anything_is_issued(
+        ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _run(capsys, "ca", "issue", ca, "--host", "h", "--role", "agent",
+                      "--out", tmp_path / "nowhere" / "h.pem")
+    assert code == ExitCode.USAGE and "not a directory" in text
+    assert json.loads((ca / "issued.json").read_text())["issued"] == []
 
 
 def test_a_verb_without_a_ca_says_how_to_make_one(tmp_path: Path,
