@@ -496,3 +496,25 @@ def test_a_relay_holding_a_bad_credential_tells_the_engineer_why(site: Site, tmp
     expected = {"foreign": "does not trust the CA that issued this host's credential",
                 "expired": "has expired", "revoked": "was revoked"}[kind]
     assert resp.status_code in (403, 502) and expected in message, message
+
+
+def test_a_model_server_that_is_down_is_a_503_the_agent_retries_and_it_is_recorded(
+        site: Site, tmp_path: Path) -> None:
+    import socket as so
+
+    with so.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    front = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
+        credential=site.creds["model"], crl=site.base / "model/crl.pem",
+        upstream=f"http://127.0.0.1:{port}", record=tmp_path / "r.sqlite"))
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    with front, httpx.Client(verify=ctx, trust_env=False, timeout=30) as c:
+        resp = c.post(f"https://127.0.0.1:{front.port}/v1/chat/completions", json={},
+                      headers={"X-Abhed-Engineer": "eng-a"})
+    assert resp.status_code == 503 and resp.json()["error"]["code"] == "model_unavailable"
+    (rec,) = read_requests(tmp_path / "r.sqlite")
+    assert (rec.record.outcome, rec.record.status, rec.record.engineer) == ("refused", 503,
+                                                                           "eng-a")
