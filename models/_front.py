@@ -198,7 +198,10 @@ class ModelFront:
         family = socket.AF_INET6 if ":" in settings.listen_host else socket.AF_INET
 
         class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-            daemon_threads = True
+            # Shutting down waits for the requests in flight (each bounded by its timeouts),
+            # so an answer being streamed is finished and recorded, not cut.
+            daemon_threads = False
+            block_on_close = True
             allow_reuse_address = True
             address_family = family
 
@@ -221,12 +224,13 @@ class ModelFront:
         try:
             sock.do_handshake()
         except (ssl.SSLError, OSError) as exc:
-            sock.close()
             reason = getattr(exc, "reason", None) or type(exc).__name__
             # No certificate was believed: the record names the address the attempt came from.
+            # Recorded before the connection closes, so a refusal is on record once it is seen.
             self._record(_Call(host=_as_host(peer), started_at=started,
                                outcome="refused", status=0,
                                detail=f"TLS handshake refused from {peer}: {reason} ({exc})"))
+            sock.close()
             return
         try:
             self._serve(sock, peer, started)
@@ -242,9 +246,9 @@ class ModelFront:
         call = _Call(host=ident.host if ident else _as_host(peer), started_at=started)
         if not self._slots.acquire(blocking=False):
             call.outcome, call.status, call.detail = "refused", 503, "at the connection limit"
+            self._record(call)
             ex.refuse(HttpRefusal(503, "busy", "the model service is at its connection "
                                   "limit; retry in a moment"))
-            self._record(call)
             return
         try:
             try:
@@ -271,11 +275,14 @@ class ModelFront:
                 self._admit(incoming, call)
                 self._forward(ex, incoming, call)
             except HttpRefusal as refusal:
+                # Recorded before it is answered: a refusal the caller sees is on record.
                 call.outcome, call.status, call.detail = "refused", refusal.status, refusal.message
+                self._record(call)
                 ex.refuse(refusal)
+                return
         finally:
             self._slots.release()
-        self._record(call)
+        self._record(call)  # an answered request: when its answer has ended, tokens counted
 
     def _admit(self, incoming: Incoming, call: _Call) -> None:
         import httpx

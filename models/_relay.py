@@ -108,7 +108,10 @@ class ModelRelay:
                 relay.handle(self.request)
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-            daemon_threads = True
+            # Shutting down waits for the requests in flight (each bounded by its timeouts),
+            # so an answer being streamed is finished and recorded, not cut.
+            daemon_threads = False
+            block_on_close = True
 
         path = settings.socket_path
         path.parent.mkdir(parents=True, exist_ok=True)

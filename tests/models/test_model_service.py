@@ -86,6 +86,18 @@ class Site:
     def records(self) -> list[RequestRecord]:
         return [s.record for s in read_requests(self.base / "model/requests.sqlite")]
 
+    def new_records(self, before: int, count: int) -> list[RequestRecord]:
+        """The records after the first ``before``, once there are ``count`` of them: an
+        answered request is recorded when its answer has ended, which the caller may see
+        a moment sooner."""
+        deadline = time.monotonic() + 30
+        while True:
+            new = self.records()[before:]
+            if len(new) >= count or time.monotonic() > deadline:
+                assert len(new) == count, new
+                return new
+            time.sleep(0.05)
+
     def as_engineer(self, name: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
         uid = ENGINEERS[name]
         return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
@@ -213,7 +225,7 @@ def test_two_engineers_on_one_host_are_each_attributed(site: Site) -> None:
         done = answers[name]
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["text"] == f"echo: hello from {name}"
-    new = site.records()[before:]
+    new = site.new_records(before, 2)
     assert sorted(r.engineer for r in new) == ["eng-a", "eng-b"]
     for r in new:
         assert (r.host, r.outcome, r.status, r.model) == ("agent-1", "ok", 200, "scripted")
@@ -229,7 +241,7 @@ def test_session_and_request_ids_pass_through_and_a_spoofed_engineer_is_overwrit
                                        SESSION_HEADER: "sess-1", REQUEST_HEADER: "req-1.2",
                                        "Authorization": "Bearer stolen"})
     assert got["status"] == 200, got
-    (rec,) = site.records()[before:]
+    (rec,) = site.new_records(before, 1)
     assert (rec.engineer, rec.host) == ("eng-a", "agent-1")
     assert (rec.session_id, rec.request_id) == ("sess-1", "req-1.2")
     assert site.upstream.authorizations[-1] == f"Bearer {VLLM_KEY}"
@@ -287,7 +299,9 @@ def test_another_sites_expired_and_revoked_credentials_are_refused(site: Site) -
     assert foreign.pem and old.pem and gone.pem
     paths = {n: _write(site.base / f"{n}.pem", i.pem, 0o600)
              for n, i in (("foreign", foreign), ("old", old), ("gone", gone))}
+    answered = len(site.records())
     assert _direct(site, paths["gone"]).status_code == 200  # valid until revoked
+    site.new_records(answered, 1)
     site.ca.revoke("agent-gone")
     shutil.copy(site.ca.crl_path, site.base / "model/crl.pem")
     before = len(site.records())
