@@ -4,7 +4,8 @@ trail's own tools.
 ``join`` is here, not in the installer, because it is the auditor's check of
 event logs against the model service's request record, run on collected
 copies off any host: it needs the event log's own verification (this
-package), and the installer may import nothing of the agent.
+package, through appliance.events), and the installer may import nothing of the
+agent.
 
 verify, repair and export of a file read the log without opening it as a
 store, because the store refuses a damaged log and these are what an

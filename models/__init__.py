@@ -43,6 +43,7 @@ from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
 from models._relay import ModelRelay, RelaySettings
 from models._request_log import (
+    LISTING_ENDPOINTS,
     REQUEST_HEADER,
     SESSION_HEADER,
     RequestLog,
@@ -66,6 +67,7 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 
 __all__ = [
     "KNOWN_SAMPLING",
+    "LISTING_ENDPOINTS",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",

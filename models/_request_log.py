@@ -45,6 +45,7 @@ from models._errors import RequestLogBroken, RequestLogError
 
 __all__ = [
     "DETAIL_MAX",
+    "LISTING_ENDPOINTS",
     "ID_MAX",
     "REQUEST_HEADER",
     "REQUEST_LOG_FORMAT",
@@ -61,6 +62,9 @@ __all__ = [
 SESSION_HEADER = "X-Abhed-Session"
 REQUEST_HEADER = "X-Abhed-Request"
 REQUEST_LOG_FORMAT = "abhed-requests-1"
+#: Paths that only describe the service (no prompt reaches the model): the agent asks for
+#: them before a session exists, so the join counts them apart instead of flagging them.
+LISTING_ENDPOINTS = frozenset({"/v1/models", "/health", "/version", "/ping"})
 ID_MAX = 128
 DETAIL_MAX = 2048
 _LINE_MAX = 64 * 1024  # one exported record; a record is a few hundred bytes
@@ -116,6 +120,9 @@ class RequestRecord(BaseModel):
                                    pattern=f"^{_ID.pattern}$")
     request_id: str | None = Field(default=None, min_length=1, max_length=ID_MAX,
                                    pattern=f"^{_ID.pattern}$")
+    endpoint: str = Field(default="", max_length=256, pattern=r"^[!-~]*$",
+                          description="The API path asked for (/v1/chat/completions, "
+                          "/v1/models); the join does not ask a listing for a session.")
     model: str = Field(default="", max_length=256,
                        description="The model the request named; empty when it named none.")
     started_at: str = Field(description="UTC, ISO 8601: when the front received the request.")
@@ -353,7 +360,10 @@ def read_requests(path: Path) -> list[StoredRequest]:
             rows = conn.execute("SELECT seq, prev_hash, hash, body FROM requests ORDER BY seq")
             return [walker.feed(int(s), str(p), str(h), str(b)) for s, p, h, b in rows]
         except sqlite3.Error as exc:
-            raise RequestLogError(f"{path} is not a request record (SQLite says {exc})") from None
+            raise RequestLogError(
+                f"{path} is not a request record (SQLite says {exc}); a copy of a live "
+                "record needs its -wal file beside it: copy both, or export it on the model "
+                "host with `abhed events export-requests`") from None
         finally:
             conn.close()
     return _read_jsonl(path)

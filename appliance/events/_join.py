@@ -18,7 +18,10 @@ then each request record is joined on (host, engineer, session, request id):
   (a turn that failed before a reply was recorded, a compaction summary, or
   a caller that reused a session id);
 * ``ungoverned``: no session id, or one that engineer's log on that host
-  does not hold: a call from outside the agent.
+  does not hold: a call from outside the agent;
+* ``listing``: a request for a path that only describes the service
+  (``models.LISTING_ENDPOINTS``: the model list the agent asks for before
+  its session exists); counted, not flagged.
 
 Exit codes (:attr:`JoinReport.exit_code`): 0 every request in a governed
 session, 1 ungoverned requests found (listed), 2 could not check.
@@ -37,11 +40,11 @@ from appliance.events._export import verify_export
 from appliance.events._schema import ROW_COLUMNS
 from appliance.events._segment_files import open_ro, sealed_segments
 from appliance.events._verify import verify_log
-from models import RequestLogError, StoredRequest, read_requests
+from models import LISTING_ENDPOINTS, RequestLogError, StoredRequest, read_requests
 
 __all__ = ["AgentLog", "JoinReport", "JoinedRequest", "collect_agent_logs", "join_logs"]
 
-Verdict = Literal["matched", "in_session", "ungoverned"]
+Verdict = Literal["matched", "in_session", "ungoverned", "listing"]
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,12 @@ class JoinReport:
         out = [f"{len(self.requests)} model request(s) from {self.agent_logs} agent log(s) "
                f"({self.sessions} session(s)): {c['matched']} matched to a recorded turn, "
                f"{c['in_session']} in a governed session without a recorded turn, "
-               f"{c['ungoverned']} with no governed session"]
+               f"{c['ungoverned']} with no governed session"
+               + (f"; {c['listing']} listing(s) of the service ({', '.join(sorted(LISTING_ENDPOINTS))})"
+                  if c["listing"] else "")]
         by_who: dict[tuple[str, str], list[JoinedRequest]] = {}
         for j in self.requests:
-            if j.verdict != "matched":
+            if j.verdict in ("in_session", "ungoverned"):
                 by_who.setdefault((j.stored.record.host, j.stored.record.engineer), []).append(j)
         for (host, engineer), items in sorted(by_who.items()):
             out.append(f"{engineer} on {host}:")
@@ -216,7 +221,9 @@ def join_logs(model_logs: list[Path], agent_logs: list[AgentLog]) -> JoinReport:
         known = next((s for (host, eng), s in sessions.items()
                       if eng == r.engineer and _same_host(host, r.host)), {})
         verdict: Verdict = "ungoverned"
-        if r.session_id is not None and r.session_id in known:
+        if r.endpoint in LISTING_ENDPOINTS:
+            verdict = "listing"
+        elif r.session_id is not None and r.session_id in known:
             verdict = "matched" if r.request_id in known[r.session_id] else "in_session"
         report.requests.append(JoinedRequest(stored, source, verdict))
     return report

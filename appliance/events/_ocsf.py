@@ -518,7 +518,7 @@ def request_record(stored: StoredRequest, *, log_name: str, product: dict[str, s
     message = (f"{r.engineer}@{r.host}: {r.outcome} ({r.status}), {r.tokens_in} tokens in, "
                f"{r.tokens_out} out, session {session}, request {r.request_id or 'none'}"
                + (f": {r.detail}" if r.detail else ""))
-    api: dict[str, Any] = {"operation": "chat.completions",
+    api: dict[str, Any] = {"operation": r.endpoint or "unknown",
                            "service": {"name": "abhed model service"},
                            "request": {"uid": r.request_id or f"unnamed:{stored.seq}"},
                            "response": {"code": r.status}}

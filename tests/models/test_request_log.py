@@ -159,7 +159,8 @@ def test_an_export_line_with_a_body_that_is_not_a_record_is_broken(tmp_path: Pat
     ("host", ""), ("host", "a b"), ("host", "h" * 254), ("engineer", "ana\nbob"),
     ("engineer", "x" * 65), ("session_id", "s" * 129), ("request_id", "r/1"),
     ("outcome", "maybe"), ("status", 700), ("tokens_in", -1), ("started_at", "yesterday"),
-    ("ended_at", "2026-12-04T10:10:11"), ("surprise", 1),
+    ("ended_at", "2026-12-04T10:10:11"), ("surprise", 1), ("endpoint", "/v1/a b"),
+    ("endpoint", "/" * 257),
 ])
 def test_bad_fields_are_refused_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError, match=field):

@@ -13,17 +13,11 @@ itself; the serving issue adds model hosts the same way.
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.site.harness import Site, SiteHost, build_site
-from tests.vllm_server import SERVED, entry_for, free_port, tiny_model, vllm_python, write_home
-
-ENGINEERS = {"eng-1": ("ana", "bob"), "eng-2": ("cai", "dee")}
+from tests.site.harness import ENGINEERS, Site, SiteVllm, build_site, start_vllm
 
 
 @pytest.fixture(scope="module")
@@ -33,35 +27,6 @@ def site() -> Iterator[Site]:
         yield built
     finally:
         built.close()
-
-
-@dataclass(frozen=True)
-class SiteVllm:
-    host: SiteHost
-    base_url: str  # on the model host's loopback
-    served: str
-
-
-def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
-    """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL."""
-    python = vllm_python()
-    entry = entry_for(tiny_model(python))
-    port = free_port()
-    home = host.path("/srv/vllm")
-    write_home(home, python, entry, port)
-    proc = site.service(host, [sys.executable, "-m", "cli", "serve", "--model", "tiny"],
-                        env={"ABHED_HOME": "/srv/vllm"})
-    assert proc.stdout is not None and proc.stderr is not None
-    errors: list[str] = []
-    threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    url = proc.stdout.readline().strip()
-    if not url.startswith("http://"):
-        proc.wait(60)
-        log = home / "logs" / "vllm-tiny.log"
-        tail = log.read_text()[-4000:] if log.exists() else ""
-        raise RuntimeError(f"abhed serve did not start vLLM on {host.name}: "
-                           f"{''.join(errors)[-2000:]}\n{tail}")
-    return SiteVllm(host, url, SERVED)
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,8 @@ def main(keys_path: str, record_path: str, listen: str, upstream: str) -> None:
 
         def _record(self, host: str, engineer: str, started: str, **fields: Any) -> None:
             log.append(RequestRecord(host=host, engineer=engineer, started_at=started,
-                                     ended_at=_now(), **fields))
+                                     ended_at=_now(), endpoint=self.path.split("?")[0][:256],
+                                     **fields))
 
         def do_GET(self) -> None:
             self._serve(None)

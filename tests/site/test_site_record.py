@@ -28,8 +28,7 @@ import pytest
 
 from models import read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
-from tests.site.conftest import ENGINEERS, SiteVllm
-from tests.site.harness import Site, SiteHost
+from tests.site.harness import ENGINEERS, Site, SiteHost, SiteVllm
 
 pytestmark = pytest.mark.slow
 
@@ -133,19 +132,35 @@ def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
     for host, user in engineers:
         into = collected / "agents" / host.name / user
         into.mkdir(parents=True)
-        shutil.copy(host.path(f"/home/{user}/.abhed/events.db"), into / "events.db")
-    record = collected / "model-1-requests.db"
-    shutil.copy(site_vllm.host.path("/srv/front/requests.db"), record)
+        state = host.path(f"/home/{user}/.abhed/state")
+        for part in ("events.db", "events.db-wal", "segments"):
+            if (state / part).is_dir():
+                shutil.copytree(state / part, into / part)
+            elif (state / part).exists():
+                shutil.copy(state / part, into / part)
+    # The live record is exported on the model host (a copy of a live SQLite file without
+    # its -wal would miss what is not checkpointed yet); the export is re-verified here.
+    abhed_env = {"ABHED_HOME": "/srv/auditor", "PYTHONPATH": str(ROOT)}
+    exported = site_vllm.host.run([*abhed, "events", "export-requests", "--record",
+                                   "/srv/front/requests.db", "--out", "/srv/requests.jsonl"],
+                                  env=abhed_env)
+    assert exported.returncode == 0, exported.stderr
+    record = collected / "model-1-requests.jsonl"
+    shutil.copy(site_vllm.host.path("/srv/requests.jsonl"), record)
     stored = read_requests(record)
-    # Two turns per session (the forced call, then the answer), the refused and direct calls.
-    assert len(stored) == 2 * len(engineers) + 2
+    # At least two turns per session (the forced call, then more), the refused and direct calls.
+    assert len(stored) >= 2 * len(engineers) + 2
     join = subprocess.run([*abhed, "events", "join", "--requests", str(record), "--agent-logs",
                            str(collected / "agents"), "--json"], capture_output=True, text=True,
                           timeout=120, env={"ABHED_HOME": str(tmp_path / "auditor"),
                                             "PATH": "/usr/bin:/bin"})
     assert join.returncode == 1, join.stderr
     report = json.loads(join.stdout)
-    assert report["counts"] == {"matched": 2 * len(engineers), "ungoverned": 2}
+    # Each engineer's abhed lists the served models before its session starts.
+    listings = [s for s in stored if s.record.endpoint == "/v1/models"]
+    assert len(listings) == len(engineers)
+    assert report["counts"] == {"matched": len(stored) - 2 - len(listings), "ungoverned": 2,
+                                "listing": len(listings)}
     flagged = [(r["host"], r["engineer"], r["outcome"]) for r in report["requests"]
                if r["verdict"] == "ungoverned"]
     assert sorted(flagged) == [("eng-1", "ana", "ok"), ("eng-1", "unknown", "refused")]

@@ -40,9 +40,10 @@ T0, T1 = "2026-12-04T10:00:00+00:00", "2026-12-04T10:00:01+00:00"
 
 
 def _rec(session: str | None, request: str | None, *, host: str = HOST, engineer: str = ME,
-         outcome: str = "ok", status: int = 200) -> RequestRecord:
+         outcome: str = "ok", status: int = 200,
+         endpoint: str = "/v1/chat/completions") -> RequestRecord:
     return RequestRecord(host=host, engineer=engineer, session_id=session, request_id=request,
-                         model="scripted", started_at=T0, ended_at=T1, tokens_in=5,
+                         endpoint=endpoint, model="scripted", started_at=T0, ended_at=T1, tokens_in=5,
                          tokens_out=2, outcome=outcome, status=status)  # type: ignore[arg-type]
 
 
@@ -93,12 +94,14 @@ def test_direct_calls_are_listed_by_engineer_and_host(tmp_path: Path,
     agents, base, sid = site
     record = _with(tmp_path, base, _rec(None, None), _rec("s-made-up", "r-1"),
                    _rec(sid, "r-not-a-turn"), _rec(sid, "x", engineer="bob"),
-                   _rec(sid, "y", host="elsewhere"))
+                   _rec(sid, "y", host="elsewhere"), _rec(None, None, endpoint="/v1/models"))
     report = join_logs([record], collect_agent_logs(agents))
     assert report.exit_code == 1
     verdicts = [j.verdict for j in report.requests[3:]]
     # bob's and elsewhere's logs were not collected: a session id is only good for its owner.
-    assert verdicts == ["ungoverned", "ungoverned", "in_session", "ungoverned", "ungoverned"]
+    # A listing of the served models asks nothing of the model: counted, not flagged.
+    assert verdicts == ["ungoverned", "ungoverned", "in_session", "ungoverned", "ungoverned",
+                        "listing"]
     text = "\n".join(report.lines())
     assert f"{ME} on {HOST}:" in text and f"bob on {HOST}:" in text
     assert "NO GOVERNED SESSION" in text and "in session, no recorded turn" in text
