@@ -8,10 +8,12 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`), and the model service's request record
+(:class:`ScriptedServer`), the model service's request record
 (:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
 :func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
-:data:`REQUEST_HEADER`).
+:data:`REQUEST_HEADER`), and the site's model service: the relay on every
+engineers' host (:class:`ModelRelay`) and the front on every model host
+(:class:`ModelFront`), docs/model-service.md.
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
@@ -33,11 +35,13 @@ from models._errors import (
     RequestLogError,
     ServeError,
 )
+from models._front import FrontSettings, ModelFront
 from models._openai import OpenAIClient
 from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
+from models._relay import ModelRelay, RelaySettings
 from models._request_log import (
     LISTING_ENDPOINTS,
     REQUEST_HEADER,
@@ -79,7 +83,10 @@ __all__ = [
     "CatalogEntry",
     "ChatRequest",
     "Delta",
+    "FrontSettings",
+    "ModelFront",
     "ModelNotFound",
+    "ModelRelay",
     "ModelReply",
     "ModelsError",
     "OpenAIClient",
@@ -93,6 +100,7 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderProtocolError",
     "ProviderUnavailable",
+    "RelaySettings",
     "RequestCancelled",
     "RequestLog",
     "RequestLogBroken",

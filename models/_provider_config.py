@@ -52,6 +52,11 @@ class ProviderConfig(BaseModel):
     api_key_env: str | None = Field(
         default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
         description="Environment variable holding the API key (never logged).")
+    unix_socket: str | None = Field(
+        default=None, max_length=107,
+        description="Send every request through this Unix socket, the host's model relay "
+        "(/run/abhed/model.sock on a site host, docs/model-service.md); base_url then only "
+        "names the path (http://model-service/v1).")
 
     @field_validator("api")
     @classmethod
@@ -82,6 +87,19 @@ class ProviderConfig(BaseModel):
     def _one_key_source(self) -> ProviderConfig:
         if self.api_key_file is not None and self.api_key_env is not None:
             raise ValueError("set api_key_file or api_key_env, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _relay_plain(self) -> ProviderConfig:
+        if self.unix_socket is None:
+            return self
+        if not self.unix_socket.startswith("/"):
+            raise ValueError(f"unix_socket {self.unix_socket!r} must be an absolute path")
+        if len(self.base_urls) != 1 or not self.base_urls[0].startswith("http://"):
+            raise ValueError("with unix_socket, base_url is one http:// URL naming the path "
+                             "(the relay holds the TLS and the credential)")
+        if self.api_key_file is not None or self.api_key_env is not None:
+            raise ValueError("with unix_socket, the relay authenticates: set no api key")
         return self
 
     @model_validator(mode="after")
