@@ -130,10 +130,11 @@ class _Session:
     cancelled: threading.Event = field(default_factory=threading.Event)
     asking: set[concurrent.futures.Future[Approval]] = field(default_factory=set)
     plan: PlanUpdated | None = None
+    in_turn: bool = False  # from a prompt's arrival to its response (a plan's approval included)
 
     @property
     def busy(self) -> bool:
-        return self.worker is not None and self.worker.is_alive()
+        return self.in_turn or (self.worker is not None and self.worker.is_alive())
 
 
 class _Outbox:
@@ -439,6 +440,14 @@ class AbhedAgent:
                                                        content=text(said + "\n\n")))
         sess.cancelled.clear()
         sess.plan = None
+        sess.in_turn = True
+        try:
+            return await self._turn(sess, message)
+        finally:
+            sess.in_turn = False
+
+    async def _turn(self, sess: _Session, message: str) -> PromptResponse:
+        assert sess.started is not None and self.outbox is not None
         reason = await self._run(sess, message)
         if reason == "done" and sess.plan is not None and not sess.cancelled.is_set() and \
                 sess.started.agent.dispatcher.gate.engine.settings.mode == "plan":
@@ -487,7 +496,8 @@ class AbhedAgent:
     async def _approve_plan(self, sess: _Session, plan: PlanUpdated) -> str:
         """Ask to leave plan mode and carry out ``plan``; the mode chosen, or "" to keep planning."""
         assert self.client is not None and sess.started is not None
-        await self.outbox.flush() if self.outbox else None
+        if self.outbox is not None:
+            await self.outbox.flush()  # the plan is on screen before the question on it
         wider = [m for m in allowed_modes(self.config) if m != "plan"]
         if not wider:
             return ""  # the site keeps this engineer in plan mode: nothing to ask
@@ -528,7 +538,8 @@ class AbhedAgent:
         if sess.started is None or not sess.busy:
             return
         sess.cancelled.set()
-        sess.started.agent.interrupt(reason)
+        if sess.worker is not None and sess.worker.is_alive():
+            sess.started.agent.interrupt(reason)
         for fut in list(sess.asking):
             fut.cancel()
 
