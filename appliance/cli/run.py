@@ -130,7 +130,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
             config, store, workspace, door="abhed run --mode", provider_name=provider_name,
             model=model, mode=mode,
             approver=HeadlessApprover(), sampling=_parse_sampling(sampling_pairs),
-            session_id=session_id,
+            session_id=session_id, say=lambda line: click.echo(line, err=True),
             first_tool_choice={"type": "function", "function": {"name": force_tool}} if force_tool else None)
     except (AbhedError, ProviderConfigError, ModelNotFound) as exc:
         store.close()
