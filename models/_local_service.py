@@ -28,6 +28,7 @@ import fcntl
 import os
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -141,6 +142,9 @@ class LocalService:
                 say(f"{'starting' if started else 'waiting for'} the local model service for "
                     f"{self.name} (on demand; it stops after a quiet spell; log: {self.log_path})")
             self._wait(started, timeout_s)
+            if started is not None:
+                # The keeper outlives this call (and maybe this process): reap it if it ends first.
+                threading.Thread(target=started.wait, name="abhed-keeper-reaper", daemon=True).start()
             return started is not None
         finally:
             os.close(lock)
