@@ -74,7 +74,8 @@ class Config(BaseModel):
     @property
     def user_file(self) -> Path | None:
         """The engineer's settings file this config was read from (None: built-in defaults)."""
-        return Path(self._source) if self._source else None
+        path = Path(self._source) if self._source else None
+        return path if path is not None and path.is_file() else None
 
     def source_of(self, setting: str) -> str:
         """The file (or flag) the effective value of ``setting`` came from, for a refusal."""
