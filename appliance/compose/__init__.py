@@ -18,6 +18,8 @@ Public surface:
 - :func:`start_agent` → :class:`StartedAgent` (a whole agent; its subagents
   are built by :class:`Children`);
 - :func:`choose_provider`, :func:`load_config_catalog`, :func:`open_store`;
+- :func:`to_say`: which start-up notices a door prints now (a note about the
+  installation once per terminal session: :func:`first_in_terminal`);
 - :func:`reach_provider`: a provider marked ``start_on_demand`` started if need be
   (:func:`local_service`, :func:`keeper_command`).
 
@@ -39,6 +41,7 @@ from appliance.compose._layers import (
     load_config,
     rule_for,
 )
+from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
 from appliance.compose._local_model import keeper_command, local_service, reach_provider
 from appliance.compose._site import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
@@ -54,6 +57,7 @@ from appliance.compose._tooling import Notice, NoticeKind, Tooling, choose_mode,
 __all__ = [
     "DIRECTIONS",
     "HOST_SITE",
+    "ONCE_KINDS",
     "Children",
     "Config",
     "Layered",
@@ -70,6 +74,7 @@ __all__ = [
     "StartedAgent",
     "Tooling",
     "choose_mode",
+    "first_in_terminal",
     "keeper_command",
     "local_service",
     "choose_provider",
@@ -82,6 +87,8 @@ __all__ = [
     "open_store",
     "open_tooling",
     "reach_provider",
+    "terminal_session",
+    "to_say",
     "read_config",
     "rule_for",
     "start_agent",
