@@ -41,8 +41,8 @@ from appliance.compose._layers import (
     load_config,
     rule_for,
 )
-from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
 from appliance.compose._local_model import keeper_command, local_service, reach_provider
+from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
 from appliance.compose._site import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
     Children,
