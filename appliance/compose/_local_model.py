@@ -21,7 +21,7 @@ __all__ = ["SERVE_MODULE", "keeper_command", "local_service", "reach_provider"]
 
 #: The module that runs the ``abhed`` command; the keeper is ``abhed serve`` run through it
 #: (a process started by name, not an import: the composition does not import its doors).
-SERVE_MODULE = "appliance.cli"
+SERVE_MODULE = "cli"
 
 
 def local_service(pconf: ProviderConfig) -> LocalService:

@@ -18,7 +18,7 @@ NOTE = "no site settings apply"
 
 
 def _read(ws: Path, *, new_session: bool = False) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "appliance.cli", "tool", "read",
+    argv = [sys.executable, "-m", "cli", "tool", "read",
             json.dumps({"path": str(ws / "a.txt")}), "--workspace", str(ws)]
     return subprocess.run(["setsid", "--wait", *argv] if new_session else argv,
                           capture_output=True, text=True, timeout=120, check=False,

@@ -20,7 +20,7 @@ from models import CatalogEntry, hash_weights
 
 
 def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "appliance.cli", "doctor", *args],
+    return subprocess.run([sys.executable, "-m", "cli", "doctor", *args],
                           capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from appliance.cli._common import config_option
+from cli._common import config_option
 
 
 @click.command()
