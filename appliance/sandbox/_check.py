@@ -101,7 +101,7 @@ def kvm_status(settings: SandboxSettings | None = None) -> tuple[bool, str]:
         return True, "/dev/kvm is usable (no image yet to boot with it)"
     key = _accel.probe_key(settings.qemu_binary, image.kernel, image.manifest)
     if _accel.recall(key) == "tcg":
-        reason = _accel.recalled_reason(key) or "a KVM boot failed"
+        reason = " ".join((_accel.recalled_reason(key) or "a KVM boot failed").split())[:300]
         return False, (f"KVM failed to boot this image on this host before ({reason}); software "
                        f"emulation is used until the kernel, QEMU or image changes "
                        f"(remembered in {_accel.state_path()})")

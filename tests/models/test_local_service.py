@@ -145,3 +145,9 @@ def test_another_local_user_cannot_reach_the_service(tmp_path: Path) -> None:
         assert mine.stdout.strip() == "connected"
     finally:
         server.close()
+
+
+def test_serve_refuses_stop_when_unused_without_a_socket(abhed_home: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "cli", "serve", "--stop-when-unused"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "--stop-when-unused needs --socket" in proc.stderr
