@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
 
 
-def _start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path) -> None:
+def _start_model_service(site: Site, vllm: SiteVllm,
+                         ca_dir: Path) -> list[subprocess.Popen[str]]:
     """The site CA's credentials on every host, the front on the model host, a relay on
     each engineer's host, as the installer's units run them (root, /etc/abhed)."""
     ca = SiteCA(ca_dir)
@@ -74,6 +75,7 @@ def _start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
+    return services
 
 
 def _engineer_config(host: SiteHost, user: str, served: str) -> None:
@@ -102,7 +104,15 @@ def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[s
 def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
         site: Site, site_vllm: SiteVllm, tmp_path: Path) -> None:
     t0 = time.monotonic()
-    _start_model_service(site, site_vllm, tmp_path / "ca")
+    services = _start_model_service(site, site_vllm, tmp_path / "ca")
+    try:
+        _work_then_audit(site, site_vllm, tmp_path, t0)
+    finally:
+        for proc in services:  # the site outlives this test: leave it as it was found
+            site.stop(proc)
+
+
+def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
     for host, user in engineers:
         _engineer_config(host, user, site_vllm.served)
