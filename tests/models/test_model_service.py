@@ -229,6 +229,7 @@ def test_two_engineers_on_one_host_are_each_attributed(site: Site) -> None:
     assert sorted(r.engineer for r in new) == ["eng-a", "eng-b"]
     for r in new:
         assert (r.host, r.outcome, r.status, r.model) == ("agent-1", "ok", 200, "scripted")
+        assert r.endpoint == "/v1/chat/completions"
         assert r.tokens_in > 0 and r.tokens_out > 0  # from the stream's usage chunk
     # vLLM's key went with each request; the engineers never held it.
     assert site.upstream.authorizations[-1] == f"Bearer {VLLM_KEY}"
