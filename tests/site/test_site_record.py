@@ -189,6 +189,11 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float)
     matched = {(r["host"], r["engineer"], r["session_id"]) for r in report["requests"]
                if r["verdict"] == "matched"}
     assert matched == {(h, u, sid) for (h, u), sid in sessions.items()}
+    text = subprocess.run([*abhed, "events", "join", "--requests", str(record), "--agent-logs",
+                           str(collected / "agents")], capture_output=True, text=True,
+                          timeout=120, env={"ABHED_HOME": str(tmp_path / "auditor"),
+                                            "PATH": "/usr/bin:/bin"})
+    print(text.stdout)  # docs/event-log.md shows this output
     ocsf = subprocess.run([*abhed, "events", "export-requests", "--record", str(record),
                            "--out", str(tmp_path / "r.ocsf"), "--format", "ocsf"],
                           capture_output=True, text=True, timeout=120,
