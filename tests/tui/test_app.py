@@ -38,7 +38,7 @@ async def test_prompt_tool_call_and_streamed_answer(server: ScriptedServer, work
         assert app.info is not None and app.info.model == "scripted" and app.info.sandbox == "host"
         app.composer.text = "what is in a.txt?"
         await pilot.press("enter")
-        await until(pilot, lambda: app.last_answer and not app.running, what="the run to end")
+        await until(pilot, lambda: app.view.last_answer and not app.running, what="the run to end")
         assert kinds(app)[-3:] == ["user", "tool", "assistant"]
         card = app.transcript.entries[-2]
         assert isinstance(card, ToolEntry) and card.status == "ok"
@@ -93,7 +93,7 @@ async def test_destructive_bash_card_offers_no_always_and_deny_reason_reaches_mo
         for ch in "use make clean":
             await pilot.press("space" if ch == " " else ch)
         await pilot.press("enter")
-        await until(pilot, lambda: not app.running and app.last_answer, what="the run to end")
+        await until(pilot, lambda: not app.running and app.view.last_answer, what="the run to end")
         tool_msgs = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
         assert "use make clean" in tool_msgs[-1]["content"]
         assert app.card is None
@@ -115,7 +115,7 @@ async def test_allow_always_stores_the_rule_it_showed(abhed_home: Path, workspac
             assert card.pending.always_rules, "a write in ask mode can be allowed always"
             shown = card.pending.always_rules[0]
             await pilot.press("shift+tab", "a")
-            await until(pilot, lambda: not app.running and app.last_answer)
+            await until(pilot, lambda: not app.running and app.view.last_answer)
             assert target.read_text() == "hi\n"
             assert any("stored for this session" in n for n in notes(app))
             assert "tool=write" in shown
@@ -251,7 +251,7 @@ async def test_resume_rerenders_the_session_from_its_log(server: ScriptedServer,
         sid = app.info.session_id if app.info else ""
         app.composer.text = "remember me"
         await pilot.press("enter")
-        await until(pilot, lambda: app.last_answer and not app.running)
+        await until(pilot, lambda: app.view.last_answer and not app.running)
     again = real_app(workspace, session_id=sid)
     async with again.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: again.info is not None)
@@ -295,7 +295,7 @@ async def test_small_terminal_resize_and_no_color(server: ScriptedServer, worksp
         await pilot.press("enter")
         await pilot.resize_terminal(40, 12)
         await pilot.resize_terminal(160, 50)
-        await until(pilot, lambda: app.last_answer == "short" and not app.running)
+        await until(pilot, lambda: app.view.last_answer == "short" and not app.running)
         await pilot.resize_terminal(80, 24)
         assert app.query_one("#status").region.y == 23
         # one message each, after resizes: nothing duplicated or lost
@@ -311,7 +311,7 @@ async def test_tool_card_expands_by_key(server: ScriptedServer, workspace: Path)
         await until(pilot, lambda: app.info is not None)
         app.composer.text = "read"
         await pilot.press("enter")
-        await until(pilot, lambda: not app.running and app.last_answer)
+        await until(pilot, lambda: not app.running and app.view.last_answer)
         card = next(e for e in app.transcript.entries if isinstance(e, ToolEntry))
         t = app.transcript
         collapsed = t.total_lines
@@ -368,7 +368,7 @@ async def test_a_real_command_streams_into_its_card_before_it_ends(server: Scrip
         await until(pilot, lambda: app.info is not None)
         app.composer.text = "run it"
         await pilot.press("enter")
-        card = await until(pilot, lambda: next((c for c in app.cards.values()
+        card = await until(pilot, lambda: next((c for c in app.view.cards.values()
                                                  if c.tool == "bash"), None))
         await until(pilot, lambda: "starting" in card.live, timeout_s=10,
                     what="the output while the command runs")
@@ -395,7 +395,7 @@ async def test_undo_again_walks_back_and_says_when_nothing_is_left_and_redo_puts
                 await pilot.press("enter")
                 answer = prompt.replace("write", "wrote")
                 await until(pilot, lambda answer=answer: not app.running  # type: ignore[misc]
-                            and app.last_answer == answer)
+                            and app.view.last_answer == answer)
             for _ in range(3):
                 app.composer.text = "/undo"
                 await pilot.press("enter")

@@ -222,7 +222,7 @@ async def test_a_running_command_streams_into_its_card_bounded_with_its_age() ->
         now[0] += 31
         app._tick()
         await pilot.pause()
-        card = app.cards["c9"]
+        card = app.view.cards["c9"]
         assert card.status == "running" and len(card.live) <= 64 * 1024
         shown = screen_text(app)
         assert "running 31 s" in shown and "compiling unit 4999" in shown
@@ -451,7 +451,7 @@ async def test_the_token_count_resets_on_new_and_resume() -> None:
         app.composer.text = "/new"
         await pilot.press("enter")
         await started(pilot, app)
-        assert app.tokens == 0 and "· 0 tok" in str(app.query_one("#status").render())
+        assert app.view.tokens == 0 and "· 0 tok" in str(app.query_one("#status").render())
 
 
 async def test_a_sandbox_degradation_is_said_once_plainly_and_the_status_names_the_model() -> None:
@@ -523,7 +523,7 @@ async def test_streaming_still_works_after_the_rewrite() -> None:
         stream(app, "Hello **world**\n\n```py\n" + "".join(f"x{i} = {i}\n" for i in range(100)))
         app._tick()
         await pilot.pause()
-        live = app.live
+        live = app.view.live
         assert isinstance(live, AssistantEntry) and len(live.blocks) >= 2
         assert "x99 = 99" in screen_text(app)
 
