@@ -60,6 +60,7 @@ from tui._transcript import Transcript
 __all__ = ["AbhedApp", "LinkFactory", "run_tui", "tune_gc"]
 
 RENDER_HZ = 25
+TYPING_EVERY = 3  # while the person types, the stream is drawn on every third beat (~8 Hz)
 TRIM_EVERY_S = 2.0  # how often a quiet screen may give freed memory back (tui._memory)
 QUIT_WINDOW_S = 2.0
 LinkFactory = Callable[..., AgentLink]
@@ -137,6 +138,7 @@ class AbhedApp(App[int]):
         self._clock_timer: Timer | None = None
         self._forgot_seen = 0
         self._drawn_seen = 0
+        self._beat = 0  # render-clock beats so far
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -261,6 +263,11 @@ class AbhedApp(App[int]):
         text.append("\n\nFix that (docs/providers.md and docs/configuration.md say how; "
                     "`abhed run` checks the same things), then press Ctrl+R to try again, "
                     "or Ctrl+D to quit.", style="dim")
+        resumed = self.options.get("session_id")
+        if resumed:  # Ctrl+R tries the same session again: say the way out if it is the problem
+            text.append(f" When session {resumed} itself is the problem (another workspace's, "
+                        "open in another abhed), /new starts a new session here instead.",
+                        style="dim")
         self.transcript.add(NoticeEntry(text, "error"))
         if self.waiting:
             self.composer.text = "\n".join(self.waiting)
@@ -345,6 +352,12 @@ class AbhedApp(App[int]):
 
     # -- the render clock ---------------------------------------------------------------
     def _tick(self) -> None:
+        """The render clock: streamed text into the transcript, unless a typed key is not on
+        screen yet; then it waits a beat, so the key's frame draws the message box alone."""
+        composer = self.composer
+        self._beat += 1
+        if composer.echo_pending or (composer.typing and self._beat % TYPING_EVERY):
+            return
         self.view.tick()
 
     def _trim(self) -> None:

@@ -193,6 +193,11 @@ class SlashCommands:
         app.show_status()
 
     def resume(self, arg: str) -> None:
+        """/resume: pick one of this workspace's sessions; /resume ID: that one, if it is here.
+
+        A session of another workspace is never started here (it would only fail,
+        and Ctrl+R would fail again): the note says how to open it where it belongs.
+        """
         app = self.app
         if app.running:
             app.note("a run is in progress; press Esc to interrupt it first", error=True)
@@ -200,15 +205,33 @@ class SlashCommands:
         if app.link is None:
             return
         current = app.info.session_id if app.info else None
-        if arg:
-            if arg == current:
-                app.note(f"session {arg} is the one open")
-                return
-            app.restart(session_id=arg)
+        if arg == current and arg:
+            app.note(f"session {arg} is the one open")
             return
         sessions = app.link.sessions()
+        if sessions is None:
+            app.note("the event log is not open, so there are no sessions to resume: the agent "
+                     "did not start (the error above says why)", error=True)
+            return
+        if arg:
+            if any(s["id"] == arg for s in sessions):
+                app.restart(session_id=arg)
+                return
+            elsewhere = [s for s in app.link.sessions(every_workspace=True) or []
+                         if s["id"] == arg]
+            if elsewhere:
+                app.note(f"session {arg} belongs to workspace {elsewhere[0]['workspace']}, not "
+                         f"this one; open it there: abhed tui -w {elsewhere[0]['workspace']} "
+                         f"--session {arg}", error=True)
+            else:
+                app.note(f"no session {arg!r} in the event log; /resume lists this workspace's "
+                         "sessions", error=True)
+            return
+        others = len(app.link.sessions(every_workspace=True) or []) - len(sessions)
         if not sessions:
-            app.note("no recorded sessions yet")
+            app.note("no recorded sessions in this workspace yet"
+                     + (f" ({others} in other workspaces: `abhed tui -w DIR` opens a workspace, "
+                        "then /resume lists its sessions)" if others else ""))
             return
 
         def picked(session_id: str | None) -> None:
@@ -217,7 +240,7 @@ class SlashCommands:
             elif session_id:
                 app.note(f"session {session_id} is the one open")
 
-        app.push_screen(SessionPicker(sessions, current=current), picked)
+        app.push_screen(SessionPicker(sessions, current=current, others=others), picked)
 
     def export(self, arg: str) -> None:
         app = self.app

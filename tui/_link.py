@@ -15,6 +15,7 @@ thread-safe, so no widget is touched off the UI thread.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -239,10 +240,20 @@ class AgentLink:
             return []
         return list(self.store.events(self.session_id))
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every recorded session, newest first, with its first prompt (for /resume)."""
+    def sessions(self, *, every_workspace: bool = False) -> list[dict[str, Any]] | None:
+        """This workspace's recorded sessions (``every_workspace``: all of them), newest first,
+        with their first prompt (for /resume); None while the event log is not open.
+
+        A session belongs to the workspace it was made in, compared as ``Session.open``
+        compares them (real paths): only those can be resumed here.
+        """
+        if self._store is None:
+            return None
+        here = os.path.realpath(self.workspace)
         out: list[dict[str, Any]] = []
-        for info in reversed(self.store.sessions()):
+        for info in reversed(self._store.sessions()):
+            if not every_workspace and info["workspace"] != here:
+                continue
             first = ""
             for stored in self.store.events(info["id"], types=("user_message",)):
                 first = str(getattr(stored.event, "text", ""))

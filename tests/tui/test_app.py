@@ -434,3 +434,58 @@ async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, w
             await pilot.press("y")
             await until(pilot, lambda: not app.running)
             assert "x70 = 7\n" in target.read_text()
+
+
+async def test_resume_lists_only_this_workspace_and_never_starts_another_workspaces_session(
+        server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+    """Issue 33: /resume listed every workspace's sessions; picking another's failed to start,
+    Ctrl+R failed again, and nothing said that /new recovers."""
+    other = (tmp_path / "other").resolve()
+    other.mkdir()
+    there = real_app(other)
+    async with there.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: there.info is not None)
+        foreign = there.info.session_id if there.info else ""
+    here = real_app(workspace)
+    async with here.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: here.info is not None)
+        mine = here.info.session_id if here.info else ""
+        here.composer.text = "/resume"
+        await pilot.press("enter")
+        await until(pilot, lambda: type(here.screen).__name__ == "SessionPicker")
+        picker = here.screen
+        assert [s["id"] for s in picker.sessions] == [mine]  # type: ignore[attr-defined]
+        assert picker.others == 1  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: type(here.screen).__name__ != "SessionPicker")
+        here.composer.text = f"/resume {foreign}"
+        await pilot.press("enter")
+        await until(pilot, lambda: foreign in notes(here)[-1])
+        assert f"abhed tui -w {other} --session {foreign}" in notes(here)[-1]
+        assert here.info is not None and here.info.session_id == mine  # still open, untouched
+        here.composer.text = "/resume s-no-such-session"
+        await pilot.press("enter")
+        await until(pilot, lambda: "no session 's-no-such-session'" in notes(here)[-1])
+        assert here.info is not None and here.info.session_id == mine
+
+
+async def test_a_session_that_cannot_start_here_says_new_recovers(
+        server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+    other = (tmp_path / "other").resolve()
+    other.mkdir()
+    there = real_app(other)
+    async with there.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: there.info is not None)
+        foreign = there.info.session_id if there.info else ""
+    app = real_app(workspace, session_id=foreign)  # abhed tui --session FOREIGN, here
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", what="the error screen")
+        text = app.transcript.entries[-1].text()
+        assert "belongs to workspace" in text and "/new starts a new session here" in text
+        await pilot.press("ctrl+r")  # the same session again: the same answer, the way out said
+        await until(pilot, lambda: app.state == "not started"
+                    and "/new starts" in app.transcript.entries[-1].text())
+        app.composer.text = "/new"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.info is not None, what="a new session")
+        assert app.info is not None and app.info.session_id != foreign

@@ -328,7 +328,7 @@ async def test_shift_tab_to_a_card_keeps_typed_text_and_enter_does_not_toggle() 
 
 async def test_resume_picker_closes_with_esc_and_ctrl_c_and_enter_on_this_session_stays() -> None:
     class Listing(FakeLink):
-        def sessions(self) -> list[dict[str, Any]]:
+        def sessions(self, **kw: Any) -> list[dict[str, Any]]:
             return [{"id": INFO.session_id, "workspace": "/work/demo", "created_at": "2026",
                      "first_prompt": "this one"},
                     {"id": "s-older", "workspace": "/work/demo", "created_at": "2025",
