@@ -166,6 +166,7 @@ class AbhedApp(App[int]):
     def on_mount(self) -> None:
         self._clock_timer = self.set_interval(1 / RENDER_HZ, self._tick, pause=True)
         self.set_interval(TRIM_EVERY_S, self._trim)
+        self.composer.clock = self.clock
         self.composer.focus()
         self._layout_panel()
         if self.history is None:

@@ -8,6 +8,7 @@ saying so, never cut silently (claude-code#13328).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from textual import events
 from textual.message import Message
@@ -71,24 +72,25 @@ class Composer(TextArea):
                          **kw)  # type: ignore[arg-type]
         self._key_at: float | None = None  # when the key not yet shown on screen arrived
         self._last_key_at = float("-inf")
+        self.clock: Callable[[], float] = time.monotonic  # the app's, once mounted
 
     @property
     def echo_pending(self) -> bool:
         """A key arrived and the frame that shows it is not drawn yet (for at most
         :data:`ECHO_FIRST_S`): the app's render clock waits, so that frame is a cheap one."""
         since = self._key_at
-        return since is not None and time.monotonic() - since < ECHO_FIRST_S
+        return since is not None and self.clock() - since < ECHO_FIRST_S
 
     @property
     def typing(self) -> bool:
         """A key arrived within the last :data:`TYPING_S`: the person is typing."""
-        return time.monotonic() - self._last_key_at < TYPING_S
+        return self.clock() - self._last_key_at < TYPING_S
 
     def _echoed(self) -> None:
         self._key_at = None
 
     async def _on_key(self, event: events.Key) -> None:
-        self._last_key_at = time.monotonic()
+        self._last_key_at = self.clock()
         if self._key_at is None:
             self._key_at = self._last_key_at
             self.call_after_refresh(self._echoed)
