@@ -53,6 +53,14 @@ class ProviderConfig(BaseModel):
         default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
         description="Environment variable holding the API key (never logged).")
 
+    unix_socket: str | None = Field(
+        default=None, max_length=107,
+        description="Reach the server over this Unix socket (vLLM's --uds); base_url's host is then a label.")
+    start_on_demand: bool = Field(
+        default=False,
+        description="When nothing answers, start `abhed serve` for catalog_entry on a socket only "
+                    "this user can reach; it stops after serve.idle_stop_s unused (docs/quickstart.md).")
+
     @field_validator("api")
     @classmethod
     def _known_api(cls, v: str) -> str:
@@ -82,6 +90,14 @@ class ProviderConfig(BaseModel):
     def _one_key_source(self) -> ProviderConfig:
         if self.api_key_file is not None and self.api_key_env is not None:
             raise ValueError("set api_key_file or api_key_env, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _on_demand_needs_entry(self) -> ProviderConfig:
+        if self.start_on_demand and self.catalog_entry is None:
+            raise ValueError("start_on_demand needs catalog_entry: the catalog entry to serve")
+        if self.unix_socket is not None and not isinstance(self.base_url, str):
+            raise ValueError("unix_socket reaches one server: give one base_url, not a list")
         return self
 
     @model_validator(mode="after")
