@@ -9,6 +9,7 @@ message box, through the app's link and notes.
 from __future__ import annotations
 
 import shlex
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from tui._link import MODES
 from tui._screens import SessionPicker
 
 if TYPE_CHECKING:
+    from appliance.doctor import Report
     from tui._app import AbhedApp
 
 __all__ = ["COMMANDS", "KEYS", "SlashCommands", "complete_command", "help_text"]
@@ -33,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "/todo": "show the todo list and the plan",
     "/export": "write the conversation as Markdown: /export [FILE]",
     "/sandbox": "where bash runs: the sandbox backend of this session",
+    "/doctor": "what this installation is and what needs a fix (as `abhed doctor`)",
     "/copy": "copy the last answer to the clipboard",
     "/quit": "quit",
 }
@@ -109,6 +112,8 @@ class SlashCommands:
             self.export(arg)
         elif name == "/sandbox":
             self.sandbox()
+        elif name == "/doctor":
+            self.doctor()
         elif name == "/compact":
             self.compact()
         elif name in ("/undo", "/redo"):
@@ -121,6 +126,30 @@ class SlashCommands:
                 app.note("\n\n".join(app.view.panel_items.values()))
         elif name == "/copy":
             app.action_copy_last()
+
+    def doctor(self) -> None:
+        """/doctor: ``appliance.doctor.examine``'s report (``abhed doctor``'s), on a thread:
+        it may wait on the model server and read the whole event log."""
+        app = self.app
+        app.note("doctor: looking at the settings, the model, the sandbox and the event log ...")
+        config_path = app.options.get("config_path")
+
+        def work() -> None:
+            from appliance.doctor import examine
+
+            try:
+                report = examine(config_path)
+            except Exception as exc:  # examine reports its checks' failures; this is its own
+                app.call_from_thread(app.note, f"doctor failed: {type(exc).__name__}: {exc}",
+                                     error=True)
+                return
+            app.call_from_thread(self._doctored, report)
+
+        threading.Thread(target=work, name="abhed-tui-doctor", daemon=True).start()
+
+    def _doctored(self, report: Report) -> None:
+        """Show the report as ``abhed doctor`` prints it; red when something needs a fix."""
+        self.app.note("\n".join(report.lines()), error=report.exit_code != 0)
 
     def compact(self) -> None:
         app = self.app

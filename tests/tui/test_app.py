@@ -489,3 +489,19 @@ async def test_a_session_that_cannot_start_here_says_new_recovers(
         await pilot.press("enter")
         await until(pilot, lambda: app.info is not None, what="a new session")
         assert app.info is not None and app.info.session_id != foreign
+
+
+async def test_doctor_shows_what_abhed_doctor_shows(server: ScriptedServer, workspace: Path) -> None:
+    from appliance.doctor import examine
+
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "/doctor"
+        await pilot.press("enter")
+        report = await until(pilot, lambda: next((n for n in notes(app) if "\ndoctor: " in n), ""),
+                             what="the doctor's report")
+        expected = examine()  # the same function `abhed doctor` prints
+        assert report.splitlines()[-1] == expected.lines()[-1]
+        assert [line.split()[1] for line in report.splitlines()[:-1] if line[:1] != " "] == \
+            [line.split()[1] for line in expected.lines()[:-1] if line[:1] != " "]
