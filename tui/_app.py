@@ -139,6 +139,7 @@ class AbhedApp(App[int]):
         self._forgot_seen = 0
         self._drawn_seen = 0
         self._beat = 0  # render-clock beats so far
+        self._noted_models: set[str] = set()  # models whose demonstration note was said
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -241,6 +242,9 @@ class AbhedApp(App[int]):
                 self.view.event(stored.event, replay=True)
         for text, error in setup_notes(msg.info):
             self.note(text, error=error)
+        if msg.info.model_note and msg.info.model not in self._noted_models:
+            self._noted_models.add(msg.info.model)  # once per TUI session, not per /new
+            self.transcript.add(NoticeEntry(msg.info.model_note, "warning"))
         fresh = not any(s.event.type == "user_message" for s in history)
         if msg.info.mode_chosen_by == "caller" and fresh:
             self.note(f"mode {msg.info.mode}, as --mode asked (the operator's policy stays the "

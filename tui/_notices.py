@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tui._link import LinkInfo
 
-__all__ = ["setup_notes"]
+__all__ = ["demo_model_note", "setup_notes"]
 
 
 def setup_notes(info: LinkInfo) -> list[tuple[str, bool]]:
@@ -31,3 +31,11 @@ def setup_notes(info: LinkInfo) -> list[tuple[str, bool]]:
             continue
         out.append((notice.message, True))
     return out
+
+
+def demo_model_note(model: str) -> str:
+    """What a tiny demonstration model can do, said plainly (once per TUI session)."""
+    return (f"{model} is a tiny demonstration model: it cannot choose a tool by itself, so here "
+            "it answers from what it already knows instead of reading your files, and its answers "
+            "are often wrong. It shows the path from you to a model and back, not a coding agent "
+            "at work; real work needs a real model on a GPU host (docs/providers.md).")

@@ -505,3 +505,35 @@ async def test_doctor_shows_what_abhed_doctor_shows(server: ScriptedServer, work
         assert report.splitlines()[-1] == expected.lines()[-1]
         assert [line.split()[1] for line in report.splitlines()[:-1] if line[:1] != " "] == \
             [line.split()[1] for line in expected.lines()[:-1] if line[:1] != " "]
+
+
+async def test_a_demonstration_model_is_said_once_per_tui_session(abhed_home: Path,
+                                                                  workspace: Path) -> None:
+    """Issue 33: the demo's SmolLM2 answered without reading the file, and nothing told a
+    newcomer what it can do. Its catalog entry's probe bar (a named tool choice) says so."""
+    import json
+
+    with ScriptedServer() as s:
+        write_config(abhed_home, s.base_url)
+        conf = json.loads((abhed_home / "config.json").read_text())
+        conf["custom_providers"][0]["catalog_entry"] = "tiny-demo"
+        (abhed_home / "config.json").write_text(json.dumps(conf))
+        (abhed_home / "catalog.json").write_text(json.dumps({"models": [{
+            "name": "tiny-demo", "served_name": "scripted", "weights_dir": str(abhed_home),
+            "probe": {"families": ["wire"], "quick_families": ["wire"], "min_rate": {},
+                      "tool_choice": "named"}}]}))
+        app = real_app(workspace)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None, what="the agent to start")
+            said = [n for n in notes(app) if "tiny demonstration model" in n]
+            assert len(said) == 1 and said[0].startswith("scripted is a tiny demonstration")
+            app.composer.text = "/new"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.info is not None and "Session" in notes(app)[-1])
+            assert not [n for n in notes(app) if "tiny demonstration model" in n]  # said once
+        (abhed_home / "catalog.json").write_text(json.dumps({"models": [{
+            "name": "tiny-demo", "served_name": "scripted", "weights_dir": str(abhed_home)}]}))
+        app = real_app(workspace)  # a model that chooses its tools: nothing to say
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None, what="the agent to start")
+            assert app.info is not None and app.info.model_note == ""

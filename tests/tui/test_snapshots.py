@@ -266,3 +266,20 @@ def test_new_output_below_while_scrolled_up(snap_compare: Any) -> None:
         await scroll_then_more(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_tiny_demonstration_model_is_said_plainly(snap_compare: Any) -> None:
+    from dataclasses import replace
+
+    from tui._notices import demo_model_note
+
+    model = "smollm2-135m-instruct"
+    info = replace(INFO, model=model, model_note=demo_model_note(model))
+    app, before = prepared(config=None)  # the started message below is the demo model's
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        app.sink.started(info)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
