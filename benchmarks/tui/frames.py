@@ -19,6 +19,7 @@ p95 30 ms (issue 33).
 
     .venv/bin/python benchmarks/tui/frames.py                      # this tree
     .venv/bin/python benchmarks/tui/frames.py --against abdb69e    # beside an older commit
+    .venv/bin/python benchmarks/tui/frames.py --against 2a431f7 --together   # both at once
     .venv/bin/python benchmarks/tui/frames.py --messages 20 --lines 50 --seconds 2   # quick
 
 ``--against REV`` checks REV out in a temporary git worktree, runs the same
@@ -43,7 +44,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from _side import ROOT, run_against, run_child, table, tune_gc_of  # noqa: E402
+from _side import ROOT, run_against, run_child, run_together, table, tune_gc_of  # noqa: E402
 
 DEFAULT_ROOT = ROOT
 
@@ -201,6 +202,9 @@ def main() -> None:
     ap.add_argument("--keys-hz", type=float, default=10)
     ap.add_argument("--wall", action="store_true", help="frames in wall-clock time")
     ap.add_argument("--against", default=None, help="a git revision to measure beside this tree")
+    ap.add_argument("--together", action="store_true",
+                    help="with --against: measure both trees at the same time, not one after "
+                    "the other (a noisy machine then loads both alike)")
     ap.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -210,8 +214,11 @@ def main() -> None:
         result = asyncio.run(measure(a.root, a.messages, a.lines, a.tps, a.keys_hz, a.wall))
         print(json.dumps(result))
         return
-    before = run_against(a.against, HERE, shared) if a.against else None
-    now = run_child(HERE, shared)
+    if a.against and a.together:
+        now, before = run_together(a.against, HERE, shared)
+    else:
+        before = run_against(a.against, HERE, shared) if a.against else None
+        now = run_child(HERE, shared)
     print(f"session of {now['messages']:,} messages, then a {now['lines']:,}-line fence "
           f"({now['reply_chars']:,} chars) streamed in {now['streamed_s']:.1f} s; frames in "
           f"{now['clock']} time; load average {os.getloadavg()[0]:.1f}")
