@@ -20,9 +20,15 @@ def bound_diff(diff: str) -> str:
 
 
 def text_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    """The unified diff from ``old`` to ``new`` (unbounded: callers join hunks, then bound)."""
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
-                                        new.splitlines(keepends=True), old_name, new_name))
+    """The unified diff from ``old`` to ``new`` (unbounded: callers join hunks, then bound).
+
+    Every diff line ends with a newline: difflib leaves a last line without one as it
+    is, so a snippet that stops mid-file (an edit's context) ran its ``-`` line into
+    the ``+`` line after it (``-    return x+    return y``, seen in the TUI).
+    """
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 old_name, new_name)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def new_file_diff(path: str, text: str) -> str:
