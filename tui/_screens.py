@@ -23,6 +23,7 @@ class SessionPicker(ModalScreen[str | None]):
                 Binding("ctrl+c", "dismiss_none", "back", priority=True)]
     DEFAULT_CSS = """
     SessionPicker { align: center middle; }
+    SessionPicker > Static { width: 90%; height: auto; background: $panel; padding: 0 1; }
     SessionPicker > OptionList { width: 90%; height: 70%; border: round $accent; }
     """
 

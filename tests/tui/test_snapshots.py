@@ -283,3 +283,28 @@ def test_a_tiny_demonstration_model_is_said_plainly(snap_compare: Any) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_resume_picker_lists_this_workspace(snap_compare: Any) -> None:
+    from tests.tui.helpers import FakeLink
+
+    class Listing(FakeLink):
+        def sessions(self, *, every_workspace: bool = False) -> list[dict[str, Any]]:
+            mine = [{"id": SID, "workspace": "/work/demo", "created_at": "2026-01-01T00:00:00Z",
+                     "last_event_at": "2026-01-01T00:10:00Z", "first_prompt": "what does util.py "
+                     "export?"},
+                    {"id": "s-20251231-090000-123456", "workspace": "/work/demo",
+                     "created_at": "2025-12-31T09:00:00Z", "first_prompt": "fix the\nflaky test"}]
+            other = [{"id": "s-20251230-080000-654321", "workspace": "/work/other",
+                      "created_at": "2025-12-30T08:00:00Z", "first_prompt": "elsewhere"}]
+            return mine + other if every_workspace else mine
+
+    app, before = prepared(link_factory=Listing)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        app.composer.text = "/resume"
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
