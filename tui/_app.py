@@ -140,29 +140,33 @@ class AbhedApp(App[int]):
         self._drawn_seen = 0
         self._beat = 0  # render-clock beats so far
         self._noted_models: set[str] = set()  # models whose demonstration note was said
+        # Held, not queried: a timer that fires while the app shuts down finds them still
+        # (a query then raised NoMatches out of run_test, now and then).
+        self._transcript = Transcript(id="transcript")
+        self._composer = Composer(id="composer")
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
             with Vertical(id="conversation"):
-                yield Transcript(id="transcript")
+                yield self._transcript
                 yield BelowMark("▼ new output below: End (on an empty message) or Ctrl+End to "
                                 "follow", id="below")
             yield SidePanel("", id="panel")
         with Vertical(id="bottom"):
             yield Static("", id="queue")
             yield Static("", id="suggest")
-            yield Composer(id="composer")
+            yield self._composer
             yield StatusLine("", id="status")
 
     @property
     def transcript(self) -> Transcript:
-        return self.query_one(Transcript)
+        return self._transcript
 
     @property
     def composer(self) -> Composer:
-        return self.query_one(Composer)
+        return self._composer
 
     def on_mount(self) -> None:
         self._clock_timer = self.set_interval(1 / RENDER_HZ, self._tick, pause=True)
