@@ -231,8 +231,12 @@ class EventMap:
         """One beat of the render clock: streamed text in, and running calls show their age."""
         self.drain()
         live = self.live
-        if live is not None and live.tick():
-            self.app.transcript.changed(live)
+        if live is not None:
+            drew = live.tick()
+            if not self.app.composer.typing:
+                drew = live.polish() or drew  # pieces drawn plain get their colours
+            if drew:
+                self.app.transcript.changed(live)
         second = int(self.app.clock())
         if second != self._last_second:  # running calls show their age, once a second
             self._last_second = second
