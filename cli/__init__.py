@@ -24,6 +24,7 @@ __all__ = ["COMMANDS", "main"]
 # adding one line here; tests/cli/test_startup.py checks the summary
 # against the command and keeps heavy modules out of `abhed --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acp": ("cli.acp:acp", "Serve the Agent Client Protocol on stdin/stdout, for an editor (docs/acp.md)."),
     "bundle": ("cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
     "catalog": ("cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
     "config": ("cli.config:config", "Show the effective settings and where each value comes from."),
@@ -31,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "Say what this installation is and what needs a fix (exit 0 well, 1 a fix, 2 could not look)."),
     "events": ("cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
     "mcp": ("cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
+    "model-front": ("cli.model_service:model_front",
+                    "Serve the site's model requests: authenticate each host, record every request."),
+    "model-relay": ("cli.model_service:model_relay",
+                    "Relay enrolled engineers' model requests to the site's model service, naming each."),
     "policy": ("cli.policy:policy", "Inspect the operator policy."),
     "probe": ("cli.probe:probe", "Run the capability probe against a provider's model and say whether it may serve."),
     "rpc": ("cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),

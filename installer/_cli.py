@@ -44,6 +44,16 @@ def _reason(text: str) -> str:
     return text.strip()
 
 
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 36500:
+        raise argparse.ArgumentTypeError("give a whole number of days from 1 to 36500")
+    return days
+
+
 def _links(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-link", type=Path, default=None, metavar="PATH",
                    help="where the host link to PREFIX/current/site goes (every abhed on the "
@@ -58,6 +68,16 @@ def _drop(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drop-site-layer", action="store_true",
                    help="switch from a release with site settings to one without: engineers' "
                    "abhed then has no site layer (recorded)")
+
+
+def _role(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", default=None, metavar="ROLE",
+                   help="what this host is: agent (engineers work here: no weights, no vLLM), "
+                   "model (serves the model: no microVM image), all (both). Default: the "
+                   "host's role once installed, else the bundle's only role")
+    p.add_argument("--switch-role", action="store_true",
+                   help="with --role: let an upgrade (or rollback) change this host's role "
+                   "(recorded)")
 
 
 def _accept(p: argparse.ArgumentParser) -> None:
@@ -88,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--python", default=None, help="the CPython to build the venv with")
     _links(p)
+    _role(p)
     p.add_argument("--json", action="store_true")
 
     for verb, what in (("install", "first install of a bundle"),
@@ -104,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         _accept(p)
         _links(p)
         _drop(p)
+        _role(p)
         p.add_argument("--drop-local-settings", action="store_true",
                        help="upgrade without this host's tightening of the site settings when "
                        "it no longer narrows the new bundle's (recorded)")
@@ -115,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-gate", action="store_true")
     _accept(p)
     _drop(p)
+    p.add_argument("--switch-role", action="store_true",
+                   help="go back to a release installed for another role (recorded)")
 
     p = sub.add_parser("status", help="releases, current, service, model, last audit entries")
     _prefix(p)
@@ -143,6 +167,45 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--keep-data", action="store_true", help="keep PREFIX/data (sessions, config)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = sub.add_parser("ca", help="the site's CA for the model service (on the operator's "
+                       "machine): make it, issue, rotate and revoke host credentials")
+    csub = p.add_subparsers(dest="ca_verb", metavar="VERB", required=True)
+    c = csub.add_parser("init", help="make the site CA in DIR (kept if it is there)")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--site", required=True, help="the site's name (in the CA's subject)")
+    c.add_argument("--days", type=_days, default=3650, help="the CA's validity (default 3650)")
+    c = csub.add_parser("issue", help="issue a host's credential (kept if it has a valid one)")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--host", required=True, help="the host's name (its certificate's subject)")
+    c.add_argument("--role", required=True, choices=("agent", "model", "all"))
+    c.add_argument("--dns", action="append", default=[], help="another DNS name it serves as")
+    c.add_argument("--ip", action="append", default=[], help="an IP address it serves on")
+    c.add_argument("--days", type=_days, default=397, help="validity (default 397)")
+    c.add_argument("--out", type=Path, required=True, help="the credential file to write (0600)")
+    c.add_argument("--rotate", action="store_true",
+                   help="replace a valid credential (the old one is revoked)")
+    c = csub.add_parser("revoke", help="revoke every credential of a host")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--host", required=True)
+
+    p = sub.add_parser("credential", help="this host's site credential and the CA's "
+                       "revocation list")
+    rsub = p.add_subparsers(dest="cred_verb", metavar="VERB", required=True)
+    r = rsub.add_parser("install", help="keep FILE (from `ca issue`) as this host's credential")
+    r.add_argument("file", type=Path)
+    _prefix(r)
+    r = rsub.add_parser("crl", help="install the CA's revocation list (model hosts)")
+    r.add_argument("file", type=Path)
+    _prefix(r)
+
+    p = sub.add_parser("engineer", help="enroll or revoke an engineer (a Unix user) for the "
+                       "model service on this host")
+    esub = p.add_subparsers(dest="eng_verb", metavar="VERB", required=True)
+    for verb in ("enroll", "revoke"):
+        e = esub.add_parser(verb, help=f"{verb} USER")
+        e.add_argument("user")
+        _prefix(e)
 
     p = sub.add_parser("audit", help="the hash-chained audit log")
     asub = p.add_subparsers(dest="audit_verb", metavar="VERB", required=True)

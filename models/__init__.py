@@ -8,7 +8,12 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`).
+(:class:`ScriptedServer`), the model service's request record
+(:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
+:func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
+:data:`REQUEST_HEADER`), and the site's model service: the relay on every
+engineers' host (:class:`ModelRelay`) and the front on every model host
+(:class:`ModelFront`), docs/model-service.md.
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
@@ -26,14 +31,28 @@ from models._errors import (
     ProviderProtocolError,
     ProviderUnavailable,
     RequestCancelled,
+    RequestLogBroken,
+    RequestLogError,
     ServeError,
 )
+from models._front import FrontSettings, ModelFront
 from models._local_service import LocalService, ServiceHold
 from models._openai import OpenAIClient
 from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
+from models._relay import ModelRelay, RelaySettings
+from models._request_log import (
+    LISTING_ENDPOINTS,
+    REQUEST_HEADER,
+    SESSION_HEADER,
+    RequestLog,
+    RequestRecord,
+    StoredRequest,
+    read_requests,
+    request_ids,
+)
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
@@ -49,12 +68,15 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 
 __all__ = [
     "KNOWN_SAMPLING",
+    "LISTING_ENDPOINTS",
     "LocalService",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
     "PRESETS",
     "PROBE_FAMILIES",
+    "REQUEST_HEADER",
+    "SESSION_HEADER",
     "SUPPORTED_APIS",
     "TOOL_CALL_PARSERS",
     "VLLM_SAMPLING",
@@ -63,7 +85,10 @@ __all__ = [
     "CatalogEntry",
     "ChatRequest",
     "Delta",
+    "FrontSettings",
+    "ModelFront",
     "ModelNotFound",
+    "ModelRelay",
     "ModelReply",
     "ModelsError",
     "OpenAIClient",
@@ -77,13 +102,19 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderProtocolError",
     "ProviderUnavailable",
+    "RelaySettings",
     "RequestCancelled",
+    "RequestLog",
+    "RequestLogBroken",
+    "RequestLogError",
+    "RequestRecord",
     "ScriptStep",
     "ScriptedCall",
     "ScriptedServer",
     "ServeError",
     "ServeSettings",
     "ServiceHold",
+    "StoredRequest",
     "ToolCall",
     "Usage",
     "VllmServer",
@@ -94,6 +125,8 @@ __all__ = [
     "load_catalog",
     "open_provider",
     "public_key_pem",
+    "read_requests",
+    "request_ids",
     "sign_model",
     "signature_identity",
     "suggest_tensor_parallel",

@@ -72,7 +72,9 @@ def test_the_scripted_model_edits_and_runs_a_command_in_the_microvm(
 
     image = build_image("test", agent_source=default_agent_source())
     (workspace / "notes.txt").write_text("code name: Abhed\n")
-    steps = [
+    steps = [  # read first: an edit of a file the session has not read is refused
+        ScriptStep(tool_calls=[{"name": "read", "arguments": {  # type: ignore[list-item]
+            "path": f"{workspace}/notes.txt"}}]),
         ScriptStep(tool_calls=[{"name": "edit", "arguments": {  # type: ignore[list-item]
             "path": f"{workspace}/notes.txt", "old_string": "Abhed", "new_string": "Abhed (edited)"}}]),
         ScriptStep(tool_calls=[{"name": "bash", "arguments": {  # type: ignore[list-item]
@@ -90,8 +92,9 @@ def test_the_scripted_model_edits_and_runs_a_command_in_the_microvm(
                      "--mode", "auto", "--json", timeout=600)
         took_s = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (workspace / "notes.txt").read_text() == "code name: Abhed (edited)\n"
     obs = {e["tool"]: e for e in _events(proc.stdout) if e["type"] == "observation"}
+    assert obs["edit"]["result"]["ok"], obs["edit"]  # type: ignore[index]
+    assert (workspace / "notes.txt").read_text() == "code name: Abhed (edited)\n"
     bash = obs["bash"]["result"]  # type: ignore[index]
     assert bash["details"]["sandbox"] == "microvm", bash  # type: ignore[index]
     assert "code name: Abhed (edited)" in bash["content"]  # type: ignore[index]

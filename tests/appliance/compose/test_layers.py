@@ -208,3 +208,17 @@ def test_a_mode_the_engineer_narrowed_is_refused_naming_their_own_file() -> None
     # The site's own ceiling is refused in the site's words.
     with pytest.raises(ModeRefused, match="operator's policy.mode"):
         choose_mode(layer(site(), user(), mine).config, "auto", door="abhed run --mode")
+
+
+def test_the_modes_a_door_may_offer_are_those_the_site_and_the_engineer_allow() -> None:
+    """The ACP mode menu: a mode choose_mode would refuse is never offered."""
+    from appliance.compose import allowed_modes
+
+    ask = {**SITE, "policy": {**SITE.get("policy", {}), "mode": "ask"}}
+    assert allowed_modes(layer(site(ask), user(), "/home/eng/.abhed/config.json").config) == (
+        "plan", "ask")
+    narrowed = layer(site(ask), user(policy={"mode": "plan"}), "/home/eng/.abhed/config.json")
+    assert allowed_modes(narrowed.config) == ("plan",)
+    loose = {**ask, "policy": {**ask["policy"], "allow_looser_mode": True}}
+    assert allowed_modes(layer(site(loose), user(), "/x").config) == ("plan", "ask", "auto")
+    assert allowed_modes(Config()) == ("plan", "ask", "auto")  # a development checkout

@@ -107,3 +107,17 @@ def test_a_damaged_event_log_is_a_problem_and_a_check_that_breaks_is_exit_2(
     report = examine()
     assert report.exit_code == 2 and report.could_not_look == ["event log"]
     assert "could not look" in "\n".join(report.lines())
+
+
+def test_a_missing_or_hostile_settings_file_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    missing = examine(tmp_path / "nope.json")
+    assert missing.exit_code == 1 and _area(missing, "settings")[0].startswith("problem:")
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"loop": {"max_turns": ' + "9" * 100_000 + "}}")
+    assert examine(huge).exit_code == 1
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"custom_providers": [{"name": "x", "api": "openai",
+                                                     "base_url": "http://localhost/v1",
+                                                     "start_on_demand": True}]}))
+    report = examine(odd)
+    assert report.exit_code == 1 and "start_on_demand needs catalog_entry" in _area(report, "settings")[0]
