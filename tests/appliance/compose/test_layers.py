@@ -208,3 +208,23 @@ def test_a_mode_the_engineer_narrowed_is_refused_naming_their_own_file() -> None
     # The site's own ceiling is refused in the site's words.
     with pytest.raises(ModeRefused, match="operator's policy.mode"):
         choose_mode(layer(site(), user(), mine).config, "auto", door="abhed run --mode")
+
+
+def test_no_provider_names_the_config_file_abhed_home_points_at(abhed_home: Path,
+                                                                 tmp_path: Path) -> None:
+    # The bug: "add one to custom_providers in config.json" named no file, and with
+    # ABHED_HOME set the file is not ~/.abhed/config.json.
+    from appliance._errors import ConfigError
+    from appliance.compose import choose_provider, load_config
+
+    with pytest.raises(ConfigError) as absent:
+        choose_provider(load_config(None), None)
+    assert f"in {abhed_home / 'config.json'} (it does not exist yet: create it)" in str(absent.value)
+    (abhed_home / "config.json").write_text("{}")
+    with pytest.raises(ConfigError) as empty:
+        choose_provider(load_config(None), None)
+    assert f"in {abhed_home / 'config.json'} (see docs/providers.md)" in str(empty.value)
+    other = tmp_path / "mine.json"
+    other.write_text("{}")
+    with pytest.raises(ConfigError, match=f"in {other} "):
+        choose_provider(load_config(other), None)
