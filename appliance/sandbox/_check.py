@@ -53,8 +53,10 @@ def _check_microvm(settings: SandboxSettings, ws: str, boot: bool) -> BackendRep
     try:
         vm.boot()
         ms, kernel = _time_commands(vm, ws)
-        return BackendReport("microvm", True, f"booted with {vm.accel}", vm.boot_ms, ms,
-                             {"accel": vm.accel, "guest_kernel": kernel})
+        why = f" (KVM not used: {vm.accel_why})" if vm.accel != "kvm" and vm.accel_why else ""
+        return BackendReport("microvm", True, f"booted with {vm.accel}{why}", vm.boot_ms, ms,
+                             {"accel": vm.accel, "accel_why": vm.accel_why,
+                              "guest_kernel": kernel})
     except SandboxError as exc:
         return BackendReport("microvm", False, str(exc))
     finally:
