@@ -5,7 +5,7 @@ spec (or ``[site.settings]`` of a build spec), with exactly the keys and nesting
 of the agent's ``config.json``.  The bundle package does not know that schema
 (``bundle`` never imports ``appliance``): the builder is handed a check, the
 agent's own ``Config`` model, which ``abhed bundle gather`` / ``build`` pass
-(``appliance/cli/bundle.py``); without one, a spec that carries settings is
+(``cli/bundle.py``); without one, a spec that carries settings is
 refused rather than signed unchecked.
 
 **Where the settings point.**  Settings name files on the host: the catalog,

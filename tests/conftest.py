@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui")
+PACKAGES = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui", "cli")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

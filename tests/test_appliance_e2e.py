@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from appliance.cli.bundle import check_settings
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
+from cli.bundle import check_settings
 
 pytestmark = pytest.mark.slow
 
@@ -251,7 +251,7 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     # -- air-gapped side: join, verify, preflight, install --------------------------------
     joined = tmp_path / "site" / "abhed-1.abhed"
     joined.parent.mkdir()
-    abhed = f"{sys.executable} -m appliance.cli"
+    abhed = f"{sys.executable} -m cli"
     prefix = tmp_path / "opt-abhed"
     sysroot = tmp_path / "sysroot"
     (sysroot / "etc").mkdir(parents=True)

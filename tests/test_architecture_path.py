@@ -24,7 +24,7 @@ from tools.read import Read
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-OURS = ("appliance/", "tools/", "models/", "tui/")
+OURS = ("cli/", "appliance/", "tools/", "models/", "tui/")
 
 #: Shared by every door: from the loop to the read and its events.
 CALL = ["appliance/loop/_agent.py", "appliance/_dispatch.py", "appliance/policy/_gate.py",
@@ -86,15 +86,15 @@ def _listed(files: list[str]) -> list[str]:
 
 
 def test_abhed_run_to_a_read_and_its_events(abhed_home: Path, workspace: Path) -> None:
-    from appliance.cli import main
+    from cli import main
 
     with ScriptedServer(_steps(workspace)) as server:
         _config(abhed_home, workspace, server)
         rec, code = _profiled(lambda: main(["run", "What does notes.txt say?", "-w", str(workspace)]))
         assert code == 0
-    assert sorted(rec.path("call")) == sorted(["appliance/cli/__init__.py", "appliance/cli/run.py", *CALL]), rec.path("call")
+    assert sorted(rec.path("call")) == sorted(["cli/__init__.py", "cli/run.py", *CALL]), rec.path("call")
     assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
-    assert _listed(["appliance/cli/run.py", *CALL, *SETUP]) == []
+    assert _listed(["cli/run.py", *CALL, *SETUP]) == []
 
 
 def test_a_tui_prompt_to_a_read_and_its_events(abhed_home: Path, workspace: Path) -> None:

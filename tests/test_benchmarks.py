@@ -87,7 +87,7 @@ def _citations() -> list[tuple[str, str]]:
     found = []
     places = [*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md"), *(ROOT / "tests").rglob("*.py"),
               *(p for pkg in ("foundation", "appliance", "tools", "models", "bundle", "installer",
-                              "tui", "scripts", "benchmarks") for p in (ROOT / pkg).rglob("*")
+                              "tui", "cli", "scripts", "benchmarks") for p in (ROOT / pkg).rglob("*")
                 if p.suffix in (".py", ".md", ".sh", "") and p.is_file())]
     for path in places:
         text = path.read_text(encoding="utf-8", errors="replace")

@@ -120,7 +120,7 @@ def shared_vllm() -> RealVllm:
         port = free_port()
         write_home(home, python, entry, port)
         env = {**os.environ, "ABHED_HOME": str(home)}
-        proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "serve", "--model", "tiny"],
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--model", "tiny"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         assert proc.stdout is not None and proc.stderr is not None
         output: list[str] = []

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "appliance" / "policy" / "corpus" / "shell_commands.toml"
-ABHED = [sys.executable, "-m", "appliance.cli"]
+ABHED = [sys.executable, "-m", "cli"]
 
 
 def corpus_commands() -> list[str]:

@@ -79,7 +79,7 @@ def _engineer(base: Path, n: int, url: str, provider: dict[str, Any]) -> tuple[P
 
 def _one(home: Path, ws: Path, turns: int) -> float:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "appliance.cli", "run",
+    done = subprocess.run([sys.executable, "-m", "cli", "run",
                            f"What does `{ws / 'notes.txt'}` say?", "-w", str(ws), "--mode", "plan",
                            "--force-tool", "read", "--max-turns", str(turns), "--json"],
                           env={**os.environ, "ABHED_HOME": str(home)}, capture_output=True,

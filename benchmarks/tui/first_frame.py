@@ -1,6 +1,6 @@
 """Time from `abhed tui` to its first frame on a real pseudo-terminal.
 
-Starts `python -m appliance.cli tui` on a pty (with a config pointing at the
+Starts `python -m cli tui` on a pty (with a config pointing at the
 scripted server, so start-up is the TUI's, not a model server's) and times
 until the status line's first state ("starting" or "idle") has been written.
 Issue 13's target: under 500 ms on this machine.
@@ -33,7 +33,7 @@ def once(home: Path, workspace: Path) -> float:
     env = {**os.environ, "ABHED_HOME": str(home), "TERM": "xterm-256color", "COLUMNS": "100",
            "LINES": "30"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "tui", "-w", str(workspace)],
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "tui", "-w", str(workspace)],
                             stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT,
                             start_new_session=True)
     os.close(slave)
@@ -72,7 +72,7 @@ def main(runs: int) -> None:
     ms = sorted(t * 1000 for t in times)
     cpu = []
     for _ in range(3):  # the imports before the first frame, as CPU time (load-independent)
-        proc = subprocess.run([sys.executable, "-c", "import resource, appliance.cli.tui, tui; "
+        proc = subprocess.run([sys.executable, "-c", "import resource, cli.tui, tui; "
                                "r = resource.getrusage(resource.RUSAGE_SELF); "
                                "print(r.ru_utime + r.ru_stime)"], capture_output=True, text=True,
                               cwd=ROOT, check=True)

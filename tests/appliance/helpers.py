@@ -103,7 +103,7 @@ def write_config(home: Path, base_url: str, **provider: Any) -> None:
 
 def abhed(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run ``abhed ARGS`` as a real subprocess (the door an operator uses)."""
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], check=False, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], check=False, capture_output=True,
                           text=True, timeout=timeout, env=os.environ.copy(), **kw)
 
 
@@ -116,7 +116,7 @@ class RpcClient:
     """
 
     def __init__(self, *args: str) -> None:
-        self.p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "rpc", *args],
+        self.p = subprocess.Popen([sys.executable, "-m", "cli", "rpc", *args],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, env=os.environ.copy())
         self._incoming: queue.Queue[dict[str, Any]] = queue.Queue()

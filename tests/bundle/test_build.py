@@ -181,7 +181,7 @@ def test_diff_names_what_an_upgrade_changes(tmp_path: Path, key: SecretKey) -> N
 
 
 def _cli(*args: str) -> tuple[int, str]:
-    from appliance.cli import main
+    from cli import main
 
     result = CliRunner().invoke(main, ["bundle", *args], catch_exceptions=False)
     return result.exit_code, result.output
@@ -236,7 +236,7 @@ def test_cli_end_to_end_with_exit_codes(tmp_path: Path) -> None:
 
 def test_bundle_package_imports_nothing_from_appliance_or_heavy() -> None:
     code = ("import sys, bundle; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('appliance','tools','models','zstandard','httpx','textual','torch','vllm')))")
+            "('cli','appliance','tools','models','zstandard','httpx','textual','torch','vllm')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"

@@ -16,7 +16,7 @@ import pytest
 
 from bundle import BundleError, SecretKey, open_regular, read_regular
 
-ABHED = [sys.executable, "-m", "appliance.cli"]
+ABHED = [sys.executable, "-m", "cli"]
 
 
 def _abhed(*args: str | Path) -> subprocess.CompletedProcess[str]:

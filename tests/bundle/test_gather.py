@@ -210,7 +210,7 @@ mode = "ask"
 
 
 def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> None:
-    from appliance.cli.bundle import check_settings
+    from cli.bundle import check_settings
 
     key = SecretKey.generate()
     (tmp_path / "redact.py").write_text("print('redact')\n")
@@ -291,7 +291,7 @@ def test_agent_files_without_an_agent_table_are_refused(tmp_path: Path) -> None:
 
 def test_resolve_only_and_split_through_the_cli(tmp_path: Path) -> None:
     key_prefix = tmp_path / "k"
-    run = [sys.executable, "-m", "appliance.cli", "bundle"]
+    run = [sys.executable, "-m", "cli", "bundle"]
     assert subprocess.run([*run, "keygen", "--out", str(key_prefix)], check=False,
                           capture_output=True, timeout=60).returncode == 0
     site = _site(tmp_path)
@@ -361,8 +361,8 @@ def test_the_example_gpu_spec_parses() -> None:
     assert site.target.accelerator == "nvidia" and site.target.python == "3.12"
     assert site.model[0].family == "qwen3-coder" and site.vllm.distribution == "vllm"
     # its [agent] table is settings the agent takes, pointing into release 1 under /opt/abhed
-    from appliance.cli.bundle import check_settings
     from bundle._settings import prepare_settings
+    from cli.bundle import check_settings
 
     assert site.agent is not None
     body = json.loads(prepare_settings(site.agent, prefix=site.prefix, version=site.version,
@@ -374,7 +374,7 @@ def test_the_example_gpu_spec_parses() -> None:
 @pytest.mark.slow
 def test_the_gpu_example_resolves_for_cuda_cp312_manylinux_with_every_hash(tmp_path: Path) -> None:
     """The real index: vLLM's CUDA build and its ~200 wheels, each the target's, each hashed."""
-    from appliance.cli.bundle import check_settings
+    from cli.bundle import check_settings
 
     result = gather(ROOT / "bundle/examples/gpu-qwen3-coder.toml", None, [],
                     cache=tmp_path / "cache", resolve_only=True, say=lambda s: None,

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance.cli.bundle import bundle_group, check_settings
 from bundle import (
     DigestMismatch,
     FormatError,
@@ -28,6 +27,7 @@ from bundle import (
     verify_bundle,
 )
 from bundle._manifest import parse_manifest
+from cli.bundle import bundle_group, check_settings
 
 from .conftest import forge, manifest_for
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from appliance.cli.bundle import check_settings
 from bundle import SecretKey, build_bundle
+from cli.bundle import check_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")

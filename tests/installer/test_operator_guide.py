@@ -188,7 +188,7 @@ def run_transcript(installer_bin: list[str], make_bundle: BundleMaker, keys: Key
         if step.before:
             step.before(prefix)
         program = installer_bin if step.program == "abhed-installer" else \
-            [sys.executable, "-m", "appliance.cli"]
+            [sys.executable, "-m", "cli"]
         cwd, run_env = site, env
         if step.program.startswith("{prefix}"):
             program = [step.program.replace("{prefix}", str(prefix))]

@@ -234,12 +234,12 @@ def test_3_a_copy_of_the_venv_and_a_planted_site_are_refused(host: Host) -> None
     assert done.returncode == 0 and "# site 'plant-7', release 1" in done.stdout, done.stderr
     # The copy's own interpreter finds the copied link in a directory the engineer owns:
     # not the site's word, whatever it points at.
-    done = host.run(uid, "-m", "appliance.cli", "config", "show", program=mine / "bin" / "python")
+    done = host.run(uid, "-m", "cli", "config", "show", program=mine / "bin" / "python")
     assert done.returncode == 2 and f"owned by uid {uid}" in done.stderr, done.stderr
     # ... and with the link gone, a development checkout: what only /etc/abhed/site governs
     # (docs/configuration.md, "Where the site layer is a boundary").
     (mine / "abhed-site").unlink()
-    done = host.run(uid, "-m", "appliance.cli", "config", "show", program=mine / "bin" / "python")
+    done = host.run(uid, "-m", "cli", "config", "show", program=mine / "bin" / "python")
     assert done.returncode == 0 and "no site settings apply" in done.stdout
 
 

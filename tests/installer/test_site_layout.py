@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from appliance.cli.bundle import check_settings
 from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
+from cli.bundle import check_settings
 from installer._errors import StepFailed
 from installer._layout import Layout
 from installer._site import install_site

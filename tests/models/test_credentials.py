@@ -109,7 +109,7 @@ def test_the_key_never_reaches_the_event_log_or_argv(abhed_home: Path, workspace
         (abhed_home / "config.json").write_text(json.dumps({"custom_providers": [
             {"name": "site", "api": "openai", "base_url": server.base_url, "model": "scripted",
              "max_retries": 0, "api_key_file": str(f)}]}))
-        proc = subprocess.run([sys.executable, "-m", "appliance.cli", "run", "hello",
+        proc = subprocess.run([sys.executable, "-m", "cli", "run", "hello",
                                "--workspace", str(workspace)], capture_output=True, text=True,
                               timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -192,7 +192,7 @@ def test_two_concurrent_sessions_against_one_server(abhed_home: Path, tmp_path: 
                 {"name": "site", "api": "openai", "base_url": server.base_url,
                  "model": "scripted", "max_retries": 0}]}))
             results[who] = subprocess.run(
-                [sys.executable, "-m", "appliance.cli", "run", f"question from {who}",
+                [sys.executable, "-m", "cli", "run", f"question from {who}",
                  "--workspace", str(ws)], capture_output=True, text=True, timeout=120,
                 check=False, env=dict(os.environ, ABHED_HOME=str(home)))
 

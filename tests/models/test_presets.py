@@ -91,7 +91,7 @@ def test_a_directory_without_a_model_or_template_or_with_a_huge_context(tmp_path
 
 
 def _abhed(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)],
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -156,7 +156,7 @@ def test_start_waits_for_health_and_models_then_stop_ends_the_group(tmp_path: Pa
 def test_abhed_serve_cli_dry_run_and_hash(tmp_path: Path, abhed_home: Path) -> None:
     e = _entry(tmp_path)
     (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
-    run = [sys.executable, "-m", "appliance.cli", "serve"]
+    run = [sys.executable, "-m", "cli", "serve"]
     proc = subprocess.run(run + ["--dry-run", "--python", sys.executable, "--port", str(_port())],
                           check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -174,7 +174,7 @@ def test_abhed_serve_cli_reports_a_server_that_exits(tmp_path: Path, abhed_home:
     e = _entry(tmp_path)
     (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
     fake = _fake_python(tmp_path, "import sys; print('Cannot allocate memory'); sys.exit(1)")
-    proc = subprocess.run([sys.executable, "-m", "appliance.cli", "serve", "--python", fake, "--port",
+    proc = subprocess.run([sys.executable, "-m", "cli", "serve", "--python", fake, "--port",
                            str(_port())], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "does not fit in memory" in proc.stderr
 

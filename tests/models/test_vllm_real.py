@@ -1,7 +1,7 @@
 """Against the real vLLM (CPU build) serving the tiny model: the client, declared
 sampling, errors surfaced from the server, and the server dying mid-stream.
 
-Slow: the first test here (or in tests/appliance/cli/test_run_vllm.py) starts vLLM.
+Slow: the first test here (or in tests/cli/test_run_vllm.py) starts vLLM.
 """
 
 from __future__ import annotations

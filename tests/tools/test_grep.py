@@ -325,7 +325,7 @@ def test_tool_runs_through_abhed_tool_cli(workspace: Path) -> None:
 
     write(workspace, "a.txt", "needle\n")
     out = subprocess.run(
-        [sys.executable, "-m", "appliance.cli", "tool", "grep", json.dumps({"pattern": "needle"}),
+        [sys.executable, "-m", "cli", "tool", "grep", json.dumps({"pattern": "needle"}),
          "--workspace", str(workspace)], capture_output=True, text=True, timeout=60, check=False)
     assert str(workspace / "a.txt") in out.stdout, out.stderr
 

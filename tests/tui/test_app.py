@@ -349,8 +349,8 @@ def test_the_tuis_mode_list_is_the_policys() -> None:
     # wait for the policy package; this holds the copies to the one definition.
     import click
 
-    from appliance.cli.tui import tui as tui_verb
     from appliance.policy import MODES
+    from cli.tui import tui as tui_verb
     from tui._link import MODES as TUI_MODES
 
     choice = next(p.type for p in tui_verb.params if p.name == "mode")

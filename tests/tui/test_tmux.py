@@ -69,7 +69,7 @@ def tmux(abhed_home: Path, workspace: Path) -> Iterator[tuple[Tmux, ScriptedServ
         env = (f"ABHED_HOME={shlex.quote(str(abhed_home))} PYTHONPATH={shlex.quote(str(ROOT))} "
                "TEXTUAL_COLOR_SYSTEM=standard TERM=screen")
         cmd = (f"cd {shlex.quote(str(workspace))} && {env} {shlex.quote(sys.executable)} -m "
-               "appliance.cli; echo TUI-EXIT=$?; sleep 600")
+               "cli; echo TUI-EXIT=$?; sleep 600")
         t("new-session", "-d", "-s", t.name, "-x", "100", "-y", "30", cmd)
         t("set-option", "-g", "set-clipboard", "on")
         t("set-option", "-g", "escape-time", "50")

@@ -180,7 +180,7 @@ def test_an_unreadable_site_refuses_the_engineer_with_the_fix(host: Path, tmp_pa
 
 def test_every_door_refuses_before_anything_starts(host: Path, tmp_path: Path,
                                                    abhed_home: Path, workspace: Path) -> None:
-    from appliance.cli import main
+    from cli import main
 
     (host / "site").symlink_to(tmp_path / "nowhere")
     for argv in (["run", "hi", "-w", str(workspace)], ["tool", "glob", '{"pattern": "*"}', "-w",
@@ -206,9 +206,9 @@ def test_a_site_this_user_cannot_look_into_refuses(host: Path, tmp_path: Path) -
 def test_each_session_records_what_governed_it_and_the_auditor_lists_it(
         host: Path, tmp_path: Path, workspace: Path) -> None:
     from appliance import events_db_path
-    from appliance.cli import main
     from appliance.compose import layers_of
     from appliance.events import export_log
+    from cli import main
     from tests.appliance.events.test_export import auditor_run
 
     def tool() -> str:

@@ -235,7 +235,7 @@ def test_a_session_reaches_a_real_rsyslog_and_survives_it_stopping(
     try:
         with ScriptedServer(_steps(ws)) as server:
             _config(abhed_home, server.base_url, {"to": "syslog", "socket": str(rsyslog.sock)})
-            run = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "go",
+            run = subprocess.Popen([sys.executable, "-m", "cli", "run", "go",
                                     "--workspace", str(ws)], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=os.environ.copy())
             # The first gate's command is running and rsyslog has written every event so far:

@@ -82,7 +82,7 @@ def test_a_redacting_extensions_rewrite_reaches_details_and_the_log(abhed: Cli, 
 
 def test_the_rpc_stream_is_redacted_line_by_line(tmp_path: Path) -> None:
     from appliance.compose import Config
-    from appliance.rpc import RpcServer
+    from cli.rpc import RpcServer
 
     store = EventStore(tmp_path / "events.db", settings=EventLogSettings(redact=("AKIA[A-Z0-9]{16}",)))
     out = io.StringIO()

@@ -6,8 +6,6 @@ import typing
 
 import pytest
 
-from appliance.cli.run import progress_line
-from appliance.cli.sessions import show_line
 from appliance.events import (
     ActionEvent,
     ApprovalEvent,
@@ -45,6 +43,8 @@ from appliance.events import (
     plural,
     show,
 )
+from cli.run import progress_line
+from cli.sessions import show_line
 from tools import ToolResult, failure
 
 S = "s-1"

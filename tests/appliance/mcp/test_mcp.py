@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from appliance import Dispatcher, events_db_path
-from appliance.cli import main
 from appliance.events import EventStore, PolicyDecision
 from appliance.mcp import McpGateway, McpServerSpec, describe_changes
 from appliance.policy import Gate, PolicyEngine, PolicySettings
+from cli import main
 from tests.appliance import helpers
 
 BIN = Path(sys.executable).parent

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance.cli import main
+from cli import main
 from tests.appliance.policy.test_corpus import CASES
 
 
@@ -114,7 +114,7 @@ def test_one_call_or_a_batch_never_both_nor_neither(argv: list[str], abhed_home:
 def test_the_installed_command_reads_a_file_of_calls(workspace: Path, abhed_home: Path) -> None:
     calls = workspace / "calls.jsonl"
     calls.write_text('{"command": "bash -lc \'rm -rf ~\'"}\n{"command": "git log"}\n', encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "appliance.cli", "policy", "explain", "--batch",
+    proc = subprocess.run([sys.executable, "-m", "cli", "policy", "explain", "--batch",
                            str(calls), "-w", str(workspace), "--mode", "auto"],
                           capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr

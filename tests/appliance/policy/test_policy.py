@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from appliance import events_db_path
-from appliance.cli import main
 from appliance.events import ApprovalEvent, EventStore, PolicyDecision, PolicyRuleAdded
 from appliance.policy import (
     Approval,
@@ -22,6 +21,7 @@ from appliance.policy import (
     ScopedApproval,
     ScriptedApprover,
 )
+from cli import main
 from tests.appliance.helpers import tooling
 from tools import ToolResult
 

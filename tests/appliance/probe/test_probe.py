@@ -258,7 +258,7 @@ def test_a_server_that_errors_is_a_failed_report_not_a_crash(abhed_home: Path) -
 # -- the command line -------------------------------------------------------------
 
 def _abhed(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=os.environ.copy(), check=False)
 
 

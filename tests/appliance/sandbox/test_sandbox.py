@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance.cli import main
 from appliance.sandbox import (
     BwrapSandbox,
     HostSandbox,
@@ -30,6 +29,7 @@ from appliance.sandbox import (
 )
 from appliance.sandbox._confine import seccomp_program
 from appliance.sandbox._guest import PROTOCOL_VERSION, Runner, Server
+from cli import main
 from tests.helpers import wait_for
 
 CONFINE = Path(__file__).resolve().parents[3] / "appliance" / "sandbox" / "_confine.py"

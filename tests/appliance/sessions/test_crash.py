@@ -47,7 +47,7 @@ def test_a_crash_during_a_task_call_is_reconciled_from_the_subagents_events(
         conf = json.loads((abhed_home / "config.json").read_text())
         conf["sandbox"] = {"backend": "bwrap"}
         (abhed_home / "config.json").write_text(json.dumps(conf))
-        proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "go", "--mode",
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "run", "go", "--mode",
                                  "auto", "--workspace", str(workspace)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=os.environ.copy(), start_new_session=True)

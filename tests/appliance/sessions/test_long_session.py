@@ -172,7 +172,7 @@ def test_a_long_session_through_every_door(abhed_home: Path, workspace: Path) ->
                                  ("task", {"prompt": "SLOW write then check", "description": "slow",
                                            "agent_type": "general"}))]
         n_before = len(model.requests)
-        rpc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "rpc", "--workspace",
+        rpc = subprocess.Popen([sys.executable, "-m", "cli", "rpc", "--workspace",
                                 str(ws)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
                                start_new_session=True)

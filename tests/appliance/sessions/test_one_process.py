@@ -48,7 +48,7 @@ def test_a_session_another_process_is_running_is_refused_at_every_door(
         assert first.returncode == 0, first.stderr
         sid = re.search(r"session: (s-\S+)", first.stderr).group(1)  # type: ignore[union-attr]
         running = subprocess.Popen(
-            [sys.executable, "-m", "appliance.cli", "run", "edit and check", "-w", str(workspace),
+            [sys.executable, "-m", "cli", "run", "edit and check", "-w", str(workspace),
              "--mode", "auto", "--session", sid], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True)
         try:

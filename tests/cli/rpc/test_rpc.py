@@ -11,7 +11,7 @@ import pytest
 
 from appliance.compose import load_config
 from appliance.events import EventStore
-from appliance.rpc import MAX_LINE_BYTES, RpcServer
+from cli.rpc import MAX_LINE_BYTES, RpcServer
 from models import ScriptedServer
 from tests.appliance.helpers import RpcClient as Client
 from tests.appliance.helpers import write_config

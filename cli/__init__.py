@@ -21,24 +21,24 @@ import click
 __all__ = ["COMMANDS", "main"]
 
 # verb -> ("module:attribute", the summary `abhed --help` shows).  Add a verb by
-# adding one line here; tests/appliance/cli/test_startup.py checks the summary
+# adding one line here; tests/cli/test_startup.py checks the summary
 # against the command and keeps heavy modules out of `abhed --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "bundle": ("appliance.cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
-    "catalog": ("appliance.cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
-    "config": ("appliance.cli.config:config", "Show the effective settings and where each value comes from."),
-    "events": ("appliance.cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
-    "mcp": ("appliance.cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
-    "policy": ("appliance.cli.policy:policy", "Inspect the operator policy."),
-    "probe": ("appliance.cli.probe:probe", "Run the capability probe against a provider's model and say whether it may serve."),
-    "rpc": ("appliance.cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),
-    "run": ("appliance.cli.run:run", "Work on PROMPT in a workspace until the model answers or a limit stops it."),
-    "sandbox": ("appliance.cli.sandbox:sandbox", "The sandbox the agent's shell runs in."),
-    "serve": ("appliance.cli.serve:serve", "Serve a catalog model with vLLM until interrupted."),
-    "sessions": ("appliance.cli.sessions:sessions",
+    "bundle": ("cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
+    "catalog": ("cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
+    "config": ("cli.config:config", "Show the effective settings and where each value comes from."),
+    "events": ("cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
+    "mcp": ("cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
+    "policy": ("cli.policy:policy", "Inspect the operator policy."),
+    "probe": ("cli.probe:probe", "Run the capability probe against a provider's model and say whether it may serve."),
+    "rpc": ("cli.rpc:rpc", "Speak line-delimited JSON on stdin/stdout until EOF or shutdown."),
+    "run": ("cli.run:run", "Work on PROMPT in a workspace until the model answers or a limit stops it."),
+    "sandbox": ("cli.sandbox:sandbox", "The sandbox the agent's shell runs in."),
+    "serve": ("cli.serve:serve", "Serve a catalog model with vLLM until interrupted."),
+    "sessions": ("cli.sessions:sessions",
                  "List, show (the conversation), undo or redo sessions."),
-    "tool": ("appliance.cli.tool:tool", "Run tool NAME with ARGS_JSON and print the result JSON as the last line."),
-    "tui": ("appliance.cli.tui:tui", "Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."),
+    "tool": ("cli.tool:tool", "Run tool NAME with ARGS_JSON and print the result JSON as the last line."),
+    "tui": ("cli.tui:tui", "Open the terminal UI on a workspace (bare `abhed` does the same in the current directory)."),
 }
 
 
@@ -80,7 +80,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         # The one place a damaged or full event log met mid-command becomes a message:
         # every verb gets the same sentence, never a traceback.
-        from appliance._errors import EventLogError
+        from appliance import EventLogError
 
         try:
             return super().invoke(ctx)

@@ -100,7 +100,7 @@ def test_run_unknown_api_is_refused_at_startup(abhed_home: Path, workspace: Path
 
 def test_run_ctrl_c_interrupts_and_records_it(server: ScriptedServer, workspace: Path) -> None:
     server.add({"hang": True})
-    p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "x", "--workspace", str(workspace),
+    p = subprocess.Popen([sys.executable, "-m", "cli", "run", "x", "--workspace", str(workspace),
                           "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
     for line in p.stdout:

@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from appliance.cli._common import config_option, get_config
+from cli._common import config_option, get_config
 
 __all__ = ["catalog"]
 
@@ -31,7 +31,7 @@ __all__ = ["catalog"]
 def _catalog_path(explicit: Path | None, config_path: Path | None) -> Path:
     if explicit is not None:
         return explicit
-    from appliance._home import abhed_home
+    from appliance import abhed_home
 
     config = get_config(config_path)
     return Path(config.catalog).expanduser() if config.catalog else abhed_home() / "catalog.json"

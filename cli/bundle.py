@@ -433,9 +433,9 @@ def _settings_summary(a: bundle.BundleInfo, b: bundle.BundleInfo) -> str | None:
     the new value as a narrowing of the old settings (refused: looser; narrower: tighter),
     else the old value as a narrowing of the new ones (a deny rule the new settings drop is
     inherited as a layer, but the old rule narrows the new settings: they are looser)."""
-    from appliance._errors import AbhedError
-    from appliance.cli.config import compare_settings
+    from appliance import AbhedError
     from appliance.compose import Config, leaf_fields, rule_for
+    from cli.config import compare_settings
 
     old, new = bundle.comparable_settings(a), bundle.comparable_settings(b)
     if old is None or new is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from appliance.cli._common import config_option, get_config
+from cli._common import config_option, get_config
 
 
 @click.group()

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import click
 
-from appliance._errors import AbhedError
-from appliance._session import Session
-from appliance.cli._common import config_option, get_config, open_store
+from appliance import AbhedError, Session
 from appliance.compose import choose_mode, layers_of, open_tooling
 from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
+from cli._common import config_option, get_config, open_store
 from tools import Workspace, native_tools
 
 _DOOR = "abhed tool --mode"

@@ -137,7 +137,7 @@ def test_rpc_start_defaults_the_workspace_to_the_process_cwd(server: ScriptedSer
     import subprocess
     import sys
 
-    p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "rpc"], cwd=workspace,
+    p = subprocess.Popen([sys.executable, "-m", "cli", "rpc"], cwd=workspace,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=os.environ.copy() | {"PYTHONPATH": str(Path.cwd())}, text=True)
     out, err = p.communicate('{"id": 1, "method": "start", "mode": "auto"}\n', timeout=60)

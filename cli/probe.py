@@ -19,8 +19,8 @@ from types import FrameType
 
 import click
 
-from appliance._errors import AbhedError
-from appliance.cli._common import config_option, get_config, open_store
+from appliance import AbhedError
+from cli._common import config_option, get_config, open_store
 
 
 @click.command()

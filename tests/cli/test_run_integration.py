@@ -45,7 +45,7 @@ def configure(home: Path, base_url: str, ext: Path, **extra: Any) -> None:
 
 
 def abhed(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "appliance.cli", *args], check=False,
+    return subprocess.run([sys.executable, "-m", "cli", *args], check=False,
                           capture_output=True, text=True, timeout=120, env=os.environ.copy())
 
 
@@ -125,7 +125,7 @@ def test_ctrl_c_stops_a_running_bash_command_not_just_the_model(abhed_home: Path
                                       "max_retries": 0}],
                 "sandbox": {"backend": "bwrap"}, "policy": {"mode": "auto"}}
         (abhed_home / "config.json").write_text(json.dumps(conf))
-        p = subprocess.Popen([sys.executable, "-m", "appliance.cli", "run", "build it",
+        p = subprocess.Popen([sys.executable, "-m", "cli", "run", "build it",
                               "--workspace", str(workspace), "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=os.environ.copy())

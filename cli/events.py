@@ -13,9 +13,7 @@ from pathlib import Path
 
 import click
 
-from appliance._errors import AbhedError
-from appliance._home import events_db_path
-from appliance.cli._common import config_option, get_config, open_store
+from appliance import AbhedError, events_db_path
 from appliance.events import (
     EXPORT_FORMATS,
     ExportCheck,
@@ -30,6 +28,7 @@ from appliance.events import (
     verify_export,
     verify_log,
 )
+from cli._common import config_option, get_config, open_store
 
 
 @click.group()

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from appliance._errors import AbhedError
+from appliance import AbhedError
 from appliance.compose import Config, StartedAgent, start_agent
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent

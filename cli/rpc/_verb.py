@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from appliance.cli._common import config_option, get_config, open_store
+from cli._common import config_option, get_config, open_store
+from cli.rpc._server import RpcServer
 
 
 @click.command()
@@ -22,8 +23,6 @@ from appliance.cli._common import config_option, get_config, open_store
 def rpc(workspace: Path | None, provider_name: str | None, model: str | None,
         config_path: Path | None) -> None:
     """Speak line-delimited JSON on stdin/stdout until EOF or shutdown."""
-    from appliance.rpc import RpcServer
-
     config = get_config(config_path)
     store = open_store(config, for_work=True)
     out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="replace", newline="\n",

@@ -20,8 +20,7 @@ from typing import IO, Any
 
 import click
 
-from appliance._errors import AbhedError
-from appliance.cli._common import config_option, get_config
+from appliance import AbhedError
 from appliance.compose import Config
 from appliance.extensions import ExtensionHost
 from appliance.policy import (
@@ -33,6 +32,7 @@ from appliance.policy import (
     Rule,
     normalize_args,
 )
+from cli._common import config_option, get_config
 from tools import Tool, ToolContext, ToolFailure, Workspace, native_tools
 
 MAX_LINE_BYTES = 1 << 20  # one call per line; a longer line is answered with an error

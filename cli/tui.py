@@ -7,7 +7,7 @@ down, undeclared sampling, a broken config file) open the app on a screen that
 says what to fix, never a traceback.
 
 The config and the event log are opened on the app's start thread, after its
-first frame: this module imports neither (nor ``appliance.cli._common``, which
+first frame: this module imports neither (nor ``cli._common``, which
 would load the config models), so the first frame waits only for Textual.
 """
 

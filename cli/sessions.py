@@ -9,9 +9,7 @@ from dataclasses import replace
 
 import click
 
-from appliance._errors import SessionBusy, SessionNotFound
-from appliance._session import Session
-from appliance.cli._common import open_store
+from appliance import Session, SessionBusy, SessionNotFound
 from appliance.events import (
     ActionEvent,
     ModelTurn,
@@ -20,6 +18,7 @@ from appliance.events import (
     UndoApplied,
     show,
 )
+from cli._common import open_store
 
 _BODY_CHARS = 2000
 

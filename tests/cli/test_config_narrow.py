@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance.cli.config import compare_settings, config
+from cli.config import compare_settings, config
 
 SIGNED: dict[str, Any] = {
     "policy": {"mode": "ask", "deny": [{"tool": "bash", "program": "curl", "reason": "no net"}]},

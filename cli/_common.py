@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from appliance._errors import AbhedError
+from appliance import AbhedError
 
 if TYPE_CHECKING:  # the composition loads when a verb runs, not for its --help
     from appliance.compose import Config

@@ -20,8 +20,8 @@ from types import FrameType
 
 import click
 
-from appliance._home import abhed_home
-from appliance.cli._common import config_option, get_config
+from appliance import abhed_home
+from cli._common import config_option, get_config
 
 
 @click.command()

@@ -22,8 +22,8 @@ from typing import Any
 
 import click
 
-from appliance._errors import AbhedError, ConfigError
-from appliance.cli._common import config_option
+from appliance import AbhedError, ConfigError
+from cli._common import config_option
 
 __all__ = ["Comparison", "compare_settings", "config"]
 

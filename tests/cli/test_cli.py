@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from appliance import events_db_path
-from appliance.cli import main
+from cli import main
 
 
 def run(*args: str) -> Result:

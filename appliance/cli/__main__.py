@@ -1,3 +1,0 @@
-from appliance.cli import main
-
-main(prog_name="abhed")
