@@ -189,7 +189,7 @@ def test_serve_dry_run_prints_a_command_that_pastes_into_a_shell(tmp_path: Path,
         "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}')})
     (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
     port = str(_port())
-    proc = subprocess.run([sys.executable, "-m", "appliance.cli", "serve", "--dry-run", "--python",
+    proc = subprocess.run([sys.executable, "-m", "cli", "serve", "--dry-run", "--python",
                            sys.executable, "--port", port], check=False, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -210,7 +210,7 @@ def test_serve_with_a_python_that_has_no_vllm_says_where_the_checkouts_vllm_is(
     cache = tmp_path / "cache"
 
     def serve() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "appliance.cli", "serve", "--python", fake,
+        return subprocess.run([sys.executable, "-m", "cli", "serve", "--python", fake,
                                "--port", str(_port())], check=False, capture_output=True, text=True,
                               timeout=120, env={**os.environ, "ABHED_CACHE": str(cache)})
 

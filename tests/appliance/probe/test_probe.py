@@ -299,7 +299,7 @@ def test_probe_ctrl_c_stops_at_once_ends_the_session_and_leaves_no_scratch(
     tmp.mkdir()
     with ScriptedServer(responder=slow_after_four, model="m") as srv:
         _config(abhed_home, srv.base_url)
-        proc = subprocess.Popen([sys.executable, "-m", "appliance.cli", "probe", "--family", "wire",
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "probe", "--family", "wire",
                                  "--concurrency", "2"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "TMPDIR": str(tmp)})
