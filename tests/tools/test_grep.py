@@ -368,7 +368,7 @@ def test_every_required_literal_gets_a_prefilter_program_folded_as_the_pattern()
     assert [p.Match(unanchored, b"a FIXME b", 0, 9)[0][0] for p in many.prefilter] == [-1, 2, -1]
     folded = compile_query("pyerr_setstring", multiline=False, case_insensitive=True)
     assert folded.prefilter is not None
-    text = "PyErr_SetString(".encode()
+    text = b"PyErr_SetString("
     assert folded.prefilter[0].Match(unanchored, text, 0, len(text))[0][0] == 0
     # Characters RE2 would read as syntax are literal in the program.
     odd = compile_query(r"a\.b\[c\]d\{2\}e\$\^\\|x\(y\)\*z\+\t", multiline=False,
