@@ -25,8 +25,10 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import re
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -51,6 +53,13 @@ from appliance.events import (
 from tools import ToolResult, note_file_state
 
 __all__ = ["Session", "new_session_id"]
+
+
+def _account() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid with no passwd entry (a container): the number is what there is
+        return str(os.getuid())
 
 
 def new_session_id() -> str:
@@ -141,7 +150,8 @@ class Session:
         started = SessionStarted(session_id=sid, workspace=workspace, abhed_version=version,
                                  settings=settings or {},
                                  parent_session_id=parent[0] if parent else None,
-                                 parent_call_id=parent[1] if parent else None)
+                                 parent_call_id=parent[1] if parent else None,
+                                 host=socket.gethostname(), account=_account())
         store.create_session(sid, workspace, started.ts)
         session = cls(store, sid, workspace)
         session.hold()  # before its first event: nobody may resume it while it is made

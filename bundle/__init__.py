@@ -28,7 +28,9 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
 * ``split_bundle`` / ``join_volumes`` / ``JoinResult`` for removable media;
 * ``open_regular`` / ``read_regular``: open an operator-named path only if it
   is a regular file, never blocking on a FIFO (the installer uses them too);
-* ``Manifest`` and ``Member`` (``staged_name`` says where a member unpacks);
+* ``Manifest`` and ``Member`` (``staged_name`` says where a member unpacks;
+  ``Manifest.for_role`` what one host role installs); ``ROLE_NAMES`` and
+  ``endpoint_address`` (a model endpoint URL's host and port): hosts by role;
 * the errors::
 
     BundleError
@@ -72,6 +74,7 @@ from ._inspect import (
 from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
 from ._regular import open_regular, read_regular
+from ._roles import ROLE_NAMES, endpoint_address
 from ._settings import SettingsCheck, expand_settings, release_paths, settings_bytes
 from ._site import SiteSpec, load_site
 from ._trust import TrustPolicy, make_rotation, rotate_trust
@@ -89,6 +92,7 @@ __all__ = [
     "Manifest",
     "Member",
     "PublicKey",
+    "ROLE_NAMES",
     "RollbackRefused",
     "SecretKey",
     "SettingsCheck",
@@ -106,6 +110,7 @@ __all__ = [
     "default_cache",
     "diff_bundles",
     "diff_settings",
+    "endpoint_address",
     "expand_settings",
     "gather",
     "inspect_bundle",

@@ -51,11 +51,13 @@ from ._manifest import (
     Member,
     Provenance,
     Reference,
+    Roles,
     SiteInfo,
     manifest_json,
     parse_manifest,
 )
 from ._minisign import SecretKey
+from ._roles import agent_closure, check_provider_endpoints
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._settings import (
     SETTINGS_MEMBER,
@@ -64,6 +66,9 @@ from ._settings import (
     check_carried,
     prepare_settings,
     release_dir,
+    release_paths,
+    settings_bytes,
+    unexpand,
 )
 from ._spec import BuildSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
@@ -503,6 +508,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         raise SpecError("no signing key given: pass --key (make one with `abhed bundle keygen`)")
     spec = load_spec(spec_path)
     site_bytes = _site_settings(spec, check_settings)
+    _check_roles(spec, site_bytes)
     base = spec_path.parent
     out_dir = out.parent if str(out.parent) else Path(".")
     if not out_dir.is_dir():
@@ -524,6 +530,9 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             return inner
 
         carried = _carried_weights(spec, base)
+        # What an agent host needs of the model (its declaration, the files the settings
+        # name) is carried, never referenced: an agent host keeps no model store.
+        for_agents = _agent_model_files(spec, parts, site_bytes)
         # The signature and its key are always carried: a few KiB, and what verifies the rest.
         model_files = {s.member for p in parts if p.kind == "model" for s in p.sources
                        if s.path.parent != work}
@@ -532,7 +541,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
         for i, source in enumerate(sources):
             if source.member in prepared or source.member in references:
                 raise SpecError(f"two inputs would both be stored as {source.member!r}")
-            if carried and source.member in model_files:
+            if carried and source.member in model_files and source.member not in for_agents:
                 sha, size = digest_file(source.path, tick("hash"))
                 hit = carried.get(sha)
                 if hit is not None and hit[0] == size:
@@ -570,8 +579,10 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             # Every path the settings name inside the release's bundle/ must be carried.
             check_carried(json.loads(site_bytes), release_dir(spec.site.prefix, spec.version),
                           [s.member for s in sources])
+        roles = _roles(spec, parts, site_bytes, stored_as, for_agents)
         manifest = Manifest(
             format=FORMAT, name=spec.name, version=spec.version, platform=spec.platform,
+            roles=roles,
             members=tuple(members),
             references=tuple(references[s.member] for s in sources if s.member in references),
             components=tuple(Component(kind=p.kind, name=p.name, version=p.version,  # type: ignore[arg-type]
@@ -602,6 +613,64 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
             raise BundleError(f"writing {out} failed ({exc.strerror}); nothing was left "
                               "behind: free space and build again") from None
     return manifest
+
+
+def _check_roles(spec: BuildSpec, site_bytes: bytes | None) -> None:
+    """Refused before anything is read: an agent role with no settings, or settings whose
+    provider points anywhere but the declared model endpoints."""
+    if spec.roles is None or "agent" not in spec.roles.hosts:
+        return
+    if spec.site is None or site_bytes is None:
+        raise SpecError("role 'agent' needs the site's settings ([site] in a build spec, "
+                        "[agent] in a site spec): their provider is how engineers reach "
+                        "the model hosts")
+    check_provider_endpoints(json.loads(site_bytes), spec.roles.model_endpoints,
+                             "[site.settings]")
+
+
+def _agent_model_files(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None) -> set[str]:
+    """The model files (as members, before any .zst) the agent role installs: each model's
+    serving declaration (the agent host's gate reads its probe) and the files the site's
+    settings name (the catalog)."""
+    if spec.roles is None or "agent" not in spec.roles.hosts:
+        return set()
+    named: set[str] = set()
+    if spec.site is not None and site_bytes is not None:
+        root = release_dir(spec.site.prefix, spec.version) + "/bundle/"
+        named = {p[len(root):] for p in release_paths(json.loads(site_bytes), root.rstrip("/"))
+                 if p.startswith(root)}
+    return {s.member for p in parts if p.kind == "model" for s in p.sources
+            if s.member.rsplit("/", 1)[-1] == "abhed-serve.json" or s.member in named}
+
+
+def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
+           stored_as: Callable[[str], str], for_agents: set[str]) -> Roles | None:
+    """Which members each role installs (``bundle._roles``): decided here, signed, so the
+    installer only reads the lists."""
+    if spec.roles is None:
+        return None
+    agent_wheel = next((s.path for p in parts if p.kind == "agent" for s in p.sources), None)
+    wheels = {p.name: p.sources[0].path for p in parts if p.kind in ("wheel", "vllm")}
+    closure = (agent_closure(agent_wheel, wheels, python=spec.platform.python,
+                             arch=spec.platform.arch) if agent_wheel is not None else set())
+    agent: list[str] = []
+    model: list[str] = []
+    for p in parts:
+        for s in p.sources:
+            name = stored_as(s.member)
+            if p.kind not in ("image", "site"):
+                model.append(name)
+            if p.kind in ("agent", "image", "site", "installer", "docs") or (
+                    p.kind == "wheel" and p.name in closure) or (
+                    p.kind == "model" and s.member in for_agents):
+                agent.append(name)
+    template = None
+    if spec.site is not None and site_bytes is not None:
+        release = release_dir(spec.site.prefix, spec.version)
+        template = hashlib.sha256(settings_bytes(unexpand(json.loads(site_bytes), release))) \
+            .hexdigest()
+    return Roles(hosts=spec.roles.hosts, agent=tuple(agent), model=tuple(model),
+                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template)
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,

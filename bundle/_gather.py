@@ -39,6 +39,7 @@ from typing import Any
 
 from ._errors import SpecError
 from ._minisign import SecretKey
+from ._roles import check_provider_endpoints
 from ._settings import SettingsCheck, prepare_settings
 from ._site import SiteModel, SiteSpec, load_site
 from ._wheels import (
@@ -312,6 +313,9 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     if site.agent is not None:  # refused now, not after an hour of downloads
         prepare_settings(site.agent, prefix=site.prefix, version=site.version,
                          check=check_settings, where=f"{site_path}: [agent]")
+        if site.roles is not None and "agent" in site.roles.hosts:
+            check_provider_endpoints(site.agent, site.roles.model_endpoints,
+                                     f"{site_path}: [agent]")
     base = site_path.resolve().parent
     root = cache or default_cache()
     result = GatherResult(lock="", wheels=[], download_bytes=0, unknown_sizes=0)
@@ -361,6 +365,8 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     if site.agent is not None:
         spec["site"] = {"name": site.name, "prefix": site.prefix, "settings": site.agent,
                         "files": [str(base / f) for f in site.agent_files]}
+    if site.roles is not None:
+        spec["roles"] = site.roles.model_dump(mode="json")
     earlier = [base / r for r in site.reuse_weights_from] + [Path(p) for p in reuse_weights_from]
     if earlier:
         spec["reuse_weights_from"] = [str(p.absolute()) for p in earlier]

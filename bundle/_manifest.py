@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from foundation import DocumentError, parse_document, validate_document
 
 from ._errors import FormatError
+from ._roles import MAX_ENDPOINTS, ROLE_NAMES, check_endpoint, check_role_names
 from ._tar import check_member_name
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
-           "Input", "Manifest", "Member", "Platform", "Provenance", "Reference", "SiteInfo",
+           "Input", "Manifest", "Member", "Platform", "Provenance", "Reference", "Roles", "SiteInfo",
            "canonical_json", "manifest_json", "parse_manifest", "staged_name", "strict_json"]
 
 FORMAT: Final = "abhed-bundle/1"
@@ -128,6 +129,36 @@ class SiteInfo(_Model):
     settings: Literal["site/settings.json"]
 
 
+class Roles(_Model):
+    """Which roles the site's hosts take, and what each installs (``bundle._roles``).
+
+    ``agent`` and ``model`` list member names (as stored) and, for ``model``, the
+    references; ``all`` installs every member.  ``model_endpoints`` are the model
+    service's URLs an agent host's provider points at: its health gate may reach those
+    and nothing else.
+    """
+
+    hosts: tuple[str, ...] = Field(min_length=1, max_length=len(ROLE_NAMES))
+    agent: tuple[str, ...] = Field(default=(), max_length=MAX_MEMBERS)
+    model: tuple[str, ...] = Field(default=(), max_length=MAX_MEMBERS)
+    model_endpoints: tuple[str, ...] = Field(default=(), max_length=MAX_ENDPOINTS)
+    settings_template_sha256: str | None = Field(
+        default=None, pattern=_SHA256,
+        description="sha256 of the site settings with this release's directory written back "
+        "as {release}: the same in two bundles whose settings differ only by their version, "
+        "so an upgrade that changes only the model leaves agent hosts as they are")
+
+    @model_validator(mode="after")
+    def _known(self) -> Roles:
+        check_role_names(self.hosts)
+        for url in self.model_endpoints:
+            check_endpoint(url)
+        if "agent" in self.hosts and not self.model_endpoints:
+            raise ValueError("role 'agent' needs model_endpoints: the model service its "
+                             "provider points at")
+        return self
+
+
 class Component(_Model):
     kind: ComponentKind
     name: str
@@ -165,6 +196,7 @@ class Manifest(_Model):
     sbom: str
     provenance: Provenance
     site: SiteInfo | None = None
+    roles: Roles | None = None
 
     @model_validator(mode="after")
     def _coherent(self) -> Manifest:
@@ -211,7 +243,58 @@ class Manifest(_Model):
         orphans = (names | referenced) - set(owned) - {self.sbom}
         if orphans:
             raise ValueError(f"members belong to no component: {sorted(orphans)[:5]}")
+        if self.roles is not None:
+            self._check_roles(self.roles, names, referenced)
         return self
+
+    def _check_roles(self, roles: Roles, names: set[str], referenced: set[str]) -> None:
+        """Each role names real members; what one role must never get, it does not list."""
+        kinds = {n: c.kind for c in self.components for n in c.members}
+        for role, listed in (("agent", roles.agent), ("model", roles.model)):
+            for name in listed:
+                if name not in names and name not in referenced:
+                    raise ValueError(f"role {role!r} lists unknown member {name!r}")
+                if role == "agent" and (name in referenced or kinds.get(name) == "vllm"):
+                    raise ValueError(f"role 'agent' lists {name!r}: an agent host gets no "
+                                     "weights and no vLLM")
+                if role == "model" and kinds.get(name) in ("image", "site"):
+                    raise ValueError(f"role 'model' lists {name!r}: a model host gets no "
+                                     "microVM image and no site settings")
+        left = (names | referenced) - set(roles.agent) - set(roles.model) - {self.sbom}
+        if left:
+            raise ValueError(f"members no role installs: {sorted(left)[:5]}")
+
+    @property
+    def host_roles(self) -> tuple[str, ...]:
+        """The roles this bundle serves (``all`` only for a bundle without roles)."""
+        return ("all",) if self.roles is None else self.roles.hosts
+
+    def role_files(self, role: str) -> frozenset[str] | None:
+        """The members (stored names) and references ``role`` installs; None: every one."""
+        if self.roles is None or role == "all":
+            return None
+        listed = self.roles.agent if role == "agent" else self.roles.model
+        return frozenset((*listed, self.sbom))
+
+    def for_role(self, role: str) -> Manifest:
+        """This manifest as one role sees it: only the members and references it installs
+        (what staging unpacks, the record holds and the disk check counts)."""
+        keep = self.role_files(role)
+        if keep is None:
+            return self
+        settings = self.settings_member()
+        assert self.roles is not None
+        roles = self.roles.model_copy(update={
+            "agent": tuple(n for n in self.roles.agent if n in keep),
+            "model": tuple(n for n in self.roles.model if n in keep)})
+        return self.model_copy(update={
+            "roles": roles,
+            "site": self.site if settings is not None and settings.name in keep else None,
+            "members": tuple(m for m in self.members if m.name in keep),
+            "references": tuple(r for r in self.references if r.name in keep),
+            "components": tuple(c.model_copy(update={"members": tuple(
+                n for n in c.members if n in keep)}) for c in self.components
+                if any(n in keep for n in c.members))})
 
     def settings_member(self) -> Member | None:
         """The member carrying the site's agent settings, if the bundle has any."""
@@ -268,12 +351,12 @@ def parse_manifest(data: bytes) -> Manifest:
 
 
 def manifest_json(manifest: Manifest) -> bytes:
-    """The manifest's signed byte form.  ``references`` and ``site`` are written only when
+    """The manifest's signed byte form.  ``references``, ``site`` and ``roles`` are written only when
     there are some: a bundle that carries everything and no settings reads the same as
     before they existed, so older verifiers still take it (and refuse, by name, one that
     has them)."""
     data = manifest.model_dump(mode="json")
-    for optional in ("references", "site"):  # absent when empty: older verifiers read it
+    for optional in ("references", "site", "roles"):  # absent when empty: older verifiers read it
         if not data[optional]:
             del data[optional]
     return canonical_json(data)

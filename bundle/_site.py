@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from foundation import FoundationError, load_document
 
 from ._errors import SpecError
+from ._roles import RolesSpec
 from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
 
 __all__ = ["SiteModel", "SiteSpec", "load_site"]
@@ -145,6 +146,9 @@ class SiteSpec(_Strict):
                     "{release} and {prefix} expand under it")
     agent: dict[str, Any] | None = Field(
         default=None, description="the agent's site settings: config.json's keys and nesting")
+    roles: RolesSpec | None = Field(
+        default=None, description="[roles]: the roles the site's hosts take (agent, model, "
+        "all) and the model endpoints agent hosts use; default: all only")
     agent_files: tuple[str, ...] = Field(
         default=(), max_length=256,
         description="files the [agent] settings name that the site ships (extension scripts): "
@@ -163,6 +167,9 @@ class SiteSpec(_Strict):
                              "than once; give each model table its own name (it becomes the "
                              "catalog entry's name)")
         check_prefix(self.prefix)
+        if self.roles is not None and "agent" in self.roles.hosts and self.agent is None:
+            raise ValueError("role 'agent' needs an [agent] table: the site's settings, whose "
+                             "provider points at [roles] model_endpoints")
         if self.agent_files and self.agent is None:
             raise ValueError("agent_files are carried for the [agent] settings to name; there "
                              "is no [agent] table")

@@ -46,6 +46,10 @@ Example (``bundle/examples/minimal.toml`` is a complete one)::
     [site.settings.policy]       # config.json's keys and nesting
     mode = "ask"
 
+    [roles]                      # hosts by role (bundle._roles); default: all only
+    hosts = ["agent", "model"]
+    model_endpoints = ["http://10.0.0.5:8000/v1"]
+
 An upgrade whose weights did not change can reference them instead of carrying
 them again: ``reuse_weights_from = ["abhed-3.abhed"]`` (top level) names
 earlier bundles; every model file whose sha256 one of them carried (or itself
@@ -64,6 +68,7 @@ from foundation import FoundationError, load_document
 
 from ._errors import SpecError
 from ._manifest import Platform
+from ._roles import RolesSpec
 from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
 
 __all__ = ["AgentSpec", "BuildSpec", "DocsSpec", "ImageSpec", "InstallerSpec", "ModelSpec",
@@ -156,6 +161,9 @@ class BuildSpec(_Spec):
         description="earlier bundles whose model files this one references by hash instead "
                     "of carrying them (an upgrade whose weights did not change)")
     site: SiteSettingsSpec | None = None
+    roles: RolesSpec | None = Field(
+        default=None, description="the roles the site's hosts take and the model endpoints "
+        "agent hosts use (bundle._roles); without it the bundle is for role all only")
 
     @model_validator(mode="after")
     def _unique_models(self) -> BuildSpec:

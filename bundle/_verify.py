@@ -26,7 +26,7 @@ import errno
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO, cast
@@ -171,14 +171,14 @@ def _stream_member(reader: TarReader, member: Member, dest: Path | None,
         raise DigestMismatch(member.name, "unpacked content's sha256 differs from the manifest")
 
 
-def _prepare_staging(stage_to: Path, manifest: Manifest) -> None:
+def _prepare_staging(stage_to: Path, manifest: Manifest, only: Collection[str] | None) -> None:
     if stage_to.exists() or stage_to.is_symlink():
         raise StagingError(f"staging directory {stage_to} already exists; pass a path that "
                            "does not exist yet (it is created, and removed on failure)")
     parent = stage_to.parent
     if not parent.is_dir():
         raise StagingError(f"staging parent {parent} is not a directory")
-    need = sum(m.content_size for m in manifest.members)
+    need = sum(m.content_size for m in manifest.members if only is None or m.name in only)
     free = shutil.disk_usage(parent).free
     if need > free:
         raise StagingError(f"staging needs {need} bytes but {parent} has {free} free; free "
@@ -197,7 +197,8 @@ def _check_version(manifest: Manifest, installed_version: int | None,
 
 def verify_bundle(path: Path, trust: TrustPolicy, *, installed_version: int | None = None,
                   allow_downgrade: bool = False, stage_to: Path | None = None,
-                  progress: Progress | None = None) -> VerifiedBundle:
+                  progress: Progress | None = None,
+                  only: Collection[str] | None = None) -> VerifiedBundle:
     """Verify the bundle at ``path`` against ``trust``; optionally unpack it into staging.
 
     Args:
@@ -209,6 +210,9 @@ def verify_bundle(path: Path, trust: TrustPolicy, *, installed_version: int | No
         stage_to: a directory that must not exist yet; members are unpacked
             into it (``.zst`` members decompressed).  Removed on any failure.
         progress: called with (bytes_done, bytes_total) as members stream.
+        only: the members (as stored) to unpack into ``stage_to``; the others are
+            still read and hashed, never written (a host role's members:
+            ``Manifest.role_files``).  None: every member.
 
     Raises:
         BundleError: a subclass naming what is wrong; nothing outside
@@ -221,9 +225,9 @@ def verify_bundle(path: Path, trust: TrustPolicy, *, installed_version: int | No
         manifest = parse_manifest(raw_manifest)
         downgrade = _check_version(manifest, installed_version, allow_downgrade)
         if stage_to is not None:
-            _prepare_staging(stage_to, manifest)
+            _prepare_staging(stage_to, manifest, only)
         try:
-            _stream_all(reader, manifest, stage_to, progress)
+            _stream_all(reader, manifest, stage_to, progress, only)
         except BaseException as exc:
             if stage_to is not None:
                 shutil.rmtree(stage_to, ignore_errors=True)
@@ -240,7 +244,7 @@ def verify_bundle(path: Path, trust: TrustPolicy, *, installed_version: int | No
 
 
 def _stream_all(reader: TarReader, manifest: Manifest, stage_to: Path | None,
-                progress: Progress | None) -> None:
+                progress: Progress | None, only: Collection[str] | None = None) -> None:
     total = manifest.payload_size
     done = 0
 
@@ -268,7 +272,8 @@ def _stream_all(reader: TarReader, manifest: Manifest, stage_to: Path | None,
         if header.size != member.size:
             raise DigestMismatch(member.name, f"the tar says {header.size} bytes, the manifest "
                                  f"{member.size}")
-        dest = stage_to / staged_name(member) if stage_to is not None else None
+        unpack = stage_to is not None and (only is None or member.name in only)
+        dest = stage_to / staged_name(member) if stage_to is not None and unpack else None
         _stream_member(reader, member, dest, tick)
     extra = reader.next_member()
     if extra is not None:

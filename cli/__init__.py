@@ -24,6 +24,7 @@ __all__ = ["COMMANDS", "main"]
 # adding one line here; tests/cli/test_startup.py checks the summary
 # against the command and keeps heavy modules out of `abhed --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "acp": ("cli.acp:acp", "Serve the Agent Client Protocol on stdin/stdout, for an editor (docs/acp.md)."),
     "bundle": ("cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
     "catalog": ("cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
     "config": ("cli.config:config", "Show the effective settings and where each value comes from."),

@@ -361,6 +361,7 @@ def inspect(file: Path, trust: tuple[Path, ...], as_json: bool) -> None:
         click.echo(f"  {ref.content_size:>14,}  ref   {ref.name}  (sha256 {ref.content_sha256[:16]}, "
                    f"carried by {ref.carried_by})")
     _say_references(m)
+    _say_roles(m)
     click.echo("sbom: " + ", ".join(f"{n} {k}" for k, n in info.sbom_summary.items()))
     click.echo(f"built by {m.provenance.builder} from {len(m.provenance.inputs)} inputs")
     _say_settings(info)
@@ -368,6 +369,21 @@ def inspect(file: Path, trust: tuple[Path, ...], as_json: bool) -> None:
         click.echo(f"PROBLEM: {problem}")
     if info.problems:
         sys.exit(1)
+
+
+def _say_roles(m: bundle.Manifest) -> None:
+    """Which hosts the bundle serves and what each installs (docs/bundle.md, Hosts by role)."""
+    if m.roles is None:
+        click.echo("roles: all (one host does everything; no [roles] in the spec)")
+        return
+    click.echo(f"roles: {', '.join(m.roles.hosts)}")
+    for role in ("agent", "model"):
+        view = m.for_role(role)
+        size = sum(x.content_size for x in view.members) + view.referenced_size
+        click.echo(f"  {role:5}  {len(view.members) + len(view.references)} file(s), "
+                   f"{size:,} bytes unpacked")
+    if m.roles.model_endpoints:
+        click.echo(f"  model endpoints (agent hosts): {', '.join(m.roles.model_endpoints)}")
 
 
 def _say_settings(info: bundle.BundleInfo) -> None:

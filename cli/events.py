@@ -1,4 +1,11 @@
-"""``abhed events verify|head|export|repair|rotate|prune``: the audit trail's own tools.
+"""``abhed events verify|head|export|repair|rotate|prune|export-requests|join``: the audit
+trail's own tools.
+
+``join`` is here, not in the installer, because it is the auditor's check of
+event logs against the model service's request record, run on collected
+copies off any host: it needs the event log's own verification (this
+package, through appliance.events), and the installer may import nothing of the
+agent.
 
 verify, repair and export of a file read the log without opening it as a
 store, because the store refuses a damaged log and these are what an
@@ -17,18 +24,23 @@ from appliance import AbhedError, events_db_path
 from appliance.events import (
     EXPORT_FORMATS,
     ExportCheck,
+    JoinReport,
     Problem,
     VerifyReport,
     check_witness,
+    collect_agent_logs,
     collect_heads,
     consistency_problems,
     export_log,
+    export_requests,
+    join_logs,
     prune_segments,
     repair_log,
     verify_export,
     verify_log,
 )
 from cli._common import config_option, get_config, open_store
+from models import RequestLogError
 
 
 @click.group()
@@ -232,3 +244,52 @@ def collect(directory: Path) -> None:
     except OSError as exc:
         raise click.ClickException(f"cannot collect from {directory}: {exc.strerror or exc}") from None
     click.echo(f"collected {taken} head(s) into {directory / 'heads'}")
+
+
+@events.command("export-requests")
+@click.option("--record", "record", required=True,
+              type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The model service's request record (requests.db) or a JSONL export of it.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the export.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "ocsf"]), default="jsonl",
+              show_default=True, help="jsonl: the stored rows, re-verifiable; ocsf: one OCSF "
+              "1.8.0 API Activity record per request, for a SIEM.")
+def export_requests_cmd(record: Path, out: Path, fmt: str) -> None:
+    """Verify the model service's request record and write it out (docs/model-service.md)."""
+    try:
+        count = export_requests(record, out, fmt=fmt)
+    except RequestLogError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"exported {count} request record(s) from {record} to {out}"
+               + (" as OCSF 1.8.0 records" if fmt == "ocsf" else ""))
+
+
+@events.command()
+@click.option("--requests", "requests", multiple=True, required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A model host's request record or its JSONL export; repeat for each host.")
+@click.option("--agent-logs", "agent_logs", required=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A folder of <host>/<engineer>/ each holding that engineer's events.db "
+                   "(with segments/) or JSONL export(s).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def join(requests: tuple[Path, ...], agent_logs: Path, as_json: bool) -> None:
+    """Join the model side's records to the engineers' sessions (docs/event-log.md).
+
+    Exit 0: every request was in a governed session; 1: requests with no
+    governed session were found (listed by engineer and host); 2: could not
+    check (a record or log that does not verify, a log from another host).
+    """
+    try:
+        logs = collect_agent_logs(agent_logs)
+    except (ValueError, OSError) as exc:
+        report = JoinReport(problems=[str(exc)])
+    else:
+        report = join_logs(list(requests), logs)
+    if as_json:
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(line, err=report.exit_code == 2)
+    sys.exit(report.exit_code)

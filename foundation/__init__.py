@@ -18,6 +18,8 @@ Public surface:
 * :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
+* the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
+  :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the errors::
 
     FoundationError
@@ -29,6 +31,7 @@ Public surface:
 
 from __future__ import annotations
 
+from foundation._chain import GENESIS, canonical, link_hash, link_problem
 from foundation._digest import FileDigest, digest_file
 from foundation._documents import Syntax, load_document, parse_document, validate_document
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
@@ -37,6 +40,7 @@ from foundation._process import OFFLINE_ENV, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
+    "GENESIS",
     "OFFLINE_ENV",
     "DocumentError",
     "FileDigest",
@@ -47,7 +51,10 @@ __all__ = [
     "Problem",
     "Syntax",
     "digest_file",
+    "canonical",
     "is_within",
+    "link_hash",
+    "link_problem",
     "load_document",
     "open_regular",
     "open_regular_fd",

@@ -60,6 +60,16 @@ def _drop(p: argparse.ArgumentParser) -> None:
                    "abhed then has no site layer (recorded)")
 
 
+def _role(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--role", default=None, metavar="ROLE",
+                   help="what this host is: agent (engineers work here: no weights, no vLLM), "
+                   "model (serves the model: no microVM image), all (both). Default: the "
+                   "host's role once installed, else the bundle's only role")
+    p.add_argument("--switch-role", action="store_true",
+                   help="with --role: let an upgrade (or rollback) change this host's role "
+                   "(recorded)")
+
+
 def _accept(p: argparse.ArgumentParser) -> None:
     p.add_argument("--accept-probe-failure", metavar="REASON", type=_reason, default=None,
                    help="switch even if the model fails its capability probe; REASON and the "
@@ -88,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--python", default=None, help="the CPython to build the venv with")
     _links(p)
+    _role(p)
     p.add_argument("--json", action="store_true")
 
     for verb, what in (("install", "first install of a bundle"),
@@ -104,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         _accept(p)
         _links(p)
         _drop(p)
+        _role(p)
         p.add_argument("--drop-local-settings", action="store_true",
                        help="upgrade without this host's tightening of the site settings when "
                        "it no longer narrows the new bundle's (recorded)")
@@ -115,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-gate", action="store_true")
     _accept(p)
     _drop(p)
+    p.add_argument("--switch-role", action="store_true",
+                   help="go back to a release installed for another role (recorded)")
 
     p = sub.add_parser("status", help="releases, current, service, model, last audit entries")
     _prefix(p)

@@ -14,8 +14,10 @@ One pipeline serves both verbs; they differ in what must already be there.
    its health awaited, else switched back;
 7. state and audit.
 
-Steps 1-3 are :func:`_admit` (nothing on the host changes); 4-7 are the
-steps of :data:`installer._stage.STEPS`, run by one transaction.
+Steps 1-3 are :func:`_admit` (nothing on the host changes), which also settles the
+host's role (``installer._roles``): what it installs, and whether the bundle changes
+anything for it at all; 4-7 are the steps of :data:`installer._stage.STEPS`, run by one
+transaction.
 
 Any failure or interrupt before the end undoes every step in reverse: the
 release directory is removed, ``current`` points where it pointed, units and
@@ -43,6 +45,7 @@ from ._errors import (
 from ._faults import fault_point
 from ._layout import Layout, State, lock_prefix
 from ._release import disk_error, read_manifest, recover
+from ._roles import choose_role, same_for_role
 from ._site import HostLinks, release_has_site, site_checks
 from ._stage import STEPS, Staging
 from ._txn import Transaction
@@ -65,6 +68,8 @@ class DeployOptions:
     bin_link: Path | None = None  # --bin-link
     drop_site_layer: bool = False  # --drop-site-layer
     drop_local_settings: bool = False  # --drop-local-settings (installer._local)
+    role: str | None = None  # --role (installer._roles)
+    switch_role: bool = False  # --switch-role
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -81,17 +86,24 @@ def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type
 def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: str, run: str,
                       version: int, accept_probe_failure: str | None = None) -> None:
     """The health gate, recorded; for a release with site settings, in private namespaces
-    where it is current (``installer._isolate``), its model server on the service's port."""
-    from ._health import HealthStep, run_health_check
+    where it is current (``installer._isolate``), its model server on the service's port.
+    On an agent host (``installer._roles``) there is no model server: the gate's agent asks
+    the site's model endpoints, the only addresses its network reaches."""
+    from ._health import HealthStep, run_agent_check, run_health_check
     from ._isolate import isolated
+    from ._roles import release_role
     from ._services import DEFAULT_PORT
     from ._site import release_has_site
 
     say(f"health gate for release {version}")
     own = release_has_site(release)
+    role, endpoints = release_role(release)
     current = layout.current_version()  # read here: inside the isolated gate it is `release`
 
     def check() -> list[HealthStep]:
+        if role == "agent":
+            return run_agent_check(release, layout, endpoints,
+                                   on_step=lambda m: say(f"  gate: {m}"))
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                                 current=current, accept_probe_failure=accept_probe_failure,
                                 port=DEFAULT_PORT if own else None)
@@ -99,7 +111,12 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
     t0 = time.monotonic()
     try:
         fault_point("gate")
-        if own:
+        if role == "agent":
+            say(f"  gate: in private mount and network namespaces where release {version} is "
+                f"current; the network reaches the site's model endpoints only "
+                f"({', '.join(endpoints)})")
+            steps = isolated(layout, version, check, endpoints=endpoints)
+        elif own:
             say(f"  gate: in private mount and network namespaces where release {version} is "
                 "current, as engineers will get it")
             steps = isolated(layout, version, check)
@@ -116,7 +133,8 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
             audit.append(action, "probe", str(s.audit.get("result", "ok")), run=run, version=version,
                          **{k: v for k, v in s.audit.items() if k != "result"})
     audit.append(action, "gate", "ok", run=run, version=version,
-                 seconds=round(time.monotonic() - t0, 2), isolated=own or None,
+                 seconds=round(time.monotonic() - t0, 2), isolated=own or role == "agent" or None,
+                 role=role, model_endpoints=list(endpoints) or None,
                  steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
                         for s in steps])
 
@@ -124,9 +142,12 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
     """With systemd: restart the service on the new release and wait for its health."""
     from ._health import loopback_get
+    from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
+    if release_role(layout.release(version))[0] == "agent":
+        return  # an agent host runs no model service
     if systemctl("daemon-reload") is None:
         return
     active = systemctl("is-active", UNIT_NAME)
@@ -209,6 +230,21 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
         audit.append(action, "done", "unchanged", **base)
         out(f"release {v} is already current in {layout.prefix}: nothing changed")
         return None
+    try:
+        role = choose_role(action, opts.role, opts.switch_role, state.role, manifest.host_roles)
+    except UsageError as exc:
+        audit.append(action, "role", "refused", **base, detail=str(exc))
+        raise
+    base["role"] = role
+    signed, manifest = manifest, manifest.for_role(role)
+    if current is not None and role != "all" and not opts.switch_role \
+            and same_for_role(manifest, layout.release(current)):
+        audit.append(action, "done", "unchanged", **base,
+                     detail=f"nothing to do for role {role}: release {current} holds the same "
+                     "files")
+        out(f"nothing to do for role {role}: bundle version {v} changes none of this role's "
+            f"files; release {current} stays current in {layout.prefix}")
+        return None
     downgrade = state.highest is not None and v < state.highest
     if downgrade and not opts.allow_downgrade:
         audit.append(action, "version", "refused", **base, highest=state.highest)
@@ -225,8 +261,8 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     check_site_change(layout, current, manifest.site is not None, opts.drop_site_layer,
                       audit, action, base)
     say(f"preflight for {manifest.name} {v} ({manifest.platform.arch}, "
-        f"{manifest.platform.accelerator})")
-    checks, py = platform_checks(manifest, layout.prefix, python=opts.python)
+        f"{manifest.platform.accelerator})" + ("" if role == "all" else f", role {role}"))
+    checks, py = platform_checks(manifest, layout.prefix, python=opts.python, role=role)
     links = HostLinks.choose(layout, opts.host_link, opts.bin_link, HostLinks.of(state))
     checks += site_checks(manifest, layout, links)
     fail_preflight(checks, audit, action, run, v)
@@ -238,7 +274,8 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
                    current=current, python=py.executable, skip_gate=opts.skip_gate,
                    allow_downgrade=opts.allow_downgrade,
                    accept_probe_failure=opts.accept_probe_failure, manifest_sha256=manifest_sha,
-                   links=links, drop_local=opts.drop_local_settings)
+                   links=links, drop_local=opts.drop_local_settings, role=role,
+                   only=signed.role_files(role))
 
 
 def check_site_change(layout: Layout, current: int | None, has_site: bool, drop: bool,
@@ -268,8 +305,17 @@ def _summary(layout: Layout, action: str, s: Staging, head: str) -> None:
     if s.site_sha is not None:
         where = f"{s.links.site} -> " if s.links.site else ""
         out(f"site settings: sha256 {s.site_sha} ({where}{layout.current / 'site'})")
+    elif s.role == "model":
+        out("site settings: none (role model: nobody works on this host)")
     else:
         out("site settings: none (this bundle carries no [agent] table)")
+    if s.role == "agent":
+        out("role: agent (no weights, no vLLM, no model service here; the site's model "
+            f"service: {', '.join(s.manifest.roles.model_endpoints)})")
+        out(f"audit head: {head}")
+        return
+    if s.role == "model":
+        out("role: model (no microVM image, no site settings)")
     if systemd_present():
         out(f"service: {UNIT_NAME} (start: systemctl enable --now {UNIT_NAME})")
     else:

@@ -44,7 +44,8 @@ from ._layout import Layout
 from ._proc import child_env, run, tail
 from ._site import release_has_site
 
-__all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_health_check"]
+__all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_agent_check",
+           "run_health_check"]
 
 _HOST = "127.0.0.1"
 
@@ -288,3 +289,75 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
     finally:
         terminate_group(proc)
     return steps
+
+
+def _reach(endpoints: tuple[str, ...], timeout_s: float) -> str:
+    """Each declared model endpoint accepts a connection (from inside the gate: through its
+    relay, ``installer._isolate``); HealthCheckFailed names the first that does not."""
+    from bundle import endpoint_address
+
+    for url in endpoints:
+        host, port = endpoint_address(url)
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+        except OSError as exc:
+            raise HealthCheckFailed(
+                f"the site's model endpoint {url} does not answer from this host ({exc}): "
+                "install and start the model hosts first (abhed-installer install --role "
+                "model there), and check that this host can reach them") from None
+    return f"{len(endpoints)} model endpoint(s) answer: {', '.join(endpoints)}"
+
+
+def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *,
+                    on_step: Callable[[str], None]) -> list[HealthStep]:
+    """The gate of an agent host (role agent: no model server of its own): the release's
+    ``abhed run``, with the site's settings alone (as engineers get them, so its provider
+    is the site's model service), must make a tool call that finds the probe file.
+
+    Called inside ``installer._isolate.isolated`` with ``endpoints``: the network reaches
+    the declared model endpoints and nothing else.  The known-answer prompt and the
+    capability probe are the model host's gate's (it serves the model this one asks).
+    """
+    d, model_dir = release_descriptor(release)
+    scratch = _scratch(release)
+    home, workspace = scratch / "home", scratch / "ws"
+    try:
+        home.mkdir(parents=True)
+        workspace.mkdir()
+        nonce = secrets.token_hex(12)
+        (workspace / f"PROBE-{nonce}.txt").write_text(f"{nonce}\n")
+        (workspace / "PROBE.txt").write_text(f"{nonce}\n")
+        values = {"release": str(release), "venv": str(release / "venv"),
+                  "python": str(release / "venv/bin/python"), "model_dir": str(model_dir),
+                  "host": _HOST, "port": "0", "base_url": endpoints[0] if endpoints else "",
+                  "served_name": d.served_name, "workspace": str(workspace), "data": str(home),
+                  "probe_file": str(workspace / "PROBE.txt")}
+        probe = expand(d.agent_probe, values, release=release, what="the agent probe")
+        steps: list[HealthStep] = []
+        t0 = time.monotonic()
+        detail = _reach(endpoints, 10.0)
+        steps.append(HealthStep("model_endpoints", time.monotonic() - t0, detail))
+        on_step(detail)
+        t1 = time.monotonic()
+        agent_log = layout.logs / f"gate-{release.name}-agent.log"
+        agent_log.parent.mkdir(parents=True, exist_ok=True)
+        agent_log.unlink(missing_ok=True)
+        done = run(probe, log=agent_log, env=child_env({"ABHED_HOME": str(home)}),
+                   timeout_s=d.agent_timeout_s, cwd=workspace)
+        if done.timed_out:
+            raise HealthCheckFailed(f"the agent probe did not finish within "
+                                    f"{d.agent_timeout_s:g} s. Log: {agent_log}")
+        if done.returncode != 0:
+            raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
+                                    f"{_last_lines(done.output)}. Log: {agent_log}")
+        if nonce not in agent_log.read_text("utf-8", "replace"):
+            raise HealthCheckFailed("the agent probe exited 0 but its output does not show the "
+                                    "probe file's name: the site's model made no tool call, or "
+                                    f"the tool did not run. Log: {agent_log}")
+        steps.append(HealthStep("agent_tool_call", time.monotonic() - t1,
+                                "the agent's tool call, answered by the site's model service, "
+                                "saw the probe file"))
+        on_step("agent tool call through the site's model service: ok")
+        return steps
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -20,6 +20,22 @@ So the gate runs in a forked child with private mount and network namespaces
   works offline), and the model server can listen on the port the site's settings
   name without meeting the live service on the host.
 
+**An agent host's gate** (role agent, ``installer._roles``) has no model server of its
+own: it proves that an engineer gets an answer from the site's model service, so its
+network must reach the site's declared model endpoints, and nothing else.  No route is
+added and the host's network and firewall are never touched:
+
+* each endpoint's address (a name is resolved before the namespace is made, and written
+  into a private ``/etc/hosts`` bound over the host's inside the gate's mount namespace)
+  is added to the gate's loopback, and a listener is bound there on the endpoint's port;
+* a relay thread of the gate's process enters the host's network namespace (``setns(2)``
+  acts on the calling thread only) and, for each connection a listener accepts, connects
+  to that same endpoint from there and copies bytes both ways.
+
+So inside the gate ``http://10.0.0.5:8000/v1`` answers exactly as it does for an engineer,
+while any other address has no route and any other port on the endpoint's address is
+refused: the relay only ever dials the declared (address, port) pairs.
+
 The child runs the ordinary gate and hands its steps (or its refusal) back over a
 pipe as JSON; an interrupt of the parent ends the child, which stops its model server.
 """
@@ -29,12 +45,16 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import ipaddress
 import json
 import os
+import selectors
 import signal
 import socket
 import struct
-from collections.abc import Callable
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +62,14 @@ from ._errors import HealthCheckFailed, Interrupted, StepFailed
 from ._health import HealthStep
 from ._layout import Layout
 
-__all__ = ["isolated"]
+__all__ = ["add_address", "isolated", "resolve_endpoints"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_SIOCSIFADDR, _SIOCSIFNETMASK = 0x8916, 0x891C
 _KEEP_OUT = {"current", ".lock"}
 
 
@@ -80,12 +101,128 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
 
 
-def enter(layout: Layout, version: int) -> None:
-    """Make this process's view of the host one where ``current`` is ``version``."""
+Endpoint = tuple[str, str, int]
+"""(the name the URL gives, its IPv4 address, port): one declared model endpoint."""
+
+
+def resolve_endpoints(urls: Sequence[str]) -> list[Endpoint]:
+    """Each declared endpoint's address, resolved here (on the host's network, before the
+    gate's namespace exists); StepFailed names one that does not resolve to IPv4."""
+    from bundle import endpoint_address
+
+    found: list[Endpoint] = []
+    for url in urls:
+        host, port = endpoint_address(url)
+        try:
+            addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        except (OSError, IndexError) as exc:
+            raise StepFailed(f"the site's model endpoint {url}: {host} does not resolve to an "
+                             f"IPv4 address on this host ({exc}); fix the name (DNS or "
+                             "/etc/hosts) or declare the address in [roles] model_endpoints") \
+                from None
+        found.append((host, str(addr), port))
+    return found
+
+
+def add_address(address: str, index: int) -> None:
+    """Give this network namespace's loopback the IPv4 ``address`` (alias ``lo:<index>``,
+    /32), so a listener can be bound on it; 127.0.0.0/8 is there already."""
+    if ipaddress.IPv4Address(address).is_loopback:
+        return
+    name = f"lo:{index}".encode()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for request, value in ((_SIOCSIFADDR, address), (_SIOCSIFNETMASK, "255.255.255.255")):
+            sin = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(value))
+            fcntl.ioctl(s, request, struct.pack("16s16s8x", name, sin))
+
+
+def _hosts_file(libc: Any, endpoints: Sequence[Endpoint]) -> None:
+    """A private /etc/hosts (the host's, plus each endpoint's name) bound over the host's in
+    this mount namespace: the agent resolves the names the settings use, with no DNS."""
+    names = [(addr, host) for host, addr, _ in endpoints if host != addr]
+    if not names:
+        return
+    try:
+        base = Path("/etc/hosts").read_text("utf-8", "replace")
+    except OSError:
+        base = "127.0.0.1 localhost\n"
+    fd, path = tempfile.mkstemp(prefix="abhed-gate-hosts-")
+    try:
+        os.write(fd, (base.rstrip("\n") + "\n" + "".join(f"{a} {h}\n" for a, h in names))
+                 .encode())
+        os.fchmod(fd, 0o644)
+        os.close(fd)
+        _mount(libc, path, "/etc/hosts", None, _MS_BIND)
+    finally:
+        os.unlink(path)  # the bind keeps it for this namespace; nothing stays on the host
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(1 << 16):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+            try:
+                sock.shutdown(how)
+            except OSError:
+                pass
+
+
+def _relay(listeners: list[tuple[socket.socket, tuple[str, int]]], host_ns: int) -> None:
+    """Accept in the gate's namespace; dial the same endpoint from the host's (this thread
+    only enters it); copy both ways.  Runs until the gate's process exits."""
+    _check(_libc().setns(host_ns, _CLONE_NEWNET), "setns to the host's network")
+    with selectors.DefaultSelector() as sel:
+        for sock, target in listeners:
+            sel.register(sock, selectors.EVENT_READ, target)
+        while True:
+            for key, _ in sel.select():
+                conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+                try:
+                    out = socket.create_connection(key.data, timeout=30)
+                    out.settimeout(None)
+                except OSError:
+                    conn.close()  # the endpoint refused: so does the gate's side
+                    continue
+                for a, b in ((conn, out), (out, conn)):
+                    threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _open_endpoints(libc: Any, endpoints: Sequence[Endpoint], host_ns: int) -> None:
+    """Inside the gate's fresh namespaces: the endpoints' addresses, names and listeners,
+    and the relay that carries their connections out (module doc)."""
+    _hosts_file(libc, endpoints)
+    listeners: list[tuple[socket.socket, tuple[str, int]]] = []
+    for i, (_, addr, port) in enumerate(endpoints):
+        add_address(addr, i)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((addr, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:  # two URLs on one address and port: one relay
+                raise
+            sock.close()
+            continue
+        sock.listen(64)
+        listeners.append((sock, (addr, port)))
+    threading.Thread(target=_relay, args=(listeners, host_ns), daemon=True,
+                     name="abhed-gate-relay").start()
+
+
+def enter(layout: Layout, version: int, endpoints: Sequence[Endpoint] = (),
+          host_ns: int = -1) -> None:
+    """Make this process's view of the host one where ``current`` is ``version``; with
+    ``endpoints``, its network reaches those (through ``host_ns``) and nothing else."""
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET), "unshare")
     _mount(libc, "none", "/", None, _MS_REC | _MS_PRIVATE)
     _loopback_up()
+    if endpoints:
+        _open_endpoints(libc, endpoints, host_ns)
     prefix = layout.prefix
     # The real prefix stays reachable through a descriptor once the tmpfs covers it.
     real = os.open(prefix, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -114,11 +251,12 @@ def enter(layout: Layout, version: int) -> None:
         os.close(real)
 
 
-def _child(layout: Layout, version: int, gate: Callable[[], list[HealthStep]], write: int) -> None:
+def _child(layout: Layout, version: int, gate: Callable[[], list[HealthStep]], write: int,
+           endpoints: Sequence[Endpoint], host_ns: int) -> None:
     payload: dict[str, Any]
     try:
         try:
-            enter(layout, version)
+            enter(layout, version, endpoints, host_ns)
         except OSError as exc:
             raise StepFailed(f"cannot give the gate its own mount and network namespaces "
                              f"({exc.strerror or exc}); the installer must run as root on a "
@@ -143,21 +281,27 @@ def _step(d: dict[str, Any]) -> HealthStep:
     return HealthStep(str(d["name"]), float(d["seconds"]), str(d["detail"]), d.get("audit"))
 
 
-def isolated(layout: Layout, version: int, gate: Callable[[], list[HealthStep]]) -> list[HealthStep]:
-    """Run ``gate`` in a child whose namespaces show ``version`` as current (module doc)."""
+def isolated(layout: Layout, version: int, gate: Callable[[], list[HealthStep]], *,
+             endpoints: Sequence[str] = ()) -> list[HealthStep]:
+    """Run ``gate`` in a child whose namespaces show ``version`` as current (module doc);
+    its network reaches the model ``endpoints`` (URLs) and nothing else."""
     # What the gate writes (its logs, the probe's record under state/) goes through binds
     # of the real directories, so they must exist before the view is made (a first install).
     for d in (layout.state_dir, layout.logs):
         d.mkdir(parents=True, exist_ok=True)
+    resolved = resolve_endpoints(endpoints)
+    host_ns = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC) if resolved else -1
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
             os.close(read)
-            _child(layout, version, gate, write)
+            _child(layout, version, gate, write, resolved, host_ns)
         finally:
             os._exit(0)
     os.close(write)
+    if host_ns >= 0:
+        os.close(host_ns)
     try:
         chunks = []
         while chunk := os.read(read, 1 << 16):

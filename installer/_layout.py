@@ -127,6 +127,7 @@ class State:
     highest: int | None = None
     host_link: str | None = None  # /etc/abhed/site, or --host-link (installer._site)
     bin_link: str | None = None  # /usr/local/bin/abhed, or --bin-link
+    role: str | None = None  # agent, model or all (installer._roles); None: all, from before roles
 
     @classmethod
     def load(cls, layout: Layout) -> State:
@@ -142,17 +143,18 @@ class State:
             raise StepFailed(f"{path} is not an {STATE_FORMAT} file")
         return cls(name=raw.get("name"), current=raw.get("current"),
                    previous=raw.get("previous"), highest=raw.get("highest"),
-                   host_link=raw.get("host_link"), bin_link=raw.get("bin_link"))
+                   host_link=raw.get("host_link"), bin_link=raw.get("bin_link"),
+                   role=raw.get("role"))
 
     def copy(self) -> State:
         return State(self.name, self.current, self.previous, self.highest, self.host_link,
-                     self.bin_link)
+                     self.bin_link, self.role)
 
     def save(self, layout: Layout) -> None:
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         body = {"format": STATE_FORMAT, "name": self.name, "current": self.current,
                 "previous": self.previous, "highest": self.highest,
-                "host_link": self.host_link, "bin_link": self.bin_link}
+                "host_link": self.host_link, "bin_link": self.bin_link, "role": self.role}
         atomic_write(layout.state_dir / "installed.json",
                      (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
 

@@ -376,14 +376,23 @@ def _same_size(path: Path, size: int) -> bool:
         return False
 
 
-def platform_checks(manifest: Manifest, prefix: Path, *, python: str | None) -> tuple[list[Check], PythonFound | None]:
-    """The checks that need only the signed manifest (run before anything is written)."""
+def platform_checks(manifest: Manifest, prefix: Path, *, python: str | None,
+                    role: str = "all") -> tuple[list[Check], PythonFound | None]:
+    """The checks that need only the signed manifest (run before anything is written).
+
+    ``manifest`` is the bundle as ``role`` sees it (``Manifest.for_role``): the disk, kept
+    weights, KVM and package checks count only what the role installs, and the GPU is
+    checked only where the model is served (an agent host needs none)."""
     py_check, py = find_python(manifest, python)
     checks = [_os(manifest), _arch(manifest), _glibc(manifest), py_check]
     # vLLM needs the weights plus room for activations and KV cache on the GPUs.
-    checks += _nvidia(manifest, weights_gib(manifest) * 1.2)
+    if role == "agent":
+        checks.append(Check("nvidia", "skip", "role agent", "no GPU (the model hosts serve)"))
+    else:
+        checks += _nvidia(manifest, weights_gib(manifest) * 1.2)
     checks += [_writable(prefix), _disk(manifest, prefix), *_kept_weights(manifest, prefix),
-               _kvm(manifest)]
+               _kvm(manifest) if role != "model" else
+               Check("kvm", "skip", "role model", "no microVM (engineers work on agent hosts)")]
     checks += _packages(required_packages(manifest))
     systemd = (sysroot() / "run/systemd/system").is_dir()
     checks.append(Check("systemd", "ok", "present: service units will be written" if systemd

@@ -214,13 +214,16 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
 
 def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ...], *,
                        downgrade: bool, python: str, bundle: Path, skip_gate: bool,
-                       manifest_sha256: str) -> None:
+                       manifest_sha256: str, role: str = "all") -> None:
+    """release.json: the signed manifest as this host's role sees it (``Manifest.for_role``:
+    the members it installed; ``manifest_sha256`` names the whole signed one), the role."""
     body = {
         "format": RELEASE_FORMAT,
         "name": manifest.name,
         "version": manifest.version,
         "manifest": manifest.model_dump(mode="json"),
         "manifest_sha256": manifest_sha256,
+        "role": role,
         "signers": list(signers),
         "downgrade": downgrade,
         "python": python,

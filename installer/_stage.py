@@ -58,6 +58,8 @@ class Staging:
     site_sha: str | None = None  # the release's installed settings (None: it has none)
     link_changes: list[LinkChange] = field(default_factory=list)
     drop_local: bool = False  # --drop-local-settings
+    role: str = "all"  # installer._roles: what this host installs
+    only: frozenset[str] | None = None  # the members the role unpacks (None: every one)
 
     @property
     def version(self) -> int:
@@ -94,12 +96,19 @@ def _verify(s: Staging) -> None:
     try:
         vb = verify_bundle(s.bundle, s.policy, installed_version=s.state.highest,
                            allow_downgrade=s.allow_downgrade, stage_to=s.release / "bundle",
-                           progress=Progress("verify"))
+                           progress=Progress("verify"), only=s.only)
     except BundleError as exc:
         s.audited("verify", "refused", detail=str(exc))
         raise bundle_error(exc) from None
     s.downgrade = vb.downgrade
-    s.audited("verify", "ok", downgrade=vb.downgrade or None)
+    skipped = [m for m in vb.manifest.members if s.only is not None and m.name not in s.only]
+    s.audited("verify", "ok", downgrade=vb.downgrade or None,
+              not_unpacked_files=len(skipped) or None,
+              not_unpacked_bytes=sum(m.content_size for m in skipped) or None)
+    if skipped:
+        say(f"role {s.role}: {len(skipped)} member(s) verified but not unpacked "
+            f"({sum(m.content_size for m in skipped) / (1 << 20):,.1f} MiB: what other roles "
+            "install)")
 
 
 def _stage(s: Staging) -> None:
@@ -112,8 +121,9 @@ def _stage(s: Staging) -> None:
     s.descriptor_path = find_descriptor(s.release / "bundle")
     if s.descriptor_path is not None:
         s.descriptor = load_descriptor(s.descriptor_path)
-        fail_preflight(descriptor_checks(s.manifest, s.descriptor), s.audit, s.action, s.run,
-                       s.version)
+        if s.role != "agent":  # the model server's own needs: an agent host runs none
+            fail_preflight(descriptor_checks(s.manifest, s.descriptor), s.audit, s.action,
+                           s.run, s.version)
     elif not s.skip_gate:
         raise HealthCheckFailed("the bundle declares no model server (models/<name>/abhed-serve.json), "
                                 "so the health gate cannot run; pass --skip-gate to install without it "
@@ -150,6 +160,9 @@ def _model_signatures(s: Staging) -> None:
 
     from ._proc import child_env, run
 
+    if s.role == "agent":
+        s.audited("model-signature", "skipped", detail="role agent: no weights installed")
+        return
     models = s.release / "bundle" / "models"
     dirs = sorted(d for d in models.iterdir() if d.is_dir()) if models.is_dir() else []
     tool = s.release / "venv" / "bin" / "model_signing"
@@ -222,7 +235,7 @@ def _carry_local(s: Staging) -> dict[str, Any]:
 
 
 def _run_script(s: Staging) -> None:
-    if s.descriptor is None:
+    if s.descriptor is None or s.role == "agent":  # an agent host serves no model
         return
     from ._descriptor import expand
     from ._services import PORT_MARK, RUN_SCRIPT, render_run_script
@@ -243,7 +256,8 @@ def _run_script(s: Staging) -> None:
 
 def _record(s: Staging) -> None:
     write_release_json(s.release, s.manifest, s.signers, downgrade=s.downgrade, python=s.python,
-                       bundle=s.bundle, skip_gate=s.skip_gate, manifest_sha256=s.manifest_sha256)
+                       bundle=s.bundle, skip_gate=s.skip_gate, manifest_sha256=s.manifest_sha256,
+                       role=s.role)
     record_sha, release_sha = write_record(s.release, s.manifest)
     s.audited("recorded", "ok", record_sha256=record_sha, release_sha256=release_sha)
 
@@ -251,6 +265,9 @@ def _record(s: Staging) -> None:
 def _units(s: Staging) -> None:
     from ._services import systemd_present, write_unit
 
+    if s.role == "agent":
+        s.audited("units", "skipped", detail="role agent: no model service on this host")
+        return
     if not systemd_present():
         s.audited("units", "skipped", detail="no systemd: run script only")
         return
@@ -306,6 +323,7 @@ def _save_state(s: Staging) -> None:
     state.host_link = str(s.links.site) if s.links.site else None
     state.bin_link = str(s.links.bin) if s.links.bin else None
     state.previous, state.current = s.current, s.version
+    state.role = s.role
     state.highest = max(s.version, state.highest or 0)
     state.save(s.layout)
     s.trust_sha = None if s.pinned else pin_trust(s.layout, s.policy)

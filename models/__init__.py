@@ -9,7 +9,10 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`).
+(:class:`ScriptedServer`), and the model service's request record
+(:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
+:func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
+:data:`REQUEST_HEADER`).
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
@@ -28,6 +31,8 @@ from models._errors import (
     ProviderProtocolError,
     ProviderUnavailable,
     RequestCancelled,
+    RequestLogBroken,
+    RequestLogError,
     ServeError,
 )
 from models._openai import OpenAIClient
@@ -35,6 +40,16 @@ from models._presets import PRESETS, Preset, entry_from_preset, get_preset, sugg
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
+from models._request_log import (
+    LISTING_ENDPOINTS,
+    REQUEST_HEADER,
+    SESSION_HEADER,
+    RequestLog,
+    RequestRecord,
+    StoredRequest,
+    read_requests,
+    request_ids,
+)
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scripted import ScriptedCall, ScriptedServer, ScriptStep
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
@@ -50,11 +65,14 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 
 __all__ = [
     "KNOWN_SAMPLING",
+    "LISTING_ENDPOINTS",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
     "PRESETS",
     "PROBE_FAMILIES",
+    "REQUEST_HEADER",
+    "SESSION_HEADER",
     "SUPPORTED_APIS",
     "TOOL_CALL_PARSERS",
     "VLLM_SAMPLING",
@@ -79,11 +97,16 @@ __all__ = [
     "ProviderProtocolError",
     "ProviderUnavailable",
     "RequestCancelled",
+    "RequestLog",
+    "RequestLogBroken",
+    "RequestLogError",
+    "RequestRecord",
     "ScriptStep",
     "ScriptedCall",
     "ScriptedServer",
     "ServeError",
     "ServeSettings",
+    "StoredRequest",
     "ToolCall",
     "Usage",
     "VllmServer",
@@ -95,6 +118,8 @@ __all__ = [
     "model_context_limit",
     "open_provider",
     "public_key_pem",
+    "read_requests",
+    "request_ids",
     "sign_model",
     "signature_identity",
     "suggest_tensor_parallel",

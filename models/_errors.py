@@ -12,9 +12,14 @@
     │   ├── ProviderProtocolError  the reply is not OpenAI-shaped, or the stream
     │   │                       ended before it finished (server died mid-stream)
     │   └── RequestCancelled    the caller interrupted the request
-    └── ServeError              vLLM could not be started or did not become healthy:
-                                port taken, weights missing or altered, out of
-                                memory, server exited
+    ├── ServeError              vLLM could not be started or did not become healthy:
+    │                           port taken, weights missing or altered, out of
+    │                           memory, server exited
+    └── RequestLogError         the model service's request record cannot be
+        │                       opened, written or read (a record refused, the
+        │                       file not a request log, an export malformed)
+        └── RequestLogBroken    its hash chain does not hold: a record was
+                                altered, removed, inserted or reordered
 
 ``models`` sits below ``appliance`` (which depends on it), so this root is not an
 ``AbhedError``; the CLI catches both.  Every message says what to do next.
@@ -31,6 +36,8 @@ __all__ = [
     "ProviderProtocolError",
     "ProviderUnavailable",
     "RequestCancelled",
+    "RequestLogBroken",
+    "RequestLogError",
     "ServeError",
 ]
 
@@ -79,3 +86,20 @@ class ServeError(ModelsError):
         super().__init__(message)
         self.reason = reason
         self.log_tail = log_tail
+
+
+class RequestLogError(ModelsError):
+    """The request record could not be opened, written or read; the message says why."""
+
+
+class RequestLogBroken(RequestLogError):
+    """The chain does not hold at ``seq``: ``reason`` says how (altered, deleted, reordered)."""
+
+    def __init__(self, where: str, seq: int, reason: str) -> None:
+        super().__init__(
+            f"the request record {where} is broken at record {seq}: {reason}. Nothing after "
+            "it can be trusted; keep the file as evidence and compare it with the copy the "
+            "site's collector received (syslog/SIEM)")
+        self.where = where
+        self.seq = seq
+        self.reason = reason

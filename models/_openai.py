@@ -29,6 +29,7 @@ from models._errors import (
     ProviderUnavailable,
     RequestCancelled,
 )
+from models._request_log import REQUEST_HEADER, SESSION_HEADER
 from models._types import CancelToken, ChatRequest, Delta, ModelReply
 
 if TYPE_CHECKING:
@@ -118,7 +119,9 @@ class OpenAIClient:
         body["stream"] = request.stream
         if request.stream:
             body["stream_options"] = {"include_usage": True}
-        with self._request("POST", "/chat/completions", body, cancel) as resp:
+        ids = {name: value for name, value in ((SESSION_HEADER, request.session_id),
+                                               (REQUEST_HEADER, request.request_id)) if value}
+        with self._request("POST", "/chat/completions", body, cancel, ids) as resp:
             if not request.stream:
                 return reply_from_message(self._json(resp, cancel))
             return self._stream(resp, on_delta, cancel)
@@ -179,8 +182,10 @@ class OpenAIClient:
         return asm.reply()
 
     @contextmanager
-    def _request(self, method: str, path: str, body: Any,
-                 cancel: CancelToken | None) -> Iterator[httpx.Response]:
+    def _request(self, method: str, path: str, body: Any, cancel: CancelToken | None,
+                 ids: dict[str, str] | None = None) -> Iterator[httpx.Response]:
+        """Send with retries over the replicas; every attempt carries the same ``ids``
+        headers, so the model side records a retried turn under one request id."""
         import httpx
 
         deadline = time.monotonic() + self.deadline_s
@@ -202,7 +207,8 @@ class OpenAIClient:
                                     write=min(30.0, remaining), pool=min(5.0, remaining))
             req = self._http.build_request(
                 method, url, content=payload, timeout=timeout,
-                headers={"content-type": "application/json"} if payload is not None else None)
+                headers={**({"content-type": "application/json"} if payload is not None else {}),
+                         **(ids or {})})
             transient = False
             unhook = self._hook_cancel(req, cancel)
             try:

@@ -7,6 +7,7 @@ every configured or requested value against the declared list and its range.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,8 +37,7 @@ class OpenAIProvider:
                  cancel: CancelToken | None = None) -> ModelReply:
         merged = dict(self.sampling)
         merged.update(request.sampling)
-        req = ChatRequest(request.messages, request.tools, request.tool_choice, merged,
-                          request.stream, request.extra_body)
+        req = dataclasses.replace(request, sampling=merged)
         return self.client.chat(self.model, req, on_delta=on_delta, cancel=cancel)
 
     def close(self) -> None:

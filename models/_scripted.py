@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models._request_log import REQUEST_HEADER, SESSION_HEADER
+
 __all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer"]
 
 _MAX_BODY = 64 * 1024 * 1024
@@ -90,6 +92,8 @@ class ScriptedServer:
         self.api_key = api_key
         self.scheme = "https" if tls is not None else "http"
         self.authorizations: list[str | None] = []
+        # (X-Abhed-Session, X-Abhed-Request) of every chat request, retries included.
+        self.ids: list[tuple[str | None, str | None]] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
         if tls is not None:
@@ -177,6 +181,9 @@ class ScriptedServer:
                     self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 
             def do_POST(self) -> None:
+                with server._lock:
+                    server.ids.append((self.headers.get(SESSION_HEADER),
+                                       self.headers.get(REQUEST_HEADER)))
                 if self._refused():
                     return
                 if self.path != "/v1/chat/completions":

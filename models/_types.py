@@ -56,6 +56,11 @@ class ChatRequest:
     sampling: dict[str, Any] = field(default_factory=dict)
     stream: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # Who asks, as the agent asserts it to the model service (sent as the X-Abhed-Session
+    # and X-Abhed-Request headers, recorded on both sides so the auditor can join them).
+    # One request id per turn: the client's retries of the turn send the same one.
+    session_id: str | None = None
+    request_id: str | None = None
 
 
 class CancelToken:

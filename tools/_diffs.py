@@ -20,9 +20,16 @@ def bound_diff(diff: str) -> str:
 
 
 def text_diff(old: str, new: str, old_name: str, new_name: str) -> str:
-    """The unified diff from ``old`` to ``new`` (unbounded: callers join hunks, then bound)."""
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
-                                        new.splitlines(keepends=True), old_name, new_name))
+    """The unified diff from ``old`` to ``new`` (unbounded: callers join hunks, then bound).
+
+    Every line of it ends in a newline: a last line without one (a file's, or an edit's
+    snippet, which stops at the end of its last line) would run into the next line of the
+    diff (``-beta+gamma``), and a reader could not tell the removed line from the added.
+    """
+    return "".join(line if line.endswith("\n") else line + "\n"
+                   for line in difflib.unified_diff(old.splitlines(keepends=True),
+                                                    new.splitlines(keepends=True), old_name,
+                                                    new_name))
 
 
 def new_file_diff(path: str, text: str) -> str:

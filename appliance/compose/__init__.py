@@ -13,6 +13,7 @@ Public surface:
   engineer's (:func:`layer`, :data:`DIRECTIONS`; :func:`layers_of` says where
   each value came from); :func:`read_config` reads one file alone;
 - :func:`choose_mode`: a door's requested mode bounded by the operator's, once;
+  :func:`allowed_modes`: the modes a door may offer;
 - :func:`open_tooling` → :class:`Tooling` (tools, sandbox, extensions, MCP,
   policy and the dispatcher; :class:`Notice` for what set-up degraded);
 - :func:`start_agent` → :class:`StartedAgent` (a whole agent; its subagents
@@ -46,7 +47,14 @@ from appliance.compose._start import (
     open_store,
     start_agent,
 )
-from appliance.compose._tooling import Notice, NoticeKind, Tooling, choose_mode, open_tooling
+from appliance.compose._tooling import (
+    Notice,
+    NoticeKind,
+    Tooling,
+    allowed_modes,
+    choose_mode,
+    open_tooling,
+)
 
 __all__ = [
     "DIRECTIONS",
@@ -66,6 +74,7 @@ __all__ = [
     "NoticeKind",
     "StartedAgent",
     "Tooling",
+    "allowed_modes",
     "choose_mode",
     "choose_provider",
     "find_site",

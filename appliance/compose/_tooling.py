@@ -38,6 +38,7 @@ from appliance.events import DecisionBasis, SessionEnded, StartupNotice
 from appliance.extensions import ExtensionHost, ExtensionSpec
 from appliance.mcp import McpGateway, McpServerSpec
 from appliance.policy import (
+    MODES,
     Approver,
     Gate,
     Mode,
@@ -51,8 +52,8 @@ from appliance.sandbox import SandboxError, open_sandbox
 from appliance.sessions import ArtifactStore
 from tools import FileLedger, ShellSandbox, Tool, ToolContext, Workspace, native_tools
 
-__all__ = ["NO_SITE", "Notice", "NoticeKind", "Tooling", "artifact_store", "choose_mode", "decision_basis",
-           "open_tooling", "record_basis"]
+__all__ = ["NO_SITE", "Notice", "NoticeKind", "Tooling", "allowed_modes", "artifact_store", "choose_mode",
+           "decision_basis", "open_tooling", "record_basis"]
 
 _Recorded = Literal["mcp_refused", "extension_dead", "sandbox_fallback", "sandbox_unavailable"]
 NoticeKind = _Recorded | Literal["no_site_settings"]
@@ -141,6 +142,22 @@ def choose_mode(config: Config, requested: Mode | str | None, *, door: str) -> M
             f"\"{config.policy.mode}\" in your own {mine.where}. Choose the same or a stricter "
             f"mode, or change policy.mode there (the site allows up to "
             f"\"{layered.site.settings.policy.mode}\", {layered.site.settings_file}).") from None
+
+
+def allowed_modes(config: Config) -> tuple[Mode, ...]:
+    """The modes a door may offer a person: those :func:`choose_mode` would take, strictest first.
+
+    A door that lists modes (the editor's mode menu over ACP) offers exactly
+    these, so a mode the site or the engineer's own settings forbid is never shown.
+    """
+    out: list[Mode] = []
+    for mode in reversed(MODES):  # MODES runs from the loosest to the strictest
+        try:
+            choose_mode(config, mode, door="")
+        except ModeRefused:
+            continue
+        out.append(mode)
+    return tuple(out)
 
 
 def artifact_store(config: Config, session: Session) -> ArtifactStore:

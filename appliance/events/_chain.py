@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from appliance._errors import ChainBroken
 from appliance.events._models import EVENT_ADAPTER, migrate
 from appliance.events._schema import GENESIS, Row, chain_hash
+from foundation import link_problem
 
 __all__ = ["ChainWalker"]
 
@@ -30,17 +31,13 @@ class ChainWalker:
     sessions_from_first_seen: bool = False
 
     def feed(self, row: Row) -> None:
-        expected = self.seq + 1
-        if row.seq != expected:
-            if row.seq > expected:
-                raise ChainBroken(expected, f"missing (the next stored event is {row.seq}): deleted")
-            raise ChainBroken(row.seq, f"out of order (expected {expected}): inserted or reordered")
-        if row.prev_hash != self.head:
-            raise ChainBroken(row.seq, "its prev_hash does not match the event before it: "
-                                       "an event was removed, inserted or reordered")
-        if chain_hash(row.seq, row.session_id, row.session_seq, row.type, row.ts, row.body,
-                      row.prev_hash) != row.hash:
-            raise ChainBroken(row.seq, "its contents do not match its hash: altered")
+        problem = link_problem(
+            expected_seq=self.seq + 1, head=self.head, seq=row.seq, prev_hash=row.prev_hash,
+            stored_hash=row.hash, noun="event",
+            computed_hash=chain_hash(row.seq, row.session_id, row.session_seq, row.type, row.ts,
+                                     row.body, row.prev_hash))
+        if problem is not None:
+            raise ChainBroken(*problem)
         want = self.per_session.get(row.session_id, 0) + 1
         if self.sessions_from_first_seen and row.session_id not in self.per_session:
             want = row.session_seq

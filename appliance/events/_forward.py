@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from appliance.events._models import LOG_SESSION, Event, ForwardingChanged
-from appliance.events._ocsf import OcsfMapper
+from appliance.events._ocsf import OcsfMapper, request_record
 from appliance.events._settings import FACILITIES, ForwardSettings
+from models import StoredRequest
 
 __all__ = ["Forwarder", "BACKLOG_MAX", "NOTE_INTERVAL_S"]
 
@@ -113,6 +114,16 @@ class Forwarder:
         """Send one appended event (and any backlog first); the events to record, if any."""
         data = self.encode(seq=seq, session_seq=session_seq, prev_hash=prev_hash, hash=hash,
                            event=event)
+        return self._push(seq, event.ts, data)
+
+    def forward_request(self, stored: StoredRequest) -> list[Event]:
+        """Send one record of the model service's request log, as :meth:`forward` an event.
+
+        The link's state changes come back as events for the caller to report
+        (the model service has no event log of its own to keep them in)."""
+        return self._push(stored.seq, stored.record.ended_at, self.encode_request(stored))
+
+    def _push(self, seq: int, ts: str, data: bytes) -> list[Event]:
         self._backlog.append(_Sent(seq, data))
         while len(self._backlog) > BACKLOG_MAX:
             self._backlog.popleft()
@@ -129,7 +140,7 @@ class Forwarder:
                 return [self._note("restored")]
             return []
         if self._down is None:
-            self._down = _Tally(error=error, since=event.ts, outages=1, first=seq)
+            self._down = _Tally(error=error, since=ts, outages=1, first=seq)
         self._down.missed += 1
         self._down.last = seq
         if not self._down.recorded and now - self._last_note >= NOTE_INTERVAL_S:
@@ -181,14 +192,42 @@ class Forwarder:
     def encode(self, *, seq: int, session_seq: int, prev_hash: str, hash: str,
                event: Event) -> bytes:
         """The message for one event, within ``max_message_bytes`` (values cut to fit)."""
+        params = {"seq": seq, "hash": hash, "prev": prev_hash, "session": event.session_id,
+                  "sseq": session_seq, "type": event.type}
+        journal = {"ABHED_SEQ": seq, "ABHED_HASH": hash, "ABHED_PREV_HASH": prev_hash,
+                   "ABHED_SESSION_ID": event.session_id, "ABHED_SESSION_SEQ": session_seq,
+                   "ABHED_TYPE": event.type, "ABHED_TS": event.ts}
+        return self._fit(lambda text_cap, data_cap: self._mapper.record(
+            seq=seq, session_seq=session_seq, prev_hash=prev_hash, hash=hash, event=event,
+            text_cap=text_cap, data_cap=data_cap), seq, event.ts, event.type, params, journal)
+
+    def encode_request(self, stored: StoredRequest) -> bytes:
+        """The message for one model-side request record (docs/model-service.md)."""
+        r = stored.record
+        params = {"seq": stored.seq, "hash": stored.hash, "prev": stored.prev_hash,
+                  "session": r.session_id or "-", "request": r.request_id or "-",
+                  "host": r.host, "engineer": r.engineer, "type": "model_request"}
+        journal = {"ABHED_SEQ": stored.seq, "ABHED_HASH": stored.hash,
+                   "ABHED_PREV_HASH": stored.prev_hash, "ABHED_SESSION_ID": r.session_id or "",
+                   "ABHED_REQUEST_ID": r.request_id or "", "ABHED_HOST": r.host,
+                   "ABHED_ENGINEER": r.engineer, "ABHED_TYPE": "model_request",
+                   "ABHED_TS": r.ended_at}
+        return self._fit(lambda text_cap, data_cap: request_record(
+            stored, log_name=self._mapper.log_name, product=self._mapper.product,
+            text_cap=text_cap), stored.seq, r.ended_at, "model_request", params, journal)
+
+    def _fit(self, make: Callable[[int, int], dict[str, Any]], seq: int, ts: str, msgid: str,
+             params: dict[str, Any], journal: dict[str, Any]) -> bytes:
         limit = self.settings.max_message_bytes
         data = b""
         for text_cap, data_cap in _CAPS:
-            record = self._mapper.record(seq=seq, session_seq=session_seq, prev_hash=prev_hash,
-                                         hash=hash, event=event, text_cap=text_cap,
-                                         data_cap=data_cap)
-            data = (self._syslog if self.settings.to == "syslog" else self._journal)(
-                record, seq, session_seq, prev_hash, hash, event)
+            record = make(text_cap, data_cap)
+            extra = {"class": record["class_uid"], "activity": record["activity_id"]}
+            if self.settings.to == "syslog":
+                data = self._syslog(record, seq, ts, msgid, {**params, **extra})
+            else:
+                data = self._journal(record, {**journal, "OCSF_CLASS_UID": extra["class"],
+                                              "OCSF_ACTIVITY_ID": extra["activity"]})
             if len(data) <= limit:
                 return data
         return data[:limit]  # pathological (a huge log path): the header and chain data go first
@@ -197,35 +236,26 @@ class Forwarder:
         severity = _SYSLOG_SEVERITY.get(int(record["severity_id"]), 6)
         return FACILITIES[self.settings.facility], severity
 
-    def _syslog(self, record: dict[str, Any], seq: int, session_seq: int, prev_hash: str,
-                hash: str, event: Event) -> bytes:
+    def _syslog(self, record: dict[str, Any], seq: int, ts: str, msgid: str,
+                params: dict[str, Any]) -> bytes:
         facility, severity = self._pri(record)
-        params = {"seq": seq, "hash": hash, "prev": prev_hash, "session": event.session_id,
-                  "sseq": session_seq, "type": event.type, "class": record["class_uid"],
-                  "activity": record["activity_id"]}
         sd = "".join([
             f'[meta sequenceId="{seq}"]' if 0 < seq <= _META_MAX else "",
             f'[origin software="abhed" swVersion="{_sd_value(record["metadata"]["product"]["version"])}"]',
             f"[{self.settings.sd_id} "
             + " ".join(f'{k}="{_sd_value(v)}"' for k, v in params.items()) + "]",
         ])
-        msgid = event.type[:32]
-        header = (f"<{facility * 8 + severity}>1 {event.ts} {self._host} "
-                  f"{self.settings.app_name} {os.getpid()} {msgid} {sd} ")
+        header = (f"<{facility * 8 + severity}>1 {ts} {self._host} "
+                  f"{self.settings.app_name} {os.getpid()} {msgid[:32]} {sd} ")
         body = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
         return header.encode() + body.encode()
 
-    def _journal(self, record: dict[str, Any], seq: int, session_seq: int, prev_hash: str,
-                 hash: str, event: Event) -> bytes:
+    def _journal(self, record: dict[str, Any], chain: dict[str, Any]) -> bytes:
         facility, severity = self._pri(record)
         fields = {
             "MESSAGE": f"{record['type_name']}: {record.get('message', '')}",
             "PRIORITY": severity, "SYSLOG_FACILITY": facility,
-            "SYSLOG_IDENTIFIER": self.settings.app_name,
-            "ABHED_SEQ": seq, "ABHED_HASH": hash, "ABHED_PREV_HASH": prev_hash,
-            "ABHED_SESSION_ID": event.session_id, "ABHED_SESSION_SEQ": session_seq,
-            "ABHED_TYPE": event.type, "ABHED_TS": event.ts,
-            "OCSF_CLASS_UID": record["class_uid"], "OCSF_ACTIVITY_ID": record["activity_id"],
+            "SYSLOG_IDENTIFIER": self.settings.app_name, **chain,
             "OCSF_RECORD": json.dumps(record, ensure_ascii=False, separators=(",", ":")),
         }
         out = bytearray()

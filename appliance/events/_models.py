@@ -57,7 +57,10 @@ __all__ = [
     "SegmentStarted",
 ]
 
-SCHEMA_VERSION = 1
+# 2: ModelTurn gained request_id, SessionStarted host and account (all optional: a
+# version-1 body reads unchanged).  A reader
+# older than a log refuses its newer bodies by name instead of misreading them.
+SCHEMA_VERSION = 2
 
 
 def now_iso() -> str:
@@ -82,6 +85,11 @@ class SessionStarted(_Base):
     parent_session_id: str | None = Field(
         default=None, description="For a subagent's session: the session whose task call made it.")
     parent_call_id: str | None = Field(default=None, description="That task call's id.")
+    host: str = Field(default="", description="The host the session ran on (its hostname); "
+                      "empty in logs before schema version 2.  The auditor's join checks that a "
+                      "collected log belongs to the host it was collected as.")
+    account: str = Field(default="", description="The Unix account the session ran as; empty "
+                         "in logs before schema version 2.")
 
 
 class ActionEvent(_Base):
@@ -208,6 +216,11 @@ class ModelTurn(_Base):
     finish_reason: str | None = None
     usage: TurnUsage | None = None
     duration_ms: float = Field(description="Time waiting on the model for this turn.")
+    request_id: str | None = Field(
+        default=None, description="The id sent to the model service with this turn's request "
+        "(X-Abhed-Request), retries included; the auditor's join matches the model side's "
+        "records to it.  None in logs written before schema version 2, and for turns asked of "
+        "a provider outside a governed run (the probe).")
 
 
 class ApprovalEvent(_Base):
@@ -501,9 +514,10 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 def migrate(raw: dict[str, Any]) -> dict[str, Any]:
     """Upgrade a stored event body to the current schema version.
 
-    Version 1 is the first; each future version adds one step here, so an
+    Version 1 is the first; each later version adds one step here, so an
     old log stays readable forever (the stored bytes, and so the hash chain,
-    are never rewritten).
+    are never rewritten).  1 -> 2 needs no step: version 2 only added
+    optional fields (ModelTurn's ``request_id``, SessionStarted's ``host`` and ``account``).
     """
     version = raw.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:

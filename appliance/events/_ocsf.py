@@ -57,9 +57,10 @@ from appliance.events._models import (
     UndoApplied,
     UserMessage,
 )
+from models import StoredRequest
 
 __all__ = ["OCSF_VERSION", "OcsfMapper", "TEXT_CAP", "DATA_CAP", "SETTINGS_DIGEST_KEYS",
-           "export_record"]
+           "export_record", "request_record"]
 
 OCSF_VERSION = "1.8.0"
 TEXT_CAP = 2048
@@ -241,7 +242,8 @@ class OcsfMapper:
             return self._api(e, "Model Turn", actor, cut, operation="chat.completions",
                              message=e.text or f"{len(calls)} tool call(s)", context=context,
                              response_data=calls, duration_ms=e.duration_ms,
-                             extra={"turn": e.turn, "finish_reason": e.finish_reason})
+                             extra={"turn": e.turn, "finish_reason": e.finish_reason,
+                                    "request_id": e.request_id})
         if isinstance(e, DecisionBasis):
             policy = {"name": "decision basis", "uid": e.digest, "is_applied": True,
                       "data": cut.data({"policy": e.policy, "extensions": e.extensions,
@@ -322,7 +324,8 @@ class OcsfMapper:
                               "uid": str(governed.get("effective_settings_sha256", "none")),
                               "version": str(governed.get("release", "")), "data": governed}
             body["_profiles"] = ["datetime", "security_control"]
-        extra: dict[str, Any] = {"workspace": e.workspace, "settings": cut.data(e.settings)}
+        extra: dict[str, Any] = {"workspace": e.workspace, "settings": cut.data(e.settings),
+                                 "host": e.host, "account": e.account}
         if e.parent_session_id:
             extra.update(parent_session_id=e.parent_session_id, parent_call_id=e.parent_call_id)
         return 6002, 3, "Start", _INFO, body, extra
@@ -495,3 +498,66 @@ def export_record(mapper: OcsfMapper, manifest: dict[str, Any]) -> dict[str, Any
                     f"left out); head {manifest['head_seq']} {manifest['head_hash']}"),
         "unmapped": {"abhed": {"manifest": manifest}},
     }
+
+
+def request_record(stored: StoredRequest, *, log_name: str, product: dict[str, str],
+                   text_cap: int = TEXT_CAP) -> dict[str, Any]:
+    """One record of the model service's request log as OCSF: API Activity, "Model Request".
+
+    The same envelope as an event's (``metadata.sequence`` its ``seq``,
+    ``metadata.uid`` its ``hash``), so a SIEM that parses the agent's records
+    parses the model side's; ``actor.user`` is the engineer and
+    ``src_endpoint.hostname`` the host the service authenticated, and
+    ``unmapped.abhed`` holds the chain and the ids the caller asserted.
+    """
+    r = stored.record
+    cut = _Cut(text_cap, DATA_CAP)
+    ok = r.outcome == "ok"
+    severity = _INFO if ok or r.outcome == "cancelled" else _LOW
+    session = r.session_id or "none"
+    message = (f"{r.engineer}@{r.host}: {r.outcome} ({r.status}), {r.tokens_in} tokens in, "
+               f"{r.tokens_out} out, session {session}, request {r.request_id or 'none'}"
+               + (f": {r.detail}" if r.detail else ""))
+    api: dict[str, Any] = {"operation": r.endpoint or "unknown",
+                           "service": {"name": "abhed model service"},
+                           "request": {"uid": r.request_id or f"unnamed:{stored.seq}"},
+                           "response": {"code": r.status}}
+    if r.detail:
+        api["response"]["error_message"] = cut.text(r.detail)
+    started = _ms(r.started_at)
+    record: dict[str, Any] = {
+        "class_uid": 6003, "class_name": "API Activity", "category_uid": 6,
+        "category_name": "Application Activity", "activity_id": _OTHER,
+        "activity_name": "Model Request", "type_uid": 6003 * 100 + _OTHER,
+        "type_name": "API Activity: Model Request",
+        "severity_id": severity, "severity": _SEVERITY[severity],
+        "time": _ms(r.ended_at), "time_dt": r.ended_at,
+        "start_time": started, "end_time": _ms(r.ended_at),
+        "duration": max(0, _ms(r.ended_at) - started),
+        "metadata": {"version": OCSF_VERSION, "product": product,
+                     "profiles": ["ai_operation", "datetime"], "uid": stored.hash,
+                     "sequence": stored.seq, "event_code": "model_request",
+                     "log_provider": "abhed", "log_name": log_name,
+                     "original_time": r.ended_at},
+        "actor": {"app_name": "abhed model service", "user": {"name": r.engineer},
+                  **({"session": {"uid": r.session_id}} if r.session_id else {})},
+        "src_endpoint": {"hostname": r.host},
+        "api": api,
+        "status_id": _STATUS[ok][0], "status": _STATUS[ok][1],
+        "status_code": str(r.status),
+        "message": cut.text(message),
+        "ai_model": {"name": r.model or "unknown", "ai_provider": "vllm"},
+        "message_context": {"uid": session, "service": {"name": "abhed model service"},
+                            "prompt_tokens": r.tokens_in, "completion_tokens": r.tokens_out,
+                            "total_tokens": r.tokens_in + r.tokens_out},
+        "unmapped": {"abhed": {"seq": stored.seq, "prev_hash": stored.prev_hash,
+                               "hash": stored.hash, "type": "model_request",
+                               "host": r.host, "engineer": r.engineer,
+                               "session_id": r.session_id, "request_id": r.request_id,
+                               "outcome": r.outcome}},
+    }
+    if not ok:
+        record["status_detail"] = r.outcome
+    if cut.cut:
+        record["metadata"]["is_truncated"] = True
+    return record

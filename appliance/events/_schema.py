@@ -6,16 +6,15 @@ read files the store refuses to open) share one definition of "well formed".
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from foundation import GENESIS, canonical, link_hash
+
 __all__ = ["GENESIS", "FORMAT", "Row", "ROW_COLUMNS", "SCHEMA", "canonical", "chain_hash",
            "insert_chained", "structure_problems", "write_segment_file"]
 
-GENESIS = "0" * 64
 FORMAT = "abhed-events-1"
 
 SCHEMA = """
@@ -74,23 +73,11 @@ class Row:
                 "body": self.body}
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def chain_hash(seq: int, session_id: str, session_seq: int, type_: str, ts: str, body: str,
                prev: str) -> str:
-    """sha256 over a JSON header line (position, identity, link) then the body as stored.
-
-    The header is JSON, so no field can smuggle a separator; the body is
-    hashed as the exact text in the row, so verification needs no
-    re-serialisation and cannot be fooled by one.
-    """
-    header = canonical([seq, session_id, session_seq, type_, ts, prev])
-    digest = hashlib.sha256(header.encode("utf-8", "surrogatepass"))
-    digest.update(b"\n")
-    digest.update(body.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    """The chain rule (``foundation.link_hash``) over this log's header: position,
+    identity, link."""
+    return link_hash([seq, session_id, session_seq, type_, ts, prev], body)
 
 
 def insert_chained(conn: sqlite3.Connection, seq: int, session_id: str, session_seq: int,

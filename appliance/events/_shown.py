@@ -89,7 +89,8 @@ def decider(decided_by: str, *, you: str | None = None) -> str:
     if you is not None and decided_by == you:
         return "you"
     return {"auto": "policy", "headless": "nobody (no one could answer)", "tui": "the TUI's user",
-            "rpc": "the rpc caller", "cli": "the command line", "scripted": "a script"}.get(
+            "rpc": "the rpc caller", "acp": "the editor's user (ACP)", "cli": "the command line",
+            "scripted": "a script"}.get(
                 decided_by, decided_by)
 
 

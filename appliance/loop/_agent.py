@@ -246,7 +246,10 @@ class Agent:
         self._check_cancel()
         self._drain_steers(run.id)
         self._check_limits(run)
-        reply, waited_ms = self._ask(run.turns + 1)
+        # One request id per turn, kept by the client's retries of it: the model side's
+        # records of this turn all join the ModelTurn below (docs/event-log.md, the join).
+        request_id = f"{run.id}.{run.turns + 1}"
+        reply, waited_ms = self._ask(run.turns + 1, request_id)
         run.turns += 1  # counted once a reply came: a request never sent is not a turn
         usage = reply.usage
         if usage is not None:
@@ -259,7 +262,7 @@ class Agent:
             tool_calls=[TurnToolCall(id=cid, name=c.name, arguments=c.arguments) for cid, c in calls],
             finish_reason=reply.finish_reason,
             usage=TurnUsage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-            if usage else None, duration_ms=round(waited_ms, 3)))
+            if usage else None, duration_ms=round(waited_ms, 3), request_id=request_id))
         if not calls:
             run.answer = reply.text
             raise StopRun("done", "the model finished" + (
@@ -353,7 +356,7 @@ class Agent:
         for text in steers:
             self._user(run_id, text, "steer")
 
-    def _ask(self, turn: int) -> tuple[ModelReply, float]:
+    def _ask(self, turn: int, request_id: str) -> tuple[ModelReply, float]:
         tool_choice = self._run_tool_choice if turn == 1 else None
         sampling: dict[str, Any] = {}
         if self.limits.max_completion_tokens is not None:
@@ -361,7 +364,8 @@ class Agent:
         messages = self._fit(self.history.outgoing())
         outgoing = self.before_send(messages) if self.before_send else messages
         request = ChatRequest(messages=outgoing, tools=self.specs, tool_choice=tool_choice,
-                              sampling=sampling, stream=True)
+                              sampling=sampling, stream=True, session_id=self.session.id,
+                              request_id=request_id)
         t0 = time.perf_counter()
         with self._model_request():
             reply = self.provider.complete(request, on_delta=self.on_delta, cancel=self._cancel)

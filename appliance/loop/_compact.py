@@ -37,6 +37,7 @@ writing it is told which parts of what it reads are data, not instructions.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -151,7 +152,9 @@ class Compactor:
             through, covered = cut
             try:
                 candidate: Compacted | None = event(
-                    "summary", self._summarise(provider, covered, cancel), through)
+                    "summary", self._summarise(provider, covered, cancel, session_id,
+                                               f"{run_id}.summary.{secrets.token_hex(3)}"),
+                    through)
             except RequestCancelled:
                 raise
             except ProviderError as exc:
@@ -204,12 +207,14 @@ class Compactor:
 
     @staticmethod
     def _summarise(provider: Provider, covered: list[dict[str, Any]],
-                   cancel: CancelToken | None = None) -> str:
+                   cancel: CancelToken | None = None, session_id: str | None = None,
+                   request_id: str | None = None) -> str:
         messages = [{"role": "system", "content": _SUMMARY_SYSTEM},
                     {"role": "user", "content": "The conversation:\n" + json.dumps(
                         covered, ensure_ascii=False)[-400_000:] + "\n\n" + _SUMMARY_PROMPT}]
         reply = provider.complete(ChatRequest(messages=messages, tools=[], tool_choice=None,
-                                              sampling={"max_tokens": 2048}, stream=True),
+                                              sampling={"max_tokens": 2048}, stream=True,
+                                              session_id=session_id, request_id=request_id),
                                   cancel=cancel)
         text = (reply.text or "").strip()
         if not text:

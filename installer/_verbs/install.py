@@ -14,7 +14,8 @@ def options(args: argparse.Namespace) -> DeployOptions:
                          accept_probe_failure=args.accept_probe_failure,
                          host_link=args.host_link, bin_link=args.bin_link,
                          drop_site_layer=args.drop_site_layer,
-                         drop_local_settings=getattr(args, "drop_local_settings", False))
+                         drop_local_settings=getattr(args, "drop_local_settings", False),
+                         role=args.role, switch_role=args.switch_role)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from .._deploy import check_site_change, health_check_step, post_switch
 from .._errors import NotInstalled, UsageError
 from .._layout import Layout, State, lock_prefix
 from .._release import recover
+from .._roles import release_role
 from .._site import (
     HostLinks,
     make_links,
@@ -46,8 +47,14 @@ def run(args: argparse.Namespace) -> int:
         if target not in installed:
             raise NotInstalled(f"release {target} is not installed in {layout.releases} "
                                f"(installed: {', '.join(map(str, installed)) or 'none'})")
-        base = {"run": run_id, "version": target}
+        role, _ = release_role(layout.release(target))
+        base = {"run": run_id, "version": target, "role": role}
         audit.append("rollback", "start", "begun", **base, current=current)
+        if role != (state.role or "all") and not args.switch_role:
+            audit.append("rollback", "role", "refused", **base, host_role=state.role or "all")
+            raise UsageError(f"release {target} was installed for role {role}; this host is "
+                             f"role {state.role or 'all'}. Nothing was switched. Pass "
+                             "--switch-role if that is meant (recorded)")
         has_site = release_has_site(layout.release(target))
         check_site_change(layout, current, has_site, args.drop_site_layer, audit, "rollback",
                           base)
@@ -72,11 +79,13 @@ def run(args: argparse.Namespace) -> int:
             old = state.copy()
             tx.on_undo("restored state", lambda: old.save(layout))
             state.previous, state.current = current, target
+            state.role = role
             state.save(layout)
             tx.commit()
         entry = audit.append("rollback", "done", "ok", **base, previous=current,
                              site_settings_sha256=site_sha)
-    out(f"rolled back: release {target} is current in {layout.prefix} (was {current})")
+    out(f"rolled back: release {target} is current in {layout.prefix} (was {current})"
+        + ("" if role == "all" else f"; role {role}"))
     out(f"site settings: sha256 {site_sha}" if site_sha else
         "site settings: none (this release carries none)")
     out(f"audit head: {entry['hash']}")

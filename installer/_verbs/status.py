@@ -13,6 +13,7 @@ from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
 from .._layout import Layout, State
 from .._local import local_overlay
+from .._roles import release_role
 from .._site import HostLinks, link_problems, settings_digest
 from .._ui import emit_json, out
 
@@ -25,7 +26,7 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise ValueError("not an object")
         info.update(installed_at=body.get("installed_at"), downgrade=body.get("downgrade"),
-                    name=body.get("name"))
+                    name=body.get("name"), role=body.get("role") or "all")
     except (OSError, ValueError):
         info["problem"] = "release.json unreadable"
     served = sorted(rel.glob("bundle/models/*/abhed-serve.json"))
@@ -103,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
                   for e in last]
     svc = _service()
     site = _site(layout, state, current)
+    role, endpoints = release_role(layout.release(current)) if current is not None else (None, ())
     info: dict[str, Any] = {"prefix": str(layout.prefix), "name": state.name, "current": current,
+            "role": role, "model_endpoints": list(endpoints),
             "previous": state.previous, "highest": state.highest, "releases": releases,
             "service": svc, "site": site, "audit": chain, "last_audit": last_audit}
     if args.json:
@@ -116,9 +119,15 @@ def run(args: argparse.Namespace) -> int:
             f"{r.get('model')}" + ("  (downgrade)" if r.get("downgrade") else ""))
     previous = "none" if state.previous is None else state.previous
     out(f"current: {current}   previous: {previous}   highest ever: {state.highest}")
-    where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
-        else "no systemd (run script)"
-    out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
+    if role not in (None, "all"):
+        out(f"role: {role}" + (f" (the site's model service: {', '.join(endpoints)})"
+                               if role == "agent" else ""))
+    if role == "agent":
+        out("service: none on this host (role agent)")
+    else:
+        where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
+            else "no systemd (run script)"
+        out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
     if site["settings_sha256"]:
         out(f"site settings: sha256 {site['settings_sha256']} (site {site['site']}, release "
             f"{current}) at {site['settings']}")

@@ -22,7 +22,8 @@ from cli import COMMANDS, load_command, main
 
 # Heavy or optional libraries no help screen needs (issue 16): each costs tens
 # to hundreds of milliseconds to import, or is absent on a minimal install.
-HEAVY = ("textual", "httpx", "vllm", "torch", "transformers", "mcp", "zstandard", "cryptography")
+HEAVY = ("textual", "httpx", "vllm", "torch", "transformers", "mcp", "zstandard", "cryptography",
+         "acp")
 # What the runtime's verbs need, but the top-level help does not.
 RUNTIME = ("pydantic", "sqlite_utils", "re2", "pathspec", "bashlex")
 

@@ -5,16 +5,20 @@ and results cross back intact.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from installer._errors import HealthCheckFailed, StepFailed
 from installer._health import HealthStep
-from installer._isolate import isolated
+from installer._isolate import _loopback_up, add_address, isolated
 from installer._layout import Layout
 
 
@@ -129,3 +133,94 @@ def test_a_first_install_keeps_what_the_gate_writes_and_nothing_vanishes(tmp_pat
     assert (layout.state_dir / "probe/1/outcome.json").read_text() == '{"passed": false}'
     assert step.detail == "Read-only file system"  # a write outside the binds fails loudly
     assert not (prefix / "stray").exists()
+
+
+def _echo(sock: socket.socket) -> None:
+    """Serve ``sock``: each connection gets back what it sends."""
+    def one(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(4096):
+                conn.sendall(data)
+
+    while True:
+        conn, _ = sock.accept()
+        threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+
+def _try(addr: tuple[str, int]) -> str:
+    try:
+        with socket.create_connection(addr, timeout=5) as c:
+            c.sendall(b"ping")
+            return "echo" if c.recv(16) == b"ping" else "no echo"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, str(exc))
+
+
+def _agent_gate_in_a_simulated_network(tmp_path: Path) -> dict[str, Any]:
+    """In a network (and mount) namespace of the test's own, so nothing of the machine's is
+    touched: a 'model host' at 10.77.0.1 (its service on P, another service on Q), a
+    listener on loopback, and the name model-a.test for 10.77.0.1; then an agent host's
+    gate that may reach http://model-a.test:P/v1 and nothing else."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.unshare(0x40000000 | 0x00020000) == 0  # CLONE_NEWNET | CLONE_NEWNS
+    assert libc.mount(b"none", b"/", None, ctypes.c_ulong(16384 | (1 << 18)), None) == 0
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n10.77.0.1 model-a.test\n")
+    assert libc.mount(str(hosts).encode(), b"/etc/hosts", None, ctypes.c_ulong(4096), None) == 0
+    _loopback_up()
+    add_address("10.77.0.1", 0)
+    servers = {}
+    for name, addr in (("service", "10.77.0.1"), ("other_port", "10.77.0.1"),
+                       ("loopback", "127.0.0.1")):
+        s = socket.socket()
+        s.bind((addr, 0))
+        s.listen()
+        threading.Thread(target=_echo, args=(s,), daemon=True).start()
+        servers[name] = (addr, s.getsockname()[1])
+    layout = _prefix(tmp_path, 1)
+
+    def gate() -> list[HealthStep]:
+        seen = {name: _try(addr) for name, addr in servers.items()}
+        seen["by_name"] = _try(("model-a.test", servers["service"][1]))
+        seen["elsewhere"] = _try(("10.77.0.2", servers["service"][1]))
+        seen["interfaces"] = [n for _, n in socket.if_nameindex()]
+        return [HealthStep("seen", 0.1, json.dumps(seen))]
+
+    (step,) = isolated(layout, 2, gate,
+                       endpoints=[f"http://model-a.test:{servers['service'][1]}/v1"])
+    outside = {"hosts_after": Path("/etc/hosts").read_text()}
+    return {**json.loads(step.detail), **outside}
+
+
+def test_an_agent_hosts_gate_reaches_the_declared_model_endpoint_and_nothing_else(
+        tmp_path: Path) -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            try:
+                result: dict[str, Any] = _agent_gate_in_a_simulated_network(tmp_path)
+            except BaseException as exc:
+                result = {"error": f"{type(exc).__name__}: {exc}"}
+            os.write(write, json.dumps(result).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        seen = json.loads(f.read())
+    os.waitpid(pid, 0)
+    assert "error" not in seen, seen["error"] if "error" in seen else ""
+    assert seen["service"] == "echo" and seen["by_name"] == "echo"  # the declared endpoint
+    assert seen["other_port"] == "ECONNREFUSED"  # the model host's other services: no
+    assert seen["loopback"] == "ECONNREFUSED"  # the host's own loopback: no
+    assert seen["elsewhere"] == "ENETUNREACH"  # any other address: no route at all
+    assert seen["interfaces"] == ["lo"]
+    # the gate's private /etc/hosts was its own: the test namespace's is as it was
+    assert seen["hosts_after"] == "127.0.0.1 localhost\n10.77.0.1 model-a.test\n"
+
+
+def test_an_endpoint_that_does_not_resolve_is_refused_before_the_gate(tmp_path: Path) -> None:
+    layout = _prefix(tmp_path, 1)
+    with pytest.raises(StepFailed, match="does not resolve to an IPv4 address"):
+        isolated(layout, 2, lambda: [], endpoints=["http://no-such-host.invalid:8000/v1"])

@@ -246,3 +246,17 @@ def test_the_docs_tools_table_lists_every_tools_key_and_the_sections_table_is_on
     assert "\n\n" not in block, "a blank line splits the sections table"
     assert {c.strip("`") for line in table[2:] for c in
             line.split("|")[1].strip().split(", ")} == set(Config.model_fields)
+
+
+def test_the_modes_a_door_may_offer_are_those_the_site_and_the_engineer_allow() -> None:
+    """The ACP mode menu: a mode choose_mode would refuse is never offered."""
+    from appliance.compose import allowed_modes
+
+    ask = {**SITE, "policy": {**SITE.get("policy", {}), "mode": "ask"}}
+    assert allowed_modes(layer(site(ask), user(), "/home/eng/.abhed/config.json").config) == (
+        "plan", "ask")
+    narrowed = layer(site(ask), user(policy={"mode": "plan"}), "/home/eng/.abhed/config.json")
+    assert allowed_modes(narrowed.config) == ("plan",)
+    loose = {**ask, "policy": {**ask["policy"], "allow_looser_mode": True}}
+    assert allowed_modes(layer(site(loose), user(), "/x").config) == ("plan", "ask", "auto")
+    assert allowed_modes(Config()) == ("plan", "ask", "auto")  # a development checkout

@@ -217,3 +217,20 @@ def test_hostile_model_output_many_calls_and_huge_arguments(workspace: Path) -> 
     actions = [e.event for e in seen if isinstance(e.event, ActionEvent)]
     assert len(actions) == 31
     assert isinstance(actions[0].args, str) and len(actions[0].args) <= 4096
+
+
+def test_every_model_request_carries_the_session_and_a_turn_id_kept_by_retries(tmp_path: Path) -> None:
+    """The auditor's join (docs/event-log.md) needs both sides to name the same turn."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    steps = [{"status": 503, "error": "busy"},
+             {"tool_calls": [{"name": "glob", "arguments": {"pattern": "*"}}]},
+             {"text": "done"}]
+    with scripted_agent(ws, steps, provider={"max_retries": 1}) as (agent, server, seen):
+        agent.run("look")
+    turns = [e.event for e in seen if isinstance(e.event, ModelTurn)]
+    assert [t.request_id for t in turns] == [f"{turns[0].run_id}.1", f"{turns[0].run_id}.2"]
+    sid = agent.session.id
+    # The 503 and its retry carry one request id: one turn, two model-side records.
+    assert server.ids == [(sid, turns[0].request_id), (sid, turns[0].request_id),
+                          (sid, turns[1].request_id)]

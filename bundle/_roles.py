@@ -1,0 +1,191 @@
+"""Hosts by role: one signed bundle for the whole site, each host installing what its role needs.
+
+A site names the roles its hosts take (``[roles] hosts`` in the site or build spec):
+
+* ``model``: serves the model: vLLM's wheels (every wheel of the bundle), the weights,
+  the model-server declaration; and the agent's own wheel, because the model host's
+  health gate proves the model with the agent's probes (docs/installer.md).  No microVM
+  image and no site settings: nobody works on a model host.
+* ``agent``: where engineers work: the agent's wheel and the wheels it needs (its
+  dependency closure, read from the wheels' own metadata), the microVM image, the
+  site's settings and files, the model's declaration and the catalog the settings name.
+  No weights, no vLLM: its provider points at the site's model hosts,
+  ``[roles] model_endpoints``.
+* ``all``: both on one host (every member), as before roles existed.
+
+The manifest's ``roles`` entry records, signed, which members (and references) each
+role installs; a bundle without one is ``all`` only.  Everything here is decided at
+build time, so the installer only reads the lists.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ._errors import SpecError
+
+__all__ = ["ROLE_NAMES", "RolesSpec", "agent_closure", "check_endpoint", "check_provider_endpoints",
+           "check_role_names", "endpoint_address"]
+
+ROLE_NAMES = ("agent", "model", "all")
+MAX_ENDPOINTS = 32
+
+
+def check_role_names(hosts: Sequence[Any]) -> tuple[str, ...]:
+    """The roles a site declares, each known, none twice; ValueError naming the bad one."""
+    if not hosts:
+        raise ValueError("name at least one role: agent, model or all")
+    for role in hosts:
+        if not isinstance(role, str) or role not in ROLE_NAMES:
+            raise ValueError(f"unknown role {role!r}: the roles are agent (engineers' hosts), "
+                             "model (the model hosts) and all (both on one host)")
+    if len(set(hosts)) != len(hosts):
+        raise ValueError(f"a role is named twice in {list(hosts)}")
+    return tuple(hosts)
+
+
+def check_endpoint(url: str) -> str:
+    """A model endpoint: an http(s) URL with a host, no credentials, query or fragment.
+    Returned without a trailing slash (as the agent's provider normalises base URLs)."""
+    if not isinstance(url, str) or len(url) > 2000:
+        raise ValueError(f"model endpoint {url!r} is not a URL")
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        raise ValueError(f"model endpoint {url!r} has a bad port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"model endpoint {url!r} must be an http:// or https:// URL with a "
+                         "host (e.g. http://10.0.0.5:8000/v1)")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"model endpoint {url!r} must not carry a query, fragment or "
+                         "credentials")
+    return url.rstrip("/")
+
+
+def endpoint_address(url: str) -> tuple[str, int]:
+    """(host, port) an endpoint URL names; the scheme's port when it names none."""
+    parts = urlsplit(check_endpoint(url))
+    assert parts.hostname is not None
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _provider_urls(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for p in settings.get("custom_providers") or []:
+        if not isinstance(p, dict):
+            continue
+        urls = p.get("base_url")
+        for u in [urls] if isinstance(urls, str) else urls if isinstance(urls, list) else []:
+            if isinstance(u, str):
+                found.append((str(p.get("name")), u.rstrip("/")))
+    return found
+
+
+def check_provider_endpoints(settings: Mapping[str, Any], endpoints: Iterable[str],
+                             where: str) -> None:
+    """On an agent host the provider must point at the site's declared model endpoints:
+    the gate reaches those and nothing else.  SpecError names a provider URL that is not
+    one of them."""
+    declared = {check_endpoint(e) for e in endpoints}
+    for name, url in _provider_urls(settings):
+        if url not in declared:
+            raise SpecError(f"{where}: provider {name!r} points at {url}, which is not one of "
+                            f"[roles] model_endpoints ({', '.join(sorted(declared))}): an agent "
+                            "host reaches the declared model endpoints and nothing else; add it "
+                            "there or point the provider at one")
+
+
+def _requires(path: Path) -> list[str]:
+    """A wheel's ``Requires-Dist`` lines, from its METADATA."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            meta = [n for n in zf.namelist()
+                    if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+            if not meta:
+                return []
+            with zf.open(meta[0]) as fh:
+                headers = email.parser.BytesParser().parsebytes(fh.read(4 << 20),
+                                                                headersonly=True)
+    except zipfile.BadZipFile:
+        raise SpecError(f"{path} is not a valid wheel (bad zip)") from None
+    return [str(r) for r in headers.get_all("Requires-Dist") or []]
+
+
+def agent_closure(agent_wheel: Path, wheels: Mapping[str, Path], *, python: str,
+                  arch: str) -> set[str]:
+    """The normalised names of the wheels the agent needs on the target: its
+    ``Requires-Dist`` followed through the bundle's wheels, markers evaluated for the
+    target's Python and CPU (``packaging``, PyPA's own reading of them), extras followed.
+
+    A requirement the bundle carries no wheel for is left out here as it is for the whole
+    venv (the CPU rule drops some by design); the installer's ``pip check`` still names a
+    wheel that is truly missing.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    env = {"python_version": python, "python_full_version": f"{python}.0",
+           "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+           "platform_machine": arch, "implementation_name": "cpython",
+           "platform_python_implementation": "CPython"}
+    seen: set[tuple[str, str]] = set()
+    needed: set[str] = set()
+    todo: list[tuple[Path, str]] = [(agent_wheel, "")]
+    while todo:
+        path, extra = todo.pop()
+        for line in _requires(path):
+            try:
+                req = Requirement(line)
+            except InvalidRequirement as exc:
+                raise SpecError(f"{path.name}: Requires-Dist {line!r} cannot be read ({exc})") \
+                    from None
+            if req.marker is not None and not req.marker.evaluate({**env, "extra": extra}):
+                continue
+            name = canonicalize_name(req.name)
+            if name not in wheels:
+                continue
+            needed.add(name)
+            for want in ("", *sorted(req.extras)):
+                if (name, want) not in seen:
+                    seen.add((name, want))
+                    todo.append((wheels[name], want))
+    return needed
+
+
+class RolesSpec(BaseModel):
+    """``[roles]`` of a site or build spec (docs/bundle.md, *Roles*)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    hosts: tuple[str, ...] = Field(
+        default=("all",), max_length=len(ROLE_NAMES),
+        description="the roles the site's hosts take: agent, model, all (both on one host)")
+    model_endpoints: tuple[str, ...] = Field(
+        default=(), max_length=MAX_ENDPOINTS,
+        description="the model service's URLs (e.g. http://10.0.0.5:8000/v1) that agent "
+                    "hosts' provider points at; their gate may reach these and nothing else")
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_role_names(v)
+
+    @field_validator("model_endpoints")
+    @classmethod
+    def _endpoints(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_endpoint(u) for u in v)
+
+    @model_validator(mode="after")
+    def _agent_needs_endpoints(self) -> RolesSpec:
+        if "agent" in self.hosts and not self.model_endpoints:
+            raise ValueError("role 'agent' needs model_endpoints: the model service its "
+                             "provider points at (e.g. [\"http://10.0.0.5:8000/v1\"])")
+        return self
