@@ -50,7 +50,7 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
         report_json,
         run_probe,
     )
-    from models import CancelToken, ModelsError, ProviderConfigError, ProviderError
+    from models import CancelToken, ModelsError, ProviderConfigError, ProviderError, ServeError
 
     config = get_config(config_path)
     try:
@@ -79,7 +79,7 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
         sys.exit(130)
     except (AbhedError, ProviderConfigError) as exc:
         raise click.UsageError(str(exc)) from None
-    except ProviderError as exc:
+    except (ProviderError, ServeError) as exc:  # a local service started on demand that failed too
         click.echo(f"abhed probe: the model server cannot be reached: {exc}", err=True)
         sys.exit(4)
     except ModelsError as exc:

@@ -38,6 +38,7 @@ from appliance.compose import (
     layers_of,
     load_config_catalog,
     open_tooling,
+    reach_provider,
 )
 from appliance.events import EventStore, SessionEnded
 from appliance.loop import build_system_prompt, tool_specs
@@ -170,7 +171,14 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     if not cases:
         raise ProbeError(f"no probe cases in families {', '.join(families)}")
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
-    provider = open_provider(pconf, catalog=catalog, model=model, check_model=True, transport=transport)
+    pconf, hold = reach_provider(config, pconf, say=say)  # the user's own service: started if need be
+    try:
+        provider = open_provider(pconf, catalog=catalog, model=model, check_model=True,
+                                 transport=transport)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
     extra: dict[str, Any] = {}
     if "seed" in pconf.sampling and "seed" not in provider.sampling:
         extra["seed"] = _SEED
@@ -224,6 +232,8 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
         ended = f"probe interrupted ({cancel.reason})" if cancel.cancelled else "probe done"
     finally:
         provider.close()
+        if hold is not None:
+            hold.release()
         if not options.keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
         session.append(SessionEnded(session_id=session.id, reason=ended))
@@ -264,7 +274,7 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
     if case.transient_503:
         import httpx
 
-        failer = _FailOnce(pconf_transport or httpx.HTTPTransport())
+        failer = _FailOnce(pconf_transport or httpx.HTTPTransport(uds=provider.config.unix_socket))
         pc = provider.config
         used = OpenAIProvider(pc, OpenAIClient(pc.base_urls, connect_timeout_s=pc.connect_timeout_s,
                                                read_timeout_s=pc.read_timeout_s,

@@ -33,7 +33,7 @@ from typing import Any
 
 from appliance._home import abhed_home
 
-__all__ = ["probe_key", "recall", "recorded_why", "remember", "state_path"]
+__all__ = ["probe_key", "recall", "recalled_reason", "remember", "state_path"]
 
 _MAX_ENTRIES = 64  # hosts x QEMU builds x images; old keys are dropped first
 _MAX_FILE_BYTES = 1 << 20
@@ -83,20 +83,11 @@ def recall(key: str) -> str | None:
     return str(entry["accel"]) if entry else None
 
 
-def recorded_why(key: str) -> str:
-    """Why the record says what it says for ``key``, with when and where, for a person.
-
-    What ``abhed sandbox check`` shows beside "booted with tcg" on a host with
-    ``/dev/kvm``: otherwise the reason was only in this file.
-    """
+def recalled_reason(key: str) -> str | None:
+    """Why the remembered verdict was reached (a failed KVM boot's message), if recorded."""
     entry = _load().get(key)
-    if entry is None:
-        return ""
-    at = entry.get("at")
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at)) if isinstance(at, int) else "before"
-    reason = entry.get("reason")
-    said = f": {reason}" if isinstance(reason, str) and reason else ""
-    return f"KVM could not boot this image on this host when tried ({when}){said}"
+    reason = entry.get("reason") if entry else None
+    return reason if isinstance(reason, str) else None
 
 
 def remember(key: str, accel: str, reason: str) -> None:

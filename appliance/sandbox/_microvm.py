@@ -53,7 +53,8 @@ from appliance.sandbox._settings import SandboxSettings
 from foundation import terminate_group
 from tools import JobOutput, ShellRun
 
-__all__ = ["MicroVM", "VMImage", "find_virtiofsd"]
+__all__ = ["MicroVM", "VMImage", "find_virtiofsd", "kvm_unusable_reason", "kvm_usable",
+           "remembered_tcg_reason"]
 
 _PORT = "abhed.agent"
 _KVM_PROBE_TIMEOUT_S = 30.0
@@ -116,17 +117,34 @@ def build_advice(target: Path) -> str:
             f"`ln -sfn \"$(python -m bundle.image build --recipe default)\" {target}`")
 
 
-def _kvm_usable() -> bool:
+def kvm_usable() -> bool:
+    """Whether this process may open /dev/kvm (read and write), as a boot needs."""
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
-def _kvm_unusable_why() -> str:
-    """Why ``/dev/kvm`` cannot be used by this process, and what to do (for a person)."""
+def kvm_unusable_reason() -> str | None:
+    """Why this process cannot use ``/dev/kvm``, and what to do (None: it can).
+
+    The one wording of it: a boot's ``accel_why`` (``abhed sandbox check``) and
+    ``kvm_status`` (``abhed doctor``) both say this.
+    """
     if not os.path.exists("/dev/kvm"):
-        return ("this host has no /dev/kvm (no hardware virtualisation here, or the kvm module "
-                "is not loaded; in a cloud VM, nested virtualisation is off)")
-    return ("/dev/kvm is not readable and writable by this user: add it to the kvm group "
-            "(`sudo usermod -aG kvm $USER`, then log in again)")
+        return ("/dev/kvm does not exist: this host exposes no hardware virtualisation "
+                "(in a VM: enable nested virtualisation); the microVM boots under software "
+                "emulation, several times slower")
+    if not kvm_usable():
+        return ("/dev/kvm exists but you cannot open it for reading and writing; add "
+                "yourself to its group (usually `kvm`: sudo usermod -aG kvm $USER, then log "
+                "in again)")
+    return None
+
+
+def remembered_tcg_reason(key: str) -> str:
+    """Why a boot goes straight to software emulation: the verdict a failed KVM boot left."""
+    reason = " ".join((_accel.recalled_reason(key) or "a KVM boot failed").split())[:300]
+    return (f"KVM failed to boot this image on this host before ({reason}); software "
+            f"emulation is used until the kernel, QEMU or image changes (remembered in "
+            f"{_accel.state_path()}; delete that file to try KVM again)")
 
 
 def find_virtiofsd() -> str | None:
@@ -525,9 +543,9 @@ class MicroVM:
             return self._guest_with(accel, owned)
         host_key = _accel.probe_key(self.settings.qemu_binary, self.image.kernel,
                                     self.image.manifest)
-        kvm_usable = _kvm_usable()
+        kvm_ok = kvm_usable()
         remembered = _accel.recall(host_key)
-        if kvm_usable and remembered != "tcg":
+        if kvm_ok and remembered != "tcg":
             try:
                 guest = self._guest_with("kvm", owned)
             except SandboxUnavailable as exc:
@@ -541,13 +559,13 @@ class MicroVM:
         else:
             kvm_failure = ""
         guest = self._guest_with("tcg", owned)
-        record = f"recorded in {_accel.state_path()}; delete that file to try KVM again"
-        if not kvm_usable:
-            why = _kvm_unusable_why()
+        if not kvm_ok:
+            why = kvm_unusable_reason() or "/dev/kvm cannot be used"
         elif kvm_failure:
-            why = f"the KVM boot failed: {kvm_failure} ({record})"
+            why = (f"the KVM boot failed: {kvm_failure} (remembered in {_accel.state_path()}; "
+                   "delete that file to try KVM again)")
         else:
-            why = f"{_accel.recorded_why(host_key) or 'KVM failed here before'} ({record})"
+            why = remembered_tcg_reason(host_key)
         _ACCEL_CHOICE[key] = ("tcg", why)
         self.accel_why = why
         if kvm_failure:

@@ -80,7 +80,7 @@ class FakeGuest:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeGuest]:
     monkeypatch.setattr(_microvm, "_Guest", FakeGuest)
-    monkeypatch.setattr(_microvm, "_kvm_usable", lambda: True)
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: True)
     monkeypatch.setattr(_microvm, "_ACCEL_CHOICE", {})
     FakeGuest.kvm_fails, FakeGuest.tcg_fails, FakeGuest.gate = True, False, None
     FakeGuest.boots = []
@@ -237,21 +237,21 @@ def test_sandbox_check_says_why_kvm_was_not_used(fake: type[FakeGuest], tmp_path
 
     first = microvm_reason()
     assert first.startswith("booted with tcg (KVM not used: the KVM boot failed: the VM (kvm) "
-                            "did not reach its agent in time (recorded in ")
+                            "did not reach its agent in time (remembered in ")
     assert f"{_accel.state_path()}; delete that file to try KVM again" in first
     _new_process()
     later = microvm_reason()  # straight to TCG: the reason comes from the record
     assert fake.boots == ["kvm", "tcg", "tcg"]
-    assert "KVM not used: KVM could not boot this image on this host when tried (" in later
-    assert "UTC): the VM (kvm) did not reach its agent in time" in later
+    assert ("KVM not used: KVM failed to boot this image on this host before (the VM (kvm) "
+            "did not reach its agent in time)") in later
     assert str(_accel.state_path()) in later
     _new_process()
-    monkeypatch.setattr(_microvm, "_kvm_usable", lambda: False)
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: False)
     assert "KVM not used: " in microvm_reason() and "/dev/kvm" in microvm_reason()
     assert microvm_reason(settings.model_copy(update={"accel": "tcg"})).endswith(
         '(KVM not used: sandbox.accel is "tcg")')
     fake.kvm_fails = False
     _new_process()
     _accel.state_path().unlink()
-    monkeypatch.setattr(_microvm, "_kvm_usable", lambda: True)
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: True)
     assert microvm_reason() == "booted with kvm"
