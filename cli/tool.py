@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from appliance import AbhedError, Session
-from appliance.compose import choose_mode, layers_of, open_tooling
+from appliance.compose import choose_mode, layers_of, open_tooling, to_say
 from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
 from cli._common import config_option, get_config, open_store
 from tools import Workspace, native_tools
@@ -27,8 +27,14 @@ class _CommandLineApprover:
     def approve(self, request: ApprovalRequest) -> Approval:
         if self.yes:
             return Approval("allow", "cli --yes", "approved on the command line with --yes")
-        return Approval("deny", "cli", f"it needs approval ({request.reason}); run abhed tool "
-                        "again with --yes to approve it")
+        # Words for the person at the command line, not the gate's words for a model: they
+        # declined nothing, they left out the flag that approves.
+        return Approval("deny", "cli", "not approved: abhed tool ran without --yes",
+                        declined_text=(
+                            f"Not run: policy asks before this {request.tool} call "
+                            f"({request.reason}), and `abhed tool` approves only with --yes. "
+                            "Run the same command again with --yes added to approve it "
+                            "(deny rules still win)."))
 
 
 @click.command()
@@ -91,7 +97,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
     except AbhedError as exc:
         store.close()
         raise click.ClickException(str(exc)) from None
-    for notice in tooling.notices:
+    for notice in to_say(tooling.notices):  # a note about the installation: once per terminal
         click.echo(notice.line(), err=True)
     try:
         if name not in tooling.tools:

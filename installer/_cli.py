@@ -44,6 +44,16 @@ def _reason(text: str) -> str:
     return text.strip()
 
 
+def _days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 36500:
+        raise argparse.ArgumentTypeError("give a whole number of days from 1 to 36500")
+    return days
+
+
 def _links(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-link", type=Path, default=None, metavar="PATH",
                    help="where the host link to PREFIX/current/site goes (every abhed on the "
@@ -157,6 +167,45 @@ def build_parser() -> argparse.ArgumentParser:
     _prefix(p)
     p.add_argument("--keep-data", action="store_true", help="keep PREFIX/data (sessions, config)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    p = sub.add_parser("ca", help="the site's CA for the model service (on the operator's "
+                       "machine): make it, issue, rotate and revoke host credentials")
+    csub = p.add_subparsers(dest="ca_verb", metavar="VERB", required=True)
+    c = csub.add_parser("init", help="make the site CA in DIR (kept if it is there)")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--site", required=True, help="the site's name (in the CA's subject)")
+    c.add_argument("--days", type=_days, default=3650, help="the CA's validity (default 3650)")
+    c = csub.add_parser("issue", help="issue a host's credential (kept if it has a valid one)")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--host", required=True, help="the host's name (its certificate's subject)")
+    c.add_argument("--role", required=True, choices=("agent", "model", "all"))
+    c.add_argument("--dns", action="append", default=[], help="another DNS name it serves as")
+    c.add_argument("--ip", action="append", default=[], help="an IP address it serves on")
+    c.add_argument("--days", type=_days, default=397, help="validity (default 397)")
+    c.add_argument("--out", type=Path, required=True, help="the credential file to write (0600)")
+    c.add_argument("--rotate", action="store_true",
+                   help="replace a valid credential (the old one is revoked)")
+    c = csub.add_parser("revoke", help="revoke every credential of a host")
+    c.add_argument("ca_dir", type=Path, metavar="DIR")
+    c.add_argument("--host", required=True)
+
+    p = sub.add_parser("credential", help="this host's site credential and the CA's "
+                       "revocation list")
+    rsub = p.add_subparsers(dest="cred_verb", metavar="VERB", required=True)
+    r = rsub.add_parser("install", help="keep FILE (from `ca issue`) as this host's credential")
+    r.add_argument("file", type=Path)
+    _prefix(r)
+    r = rsub.add_parser("crl", help="install the CA's revocation list (model hosts)")
+    r.add_argument("file", type=Path)
+    _prefix(r)
+
+    p = sub.add_parser("engineer", help="enroll or revoke an engineer (a Unix user) for the "
+                       "model service on this host")
+    esub = p.add_subparsers(dest="eng_verb", metavar="VERB", required=True)
+    for verb in ("enroll", "revoke"):
+        e = esub.add_parser(verb, help=f"{verb} USER")
+        e.add_argument("user")
+        _prefix(e)
 
     p = sub.add_parser("audit", help="the hash-chained audit log")
     asub = p.add_subparsers(dest="audit_verb", metavar="VERB", required=True)

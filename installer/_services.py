@@ -9,6 +9,16 @@ the unit moves the service to another release.  Without systemd the operator
 gets a note saying how to start the script under their own supervisor.
 ``ABHED_INSTALLER_SYSROOT`` points detection and unit paths at a fake root;
 with a sysroot other than ``/``, systemctl is never called.
+
+The model service's two doors (docs/model-service.md) are units too, run as
+root from the current release's ``abhed``: ``abhed-model-relay.service`` on a
+host where engineers work (the Unix socket ``/run/abhed/model.sock``, the
+host's credential, the enrolled engineers, the site's model endpoints) and
+``abhed-model-front.service`` on a model host (TLS on the site network, the
+revocation list, vLLM on loopback behind the key in ``VLLM_KEY``, the request
+record in ``PREFIX/data/model-requests.sqlite``).  When that key file exists
+the run script hands it to vLLM as ``VLLM_API_KEY`` (never in argv), so the
+local model port answers no one but the front.
 """
 
 from __future__ import annotations
@@ -22,13 +32,23 @@ from ._layout import Layout, atomic_write
 from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
 
-__all__ = ["DEFAULT_PORT", "PORT_MARK", "RUN_SCRIPT", "UNIT_NAME", "render_run_script",
-           "systemctl", "systemd_present", "unit_path", "unit_text"]
+__all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
+           "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_unit_text", "render_run_script",
+           "systemctl", "systemd_present", "unit_path", "unit_text", "vllm_key_path"]
 
 UNIT_NAME = "abhed-model.service"
 RUN_SCRIPT = "run-model-server"
 DEFAULT_PORT = 8000
 PORT_MARK = "\x00port\x00"
+RELAY_UNIT = "abhed-model-relay.service"
+FRONT_UNIT = "abhed-model-front.service"
+RELAY_SOCKET = "/run/abhed/model.sock"
+FRONT_PORT = 8443
+
+
+def vllm_key_path(layout: Layout) -> Path:
+    """The key vLLM demands and only the front (root) reads."""
+    return layout.state_dir / "credential" / "vllm.key"
 
 
 def systemd_present() -> bool:
@@ -56,6 +76,9 @@ def render_run_script(version: int, argv: list[str], env: dict[str, str], layout
     ]
     for k, v in sorted({**OFFLINE_ENV, **env}.items()):
         lines.append(f"{k}={shlex.quote(v)}; export {k}")
+    key = shlex.quote(str(vllm_key_path(layout)))
+    lines += [f"# With a model service front, vLLM answers only the holder of {key}.",
+              f'if [ -f {key} ]; then VLLM_API_KEY="$(cat {key})"; export VLLM_API_KEY; fi']
     lines.append(f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"')
     lines.append("exec " + " ".join(_shell_arg(a) for a in argv))
     return "\n".join(lines) + "\n"
@@ -81,6 +104,47 @@ IPAddressAllow=localhost
 [Install]
 WantedBy=multi-user.target
 """
+
+
+def _door_unit(what: str, layout: Layout, argv: list[str]) -> str:
+    return f"""[Unit]
+Description=Abhed model {what} (the current release under {layout.prefix})
+Documentation=file://{layout.prefix}/current/bundle/docs
+After=network-online.target
+
+[Service]
+Type=simple
+ExecStart={" ".join(shlex.quote(a) for a in [str(layout.bin / "abhed"), *argv])}
+Restart=on-failure
+RestartSec=2
+RuntimeDirectory=abhed
+RuntimeDirectoryPreserve=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def relay_unit_text(layout: Layout, upstreams: list[str]) -> str:
+    """The relay on a host where engineers work; ``upstreams``: the site's model fronts."""
+    cred = layout.state_dir / "credential"
+    argv = ["model-relay", "--socket", RELAY_SOCKET, "--ca", str(cred / "ca.pem"),
+            "--credential", str(cred / "host.pem"),
+            "--engineers", str(layout.state_dir / "engineers.json")]
+    for u in upstreams:
+        argv += ["--upstream", u]
+    return _door_unit("relay", layout, argv)
+
+
+def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0.0") -> str:
+    """The front on a model host, before vLLM on loopback (DEFAULT_PORT)."""
+    cred = layout.state_dir / "credential"
+    argv = ["model-front", "--host", listen, "--port", str(port), "--ca", str(cred / "ca.pem"),
+            "--credential", str(cred / "host.pem"), "--crl", str(cred / "crl.pem"),
+            "--upstream", f"http://127.0.0.1:{DEFAULT_PORT}",
+            "--api-key-file", str(vllm_key_path(layout)),
+            "--record", str(layout.data / "model-requests.sqlite")]
+    return _door_unit("front", layout, argv)
 
 
 def write_unit(layout: Layout) -> tuple[Path, bytes | None]:

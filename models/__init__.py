@@ -4,14 +4,17 @@ Public surface: provider configuration (:class:`ProviderConfig`), the
 OpenAI-compatible client (:class:`OpenAIClient`) and provider
 (:class:`OpenAIProvider`, :func:`open_provider`), the wire-neutral request and
 reply types, sampling checks (:func:`check_sampling`), the model catalog
-(:class:`Catalog`, :class:`CatalogEntry`) and the model-family presets that
+(:class:`Catalog`, :class:`CatalogEntry`, a model's own context limit
+:func:`model_context_limit`) and the model-family presets that
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
-(:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
+(:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`), and the model service's request record
+(:class:`ScriptedServer`), the model service's request record
 (:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
 :func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
-:data:`REQUEST_HEADER`).
+:data:`REQUEST_HEADER`), and the site's model service: the relay on every
+engineers' host (:class:`ModelRelay`) and the front on every model host
+(:class:`ModelFront`), docs/model-service.md.
 
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
@@ -20,6 +23,7 @@ httpx is imported only when a client is built, so importing this package is chea
 from __future__ import annotations
 
 from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
+from models._context import ContextLimit, model_context_limit
 from models._errors import (
     ModelNotFound,
     ModelsError,
@@ -33,11 +37,14 @@ from models._errors import (
     RequestLogError,
     ServeError,
 )
+from models._front import FrontSettings, ModelFront
+from models._local_service import LocalService, ServiceHold
 from models._openai import OpenAIClient
 from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
+from models._relay import ModelRelay, RelaySettings
 from models._request_log import (
     LISTING_ENDPOINTS,
     REQUEST_HEADER,
@@ -64,6 +71,7 @@ from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider,
 __all__ = [
     "KNOWN_SAMPLING",
     "LISTING_ENDPOINTS",
+    "LocalService",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
@@ -78,8 +86,12 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "ChatRequest",
+    "ContextLimit",
     "Delta",
+    "FrontSettings",
+    "ModelFront",
     "ModelNotFound",
+    "ModelRelay",
     "ModelReply",
     "ModelsError",
     "OpenAIClient",
@@ -93,6 +105,7 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderProtocolError",
     "ProviderUnavailable",
+    "RelaySettings",
     "RequestCancelled",
     "RequestLog",
     "RequestLogBroken",
@@ -103,6 +116,7 @@ __all__ = [
     "ScriptedServer",
     "ServeError",
     "ServeSettings",
+    "ServiceHold",
     "StoredRequest",
     "ToolCall",
     "Usage",
@@ -112,6 +126,7 @@ __all__ = [
     "get_preset",
     "hash_weights",
     "load_catalog",
+    "model_context_limit",
     "open_provider",
     "public_key_pem",
     "read_requests",

@@ -74,7 +74,7 @@ def open_provider(config: ProviderConfig, *, catalog: Catalog | None = None, mod
     client = OpenAIClient(config.base_urls, connect_timeout_s=config.connect_timeout_s,
                           read_timeout_s=config.read_timeout_s, deadline_s=config.deadline_s,
                           max_retries=config.max_retries, transport=transport, tls=tls,
-                          api_key=api_key, start=replica)
+                          api_key=api_key, start=replica, unix_socket=config.unix_socket)
     chosen = model or config.model
     if chosen is None or check_model:
         served = client.list_models()

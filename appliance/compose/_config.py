@@ -51,6 +51,10 @@ class SiteSwitches(BaseModel):
         "the site's model service.")
 
 
+#: What :attr:`Config.source` adds to the user's file when it does not exist.
+ABSENT = " (not present: built-in defaults)"
+
+
 class Config(BaseModel):
     """The whole configuration: the site's settings, an engineer's, or the two layered."""
 
@@ -69,7 +73,13 @@ class Config(BaseModel):
     @property
     def source(self) -> str:
         """The file this config came from, as refusals name it (built-in defaults: none)."""
-        return self._source or f"{abhed_home() / 'config.json'} (not present: built-in defaults)"
+        return self._source or f"{abhed_home() / 'config.json'}{ABSENT}"
+
+    @property
+    def user_file(self) -> Path | None:
+        """The engineer's settings file this config was read from (None: built-in defaults)."""
+        path = Path(self._source) if self._source else None
+        return path if path is not None and path.is_file() else None
 
     def source_of(self, setting: str) -> str:
         """The file (or flag) the effective value of ``setting`` came from, for a refusal."""

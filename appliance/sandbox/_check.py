@@ -7,13 +7,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxError
 from appliance.sandbox._local import BwrapSandbox, HostSandbox, bwrap_problem
-from appliance.sandbox._microvm import MicroVM, VMImage
+from appliance.sandbox._microvm import MicroVM, VMImage, kvm_unusable_reason, remembered_tcg_reason
 from appliance.sandbox._open import image_dir
 from appliance.sandbox._settings import SandboxSettings
 
-__all__ = ["BackendReport", "check_backends"]
+__all__ = ["BackendReport", "check_backends", "kvm_status"]
 
 
 @dataclass
@@ -53,8 +54,10 @@ def _check_microvm(settings: SandboxSettings, ws: str, boot: bool) -> BackendRep
     try:
         vm.boot()
         ms, kernel = _time_commands(vm, ws)
-        return BackendReport("microvm", True, f"booted with {vm.accel}", vm.boot_ms, ms,
-                             {"accel": vm.accel, "guest_kernel": kernel})
+        why = f" (KVM not used: {vm.accel_why})" if vm.accel != "kvm" and vm.accel_why else ""
+        return BackendReport("microvm", True, f"booted with {vm.accel}{why}", vm.boot_ms, ms,
+                             {"accel": vm.accel, "accel_why": vm.accel_why,
+                              "guest_kernel": kernel})
     except SandboxError as exc:
         return BackendReport("microvm", False, str(exc))
     finally:
@@ -74,6 +77,28 @@ def _check_bwrap(settings: SandboxSettings, ws: str) -> BackendReport:
                              setup, ms, {"kernel": kernel})
     finally:
         box.close()
+
+
+def kvm_status(settings: SandboxSettings | None = None) -> tuple[bool, str]:
+    """Whether the microVM will boot with KVM here, and why not (software emulation then).
+
+    Reads what a boot reads: the setting, ``/dev/kvm``'s access, and the verdict a
+    failed KVM boot left for this host, QEMU and image (``state/sandbox-accel.json``).
+    """
+    settings = settings or SandboxSettings()
+    if settings.accel == "tcg":
+        return False, "sandbox.accel is \"tcg\": software emulation, chosen in the settings"
+    unusable = kvm_unusable_reason()
+    if unusable is not None:
+        return False, unusable
+    try:
+        image = VMImage.load(image_dir(settings))
+    except SandboxError:
+        return True, "/dev/kvm is usable (no image yet to boot with it)"
+    key = _accel.probe_key(settings.qemu_binary, image.kernel, image.manifest)
+    if _accel.recall(key) == "tcg":
+        return False, remembered_tcg_reason(key)
+    return True, "/dev/kvm is usable"
 
 
 def check_backends(settings: SandboxSettings | None = None, *, boot: bool = True) -> list[BackendReport]:

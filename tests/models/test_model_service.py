@@ -1,0 +1,535 @@
+"""The model service knows who asks: a host's relay and a model host's front, for real.
+
+Real parts: the site CA and host credentials from ``installer._site_ca`` (cryptography),
+mutual TLS through Python's ssl, the relay as a root process (``abhed model-relay``) in a
+private mount namespace whose /etc/passwd names the test's engineers, engineers as real
+uids through setpriv (the kernel's SO_PEERCRED names them), and the request record in
+SQLite.  The upstream is the scripted OpenAI server (vLLM's CPU build behind the same front
+is tests/models/test_model_service_vllm.py), and, for the pass-through test, a server that
+holds its stream until the test has read the first chunk.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import select
+import shutil
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from installer._site_ca import SiteCA
+from models import (
+    REQUEST_HEADER,
+    SESSION_HEADER,
+    FrontSettings,
+    ModelFront,
+    RequestRecord,
+    ScriptedServer,
+    ScriptStep,
+    read_requests,
+)
+from tests.helpers import shared_scratch
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="real users and a root relay need root"),
+              pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("setpriv") is None,
+                                 reason="needs util-linux's unshare and setpriv")]
+
+ENGINEERS = {"eng-a": 2101, "eng-b": 2102, "eng-c": 2103}  # eng-c is never enrolled
+VLLM_KEY = "vllm-key-only-the-front-reads"
+ABHED = Path(sys.executable).with_name("abhed")
+
+
+def _write(path: Path, data: bytes, mode: int) -> Path:
+    path.write_bytes(data)
+    os.chmod(path, mode)
+    return path
+
+
+def _enrol(path: Path, names: list[str]) -> None:
+    """The enrolment file as ``abhed-installer engineer enroll`` writes it."""
+    body = {"format": "abhed-engineers/1",
+            "engineers": {n: {"uid": ENGINEERS[n], "enrolled": "2026-12-04T00:00:00+00:00"}
+                          for n in names}}
+    tmp = path.with_name(".engineers.tmp")
+    tmp.write_text(json.dumps(body))
+    os.replace(tmp, path)
+
+
+@dataclass
+class Site:
+    base: Path
+    ca: SiteCA
+    front: ModelFront
+    upstream: ScriptedServer
+    socket: Path
+    credential: Path
+    engineers: Path
+    creds: dict[str, Path]
+
+    @property
+    def front_url(self) -> str:
+        return f"https://127.0.0.1:{self.front.port}"
+
+    def records(self) -> list[RequestRecord]:
+        return [s.record for s in read_requests(self.base / "model/requests.sqlite")]
+
+    def new_records(self, before: int, count: int) -> list[RequestRecord]:
+        """The records after the first ``before``, once there are ``count`` of them: an
+        answered request is recorded when its answer has ended, which the caller may see
+        a moment sooner."""
+        deadline = time.monotonic() + 30
+        while True:
+            new = self.records()[before:]
+            if len(new) >= count or time.monotonic() > deadline:
+                assert len(new) == count, new
+                return new
+            time.sleep(0.05)
+
+    def as_engineer(self, name: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+        uid = ENGINEERS[name]
+        return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                               sys.executable, "-c", code, *args],
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                                   "LANG": "C.UTF-8"},
+                              capture_output=True, text=True, timeout=120, check=False,
+                              cwd="/")
+
+
+# A raw call through the relay, as an engineer's own script would make it.
+RAW = """
+import json, sys, httpx
+sock, body, headers = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+with httpx.Client(transport=httpx.HTTPTransport(uds=sock), timeout=60) as c:
+    r = c.post("http://model-service/v1/chat/completions", json=body, headers=headers)
+    print(json.dumps({"status": r.status_code, "body": r.text}))
+"""
+
+# The agent's own provider, pointed at the relay as the site layer points it.
+PROVIDER = """
+import json, sys
+from models import ChatRequest, ProviderConfig, open_provider
+conf = ProviderConfig(name="site", api="openai", base_url="http://model-service/v1",
+                      unix_socket=sys.argv[1], model="scripted", max_retries=0)
+p = open_provider(conf)
+reply = p.complete(ChatRequest([{"role": "user", "content": sys.argv[2]}], stream=True))
+print(json.dumps({"text": reply.text}))
+"""
+
+
+def _raw(site: Site, name: str, body: dict[str, Any] | None = None,
+         headers: dict[str, str] | None = None) -> dict[str, Any]:
+    body = body or {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+    done = site.as_engineer(name, RAW, str(site.socket), json.dumps(body),
+                            json.dumps(headers or {}))
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def _start_relay(base: Path, passwd: Path, socket: Path, upstream: str, ca: Path,
+                 credential: Path, engineers: Path) -> subprocess.Popen[str]:
+    """``abhed model-relay`` as root, in a mount namespace where /etc/passwd has our users."""
+    with open(base / "relay.log", "w") as log:
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             'mount --bind "$1" /etc/passwd && shift && exec "$@"', "sh", str(passwd),
+             str(ABHED), "model-relay", "--socket", str(socket), "--upstream", upstream,
+             "--ca", str(ca), "--credential", str(credential), "--engineers", str(engineers)],
+            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+        if ready:
+            line = proc.stdout.readline()
+            if line.startswith("listening on"):
+                return proc
+            if not line:
+                break
+    os.killpg(proc.pid, 9)
+    proc.wait(30)
+    proc.stdout.close()
+    raise AssertionError("the relay did not start: " + (base / "relay.log").read_text())
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    with shared_scratch("abhed-model-service-") as base:
+        ca = SiteCA(base / "ca")
+        ca.init("test-site", days=30)
+        model_dir = base / "model"
+        model_dir.mkdir(mode=0o700)
+        agent_dir = base / "agent"
+        agent_dir.mkdir(mode=0o755)
+        model = ca.issue("model-a", "model", dns=["localhost"], ips=["127.0.0.1"], days=30)
+        agent = ca.issue("agent-1", "agent", dns=[], ips=[], days=30)
+        assert model.pem and agent.pem
+        front_cred = _write(model_dir / "host.pem", model.pem, 0o600)
+        credential = _write(agent_dir / "host.pem", agent.pem, 0o600)
+        # The credential file's last certificate is the CA's; every host trusts it.
+        shutil.copy(ca.cert_path, agent_dir / "ca.pem")
+        shutil.copy(ca.crl_path, model_dir / "crl.pem")
+        key_file = _write(model_dir / "vllm.key", VLLM_KEY.encode(), 0o600)
+        passwd = base / "passwd"
+        passwd.write_text(Path("/etc/passwd").read_text() + "".join(
+            f"{n}:x:{u}:{u}::/nonexistent:/usr/sbin/nologin\n" for n, u in ENGINEERS.items()))
+        engineers = agent_dir / "engineers.json"
+        _enrol(engineers, ["eng-a", "eng-b"])
+        upstream = ScriptedServer(responder=lambda body: ScriptStep(
+            text="echo: " + str(body["messages"][-1]["content"])), api_key=VLLM_KEY)
+        with upstream:
+            front = ModelFront(FrontSettings(
+                listen_host="127.0.0.1", listen_port=0, ca=ca.cert_path, credential=front_cred,
+                crl=model_dir / "crl.pem", upstream=upstream.base_url.removesuffix("/v1"),
+                record=model_dir / "requests.sqlite", api_key_file=key_file))
+            with front:
+                socket = agent_dir / "run" / "model.sock"
+                relay = _start_relay(base, passwd, socket, f"https://127.0.0.1:{front.port}",
+                                     agent_dir / "ca.pem", credential, engineers)
+                try:
+                    yield Site(base, ca, front, upstream, socket, credential, engineers,
+                               {"model": front_cred})
+                finally:
+                    os.killpg(relay.pid, 15)
+                    relay.wait(30)
+                    assert relay.stdout is not None
+                    relay.stdout.close()
+
+
+def test_two_engineers_on_one_host_are_each_attributed(site: Site) -> None:
+    before = len(site.records())
+    answers: dict[str, Any] = {}
+
+    def ask(name: str) -> None:
+        answers[name] = site.as_engineer(name, PROVIDER, str(site.socket), f"hello from {name}")
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in ("eng-a", "eng-b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for name in ("eng-a", "eng-b"):
+        done = answers[name]
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["text"] == f"echo: hello from {name}"
+    new = site.new_records(before, 2)
+    assert sorted(r.engineer for r in new) == ["eng-a", "eng-b"]
+    for r in new:
+        assert (r.host, r.outcome, r.status, r.model) == ("agent-1", "ok", 200, "scripted")
+        assert r.endpoint == "/v1/chat/completions"
+        assert r.tokens_in > 0 and r.tokens_out > 0  # from the stream's usage chunk
+    # vLLM's key went with each request; the engineers never held it.
+    assert site.upstream.authorizations[-1] == f"Bearer {VLLM_KEY}"
+
+
+def test_session_and_request_ids_pass_through_and_a_spoofed_engineer_is_overwritten(
+        site: Site) -> None:
+    before = len(site.records())
+    got = _raw(site, "eng-a", headers={"X-Abhed-Engineer": "eng-b", "x-abhed-host": "model-a",
+                                       SESSION_HEADER: "sess-1", REQUEST_HEADER: "req-1.2",
+                                       "Authorization": "Bearer stolen"})
+    assert got["status"] == 200, got
+    (rec,) = site.new_records(before, 1)
+    assert (rec.engineer, rec.host) == ("eng-a", "agent-1")
+    assert (rec.session_id, rec.request_id) == ("sess-1", "req-1.2")
+    assert site.upstream.authorizations[-1] == f"Bearer {VLLM_KEY}"
+
+
+def test_an_engineer_cannot_read_the_host_credential(site: Site) -> None:
+    done = site.as_engineer("eng-a", "import sys; open(sys.argv[1]).read()", str(site.credential))
+    assert done.returncode != 0 and "Permission denied" in done.stderr
+
+
+def test_an_unenrolled_engineer_is_refused_and_a_revoked_one_from_the_next_request(
+        site: Site) -> None:
+    got = _raw(site, "eng-c")
+    assert got["status"] == 403
+    err = json.loads(got["body"])["error"]
+    assert err["code"] == "not_enrolled" and "engineer enroll eng-c" in err["message"]
+    _enrol(site.engineers, ["eng-a"])
+    try:
+        got = _raw(site, "eng-b")
+        assert got["status"] == 403 and "not enrolled" in got["body"]
+        assert _raw(site, "eng-a")["status"] == 200
+    finally:
+        _enrol(site.engineers, ["eng-a", "eng-b"])
+
+
+def _direct(site: Site, cert: Path | None) -> httpx.Response:
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert))
+    with httpx.Client(verify=ctx, trust_env=False, timeout=30) as c:
+        return c.post(site.front_url + "/v1/chat/completions",
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]},
+                      headers={"X-Abhed-Engineer": "eng-a"})
+
+
+def test_the_front_refuses_a_call_without_a_certificate_and_records_it(site: Site) -> None:
+    before = len(site.records())
+    with pytest.raises(httpx.HTTPError):
+        _direct(site, None)
+    (rec,) = site.records()[before:]
+    assert rec.outcome == "refused" and "handshake" in rec.detail and rec.host == "127.0.0.1"
+    # Plain HTTP to the TLS port gets nothing either.
+    with pytest.raises(httpx.HTTPError), httpx.Client(trust_env=False, timeout=30) as c:
+        c.post(f"http://127.0.0.1:{site.front.port}/v1/chat/completions", json={})
+
+
+def test_another_sites_expired_and_revoked_credentials_are_refused(site: Site) -> None:
+    other = SiteCA(site.base / "other-ca")
+    other.init("other-site", days=30)
+    foreign = other.issue("agent-1", "agent", dns=[], ips=[], days=30)
+    old = site.ca.issue("agent-old", "agent", dns=[], ips=[], days=1,
+                        valid_from=datetime.datetime.now(datetime.UTC)
+                        - datetime.timedelta(days=3))
+    gone = site.ca.issue("agent-gone", "agent", dns=[], ips=[], days=30)
+    assert foreign.pem and old.pem and gone.pem
+    paths = {n: _write(site.base / f"{n}.pem", i.pem, 0o600)
+             for n, i in (("foreign", foreign), ("old", old), ("gone", gone))}
+    answered = len(site.records())
+    assert _direct(site, paths["gone"]).status_code == 200  # valid until revoked
+    site.new_records(answered, 1)
+    site.ca.revoke("agent-gone")
+    shutil.copy(site.ca.crl_path, site.base / "model/crl.pem")
+    before = len(site.records())
+    for name in ("foreign", "old"):
+        with pytest.raises(httpx.HTTPError):
+            _direct(site, paths[name])
+    resp = _direct(site, paths["gone"])
+    assert resp.status_code == 403
+    assert resp.json()["error"]["code"] == "credential_revoked"
+    assert "agent-gone" in resp.json()["error"]["message"]
+    recs = site.records()[before:]
+    assert [r.outcome for r in recs] == ["refused"] * 3
+    assert "unknown ca" in recs[0].detail.lower() or "certificate" in recs[0].detail.lower()
+    assert "expired" in recs[1].detail.lower()
+    assert (recs[2].host, recs[2].status) == ("agent-gone", 403)
+
+
+def test_a_call_with_no_engineer_is_refused(site: Site) -> None:
+    # A host credential alone does not make a request: the relay's name is required.
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    with httpx.Client(verify=ctx, trust_env=False, timeout=30) as c:
+        resp = c.get(site.front_url + "/v1/models")
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "no_engineer"
+    assert site.records()[-1].outcome == "refused"
+
+
+class _HeldStream(BaseHTTPRequestHandler):
+    """Sends one SSE chunk, then waits for the test to say it has read it."""
+
+    release = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+
+        def send(obj: Any) -> None:
+            data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+            self.wfile.write(b"data: " + data + b"\n\n")
+            self.wfile.flush()
+
+        send({"model": "held", "choices": [{"index": 0, "delta": {"content": "first"}}]})
+        if not self.release.wait(60):
+            return
+        send({"model": "held", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        send({"model": "held", "choices": [], "usage": {"prompt_tokens": 7,
+                                                        "completion_tokens": 2}})
+        send(b"[DONE]")
+
+
+def test_a_stream_passes_through_chunk_by_chunk(site: Site, tmp_path: Path) -> None:
+    held = ThreadingHTTPServer(("127.0.0.1", 0), _HeldStream)
+    threading.Thread(target=held.serve_forever, daemon=True).start()
+    front = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
+        credential=site.creds["model"], crl=site.base / "model/crl.pem",
+        upstream=f"http://127.0.0.1:{held.server_address[1]}", record=tmp_path / "r.sqlite"))
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    try:
+        with front, httpx.Client(verify=ctx, trust_env=False, timeout=30) as c, c.stream(
+                "POST", f"https://127.0.0.1:{front.port}/v1/chat/completions",
+                json={"model": "held", "stream": True, "messages": []},
+                headers={"X-Abhed-Engineer": "eng-a"}) as resp:
+            lines = resp.iter_lines()
+            first = next(line for line in lines if line)
+            assert "first" in first  # read while the upstream still holds the rest
+            _HeldStream.release.set()
+            rest = [line for line in lines if line]
+        assert rest[-1] == "data: [DONE]"
+        (rec,) = read_requests(tmp_path / "r.sqlite")
+        assert (rec.record.tokens_in, rec.record.tokens_out) == (7, 2)
+        assert rec.record.engineer == "eng-a" and rec.record.outcome == "ok"
+    finally:
+        held.shutdown()
+        held.server_close()
+
+
+def _tls_raw(site: Site, data: bytes) -> bytes:
+    """Send ``data`` to the front over TLS with a host credential; everything it answers."""
+    import socket as so
+
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    with so.create_connection(("127.0.0.1", site.front.port), timeout=30) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "code"), [
+    (b"NOT HTTP AT ALL\r\n\r\n", 400, "bad_request"),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 999999999\r\n\r\n",
+     413, "too_large"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: eng-a\r\n"
+     b"x-abhed-session: not an id\r\n\r\n", 400, "bad_request_id"),
+    (b"GET /health HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: eng-a\r\n\r\n", 404, "not_found"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-abhed-engineer: a b\r\n\r\n", 400, "no_engineer"),
+    (b"GET /v1/models HTTP/1.1\r\nhost: x\r\n" + b"x-pad: " + b"a" * 100_000 + b"\r\n\r\n",
+     431, "bad_request"),
+], ids=["not-http", "huge-body", "bad-session-id", "not-v1", "bad-engineer", "huge-head"])
+def test_the_front_answers_hostile_requests_with_a_json_error(
+        site: Site, request_bytes: bytes, status: int, code: str) -> None:
+    before = len(site.records())
+    got = _tls_raw(site, request_bytes)
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == str(status).encode(), got[:300]
+    assert json.loads(body)["error"]["code"] == code
+    rec = site.records()[before:]
+    assert [r.outcome for r in rec] == ["refused"] and rec[0].host == "agent-1"
+
+
+RAW_SOCKET = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode())
+out = b""
+while chunk := s.recv(65536):
+    out += chunk
+sys.stdout.write(out.decode())
+"""
+
+
+@pytest.mark.parametrize(("request_text", "status"), [
+    ("garbage\r\n\r\n", "400"),
+    ("GET /health HTTP/1.1\r\nhost: x\r\n\r\n", "404"),
+    ("GET /v1/../health HTTP/1.1\r\nhost: x\r\n\r\n", "404"),
+    ("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 99999999999\r\n\r\n",
+     "413"),
+], ids=["garbage", "not-v1", "dot-dot", "huge-body"])
+def test_the_relay_answers_hostile_requests_with_a_json_error(site: Site, request_text: str,
+                                                              status: str) -> None:
+    done = site.as_engineer("eng-a", RAW_SOCKET, str(site.socket), request_text)
+    assert done.returncode == 0, done.stderr
+    head, _, body = done.stdout.partition("\n\n")  # text mode made each CRLF a newline
+    assert head.split(" ")[1] == status, done.stdout[:300]
+    assert json.loads(body)["error"]["message"]
+
+
+def test_a_model_host_that_answers_as_another_is_refused_by_the_relay(site: Site,
+                                                                    tmp_path: Path) -> None:
+    """The relay checks the front's certificate names the host it asked for: a model host
+    answering with its own (valid, same-CA) certificate for another name is not believed."""
+    from models import ModelRelay, RelaySettings
+
+    impostor = site.ca.issue("model-b", "model", dns=[], ips=[], days=30)  # no 127.0.0.1
+    assert impostor.pem
+    cred = _write(tmp_path / "model-b.pem", impostor.pem, 0o600)
+    (tmp_path / "engineers.json").write_text(json.dumps(
+        {"format": "abhed-engineers/1", "engineers": {"root": {"uid": 0}}}))
+    other = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path, credential=cred,
+        crl=site.base / "model/crl.pem", upstream=site.upstream.base_url.removesuffix("/v1"),
+        record=tmp_path / "r.sqlite"))
+    with other, ModelRelay(RelaySettings(
+            socket_path=tmp_path / "m.sock", upstreams=[f"https://127.0.0.1:{other.port}"],
+            ca=site.ca.cert_path, credential=site.credential,
+            enrolment=tmp_path / "engineers.json")), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(tmp_path / "m.sock")), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+    assert resp.status_code == 502
+    err = resp.json()["error"]
+    assert err["code"] == "upstream_unreachable" and "does not name the host" in err["message"]
+
+
+@pytest.mark.parametrize("kind", ["foreign", "expired", "revoked"])
+def test_a_relay_holding_a_bad_credential_tells_the_engineer_why(site: Site, tmp_path: Path,
+                                                                 kind: str) -> None:
+    """What an engineer sees when their host's credential is another site's, expired or
+    revoked: the relay's JSON error names the certificate problem and the way out."""
+    from models import ModelRelay, RelaySettings
+
+    if kind == "foreign":
+        other = SiteCA(tmp_path / "other-ca")
+        other.init("elsewhere", days=30)
+        issued = other.issue("agent-9", "agent", dns=[], ips=[], days=30)
+    else:
+        issued = site.ca.issue(f"agent-{kind}", "agent", dns=[], ips=[], days=1,
+                               valid_from=datetime.datetime.now(datetime.UTC)
+                               - datetime.timedelta(days=3 if kind == "expired" else 0))
+    if kind == "revoked":
+        site.ca.revoke("agent-revoked")
+        shutil.copy(site.ca.crl_path, site.base / "model/crl.pem")
+    assert issued.pem
+    cred = _write(tmp_path / "cred.pem", issued.pem, 0o600)
+    (tmp_path / "engineers.json").write_text(json.dumps(
+        {"format": "abhed-engineers/1", "engineers": {"root": {"uid": 0}}}))
+    with ModelRelay(RelaySettings(
+            socket_path=tmp_path / "m.sock", upstreams=[site.front_url], ca=site.ca.cert_path,
+            credential=cred, enrolment=tmp_path / "engineers.json")), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(tmp_path / "m.sock")), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+    message = resp.json()["error"]["message"]
+    expected = {"foreign": "does not trust the CA that issued this host's credential",
+                "expired": "has expired", "revoked": "was revoked"}[kind]
+    assert resp.status_code in (403, 502) and expected in message, message
+
+
+def test_a_model_server_that_is_down_is_a_503_the_agent_retries_and_it_is_recorded(
+        site: Site, tmp_path: Path) -> None:
+    import socket as so
+
+    with so.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    front = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
+        credential=site.creds["model"], crl=site.base / "model/crl.pem",
+        upstream=f"http://127.0.0.1:{port}", record=tmp_path / "r.sqlite"))
+    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
+    ctx.load_cert_chain(str(site.credential))
+    with front, httpx.Client(verify=ctx, trust_env=False, timeout=30) as c:
+        resp = c.post(f"https://127.0.0.1:{front.port}/v1/chat/completions", json={},
+                      headers={"X-Abhed-Engineer": "eng-a"})
+    assert resp.status_code == 503 and resp.json()["error"]["code"] == "model_unavailable"
+    (rec,) = read_requests(tmp_path / "r.sqlite")
+    assert (rec.record.outcome, rec.record.status, rec.record.engineer) == ("refused", 503,
+                                                                           "eng-a")
