@@ -9,6 +9,9 @@ those files, so a newcomer who follows it follows the code.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -173,3 +176,80 @@ def test_the_docs_arrows_are_the_ones_the_boundaries_test_holds() -> None:
     unnamed = [module for module, _ in EXCEPTIONS
                if f"`{module.replace('.', '/')}.py`" not in table]
     assert unnamed == [], "docs/architecture.md's arrow table does not name these exceptions"
+
+
+class Everything:
+    """Every file of ours whose functions run (module bodies, i.e. imports, left out), each
+    in the tier where it first ran: before the loop's ``Agent.run`` (set-up) or inside it."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, str] = {}
+        self.running = False
+        self.lock = threading.Lock()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        if code.co_name == "run" and code.co_filename.endswith("appliance/loop/_agent.py"):
+            self.running = True
+        name = code.co_filename
+        if code.co_name == "<module>" or not name.startswith(str(ROOT) + "/"):
+            return
+        rel = name[len(str(ROOT)) + 1:]
+        if rel.startswith((*OURS, "foundation/")) and rel not in FAKES:
+            with self.lock:
+                self.first.setdefault(rel, "run" if self.running else "setup")
+
+    def tier(self, which: str) -> set[str]:
+        return {f for f, t in self.first.items() if t == which}
+
+
+#: The test's own model server: it answers in this process, but it is the model's side.
+FAKES = ("models/_scripted.py",)
+
+
+def _every_file_section() -> str:
+    start = DOC.index("### Every file of ours that runs")
+    return DOC[start:DOC.index("\n## ", start)]
+
+
+def _doc_tier(title: str, until: str | None = None) -> set[str]:
+    """The files the doc lists under ``title`` (a bold heading), up to ``until`` or the end."""
+    section = _every_file_section()
+    part = section[section.index(title):]
+    if until is not None:
+        part = part[:part.index(until)]
+    return set(re.findall(r"`([a-z_/]+\.py)`", part)) - {"models/_scripted.py"}
+
+
+def test_every_function_of_ours_from_abhed_run_to_the_read_is_in_the_doc(
+        abhed_home: Path, workspace: Path) -> None:
+    # Not a filtered stack: every call event of the run, in every thread, is recorded, and
+    # the doc lists exactly the files they ran in, no more (a file that no longer runs) and
+    # no fewer (a file a newcomer would meet and not find there).
+    # In a fresh interpreter: what an earlier test in this process already ran (a cache
+    # filled, a class built) would otherwise not run again, and the list would depend on order.
+    code = (
+        "import json, sys, threading\n"
+        "from tests.test_architecture_path import Everything\n"
+        "from cli import main\n"
+        "rec = Everything()\n"
+        "sys.setprofile(rec); threading.setprofile(rec)\n"
+        "try:\n"
+        f"    main(['run', 'What does notes.txt say?', '-w', {str(workspace)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "finally:\n"
+        "    sys.setprofile(None); threading.setprofile(None)\n"
+        "sys.stderr.write('\\n' + json.dumps(rec.first))\n")
+    with ScriptedServer(_steps(workspace)) as server:
+        _config(abhed_home, workspace, server)
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, check=False,
+                              env={**os.environ, "ABHED_HOME": str(abhed_home)})
+    assert done.returncode == 0, done.stderr
+    rec = Everything()
+    rec.first = json.loads(done.stderr.strip().splitlines()[-1])
+    assert sorted(rec.tier("setup")) == sorted(_doc_tier("**Set-up**", "**The run**")), "set-up"
+    assert sorted(rec.tier("run")) == sorted(_doc_tier("**The run**")), "the run"
