@@ -151,7 +151,7 @@ def allowed_modes(config: Config) -> tuple[Mode, ...]:
     these, so a mode the site or the engineer's own settings forbid is never shown.
     """
     out: list[Mode] = []
-    for mode in reversed(MODES):  # MODES runs from the loosest to the strictest
+    for mode in MODES:  # strictest first
         try:
             choose_mode(config, mode, door="")
         except ModeRefused:
