@@ -571,9 +571,5 @@ _SPECIAL: dict[str, Callable[[list[Word]], Peeled]] = {
 }
 
 
-def is_wrapper(name: str) -> bool:
-    return name in WRAPPERS or name in _SPECIAL
-
-
 def base(word: Word) -> str:
     return os.path.basename(word.text)
