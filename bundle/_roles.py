@@ -77,10 +77,15 @@ def endpoint_address(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def _provider_urls(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _provider_urls(settings: Mapping[str, Any], *, through_relay: bool = True
+                   ) -> list[tuple[str, str]]:
+    """(provider name, base URL) of each custom provider.  With ``through_relay`` False, a
+    provider that sets ``unix_socket`` is left out: it talks to the host's model relay
+    (docs/model-service.md), whose upstreams are the declared model endpoints, and its
+    ``base_url`` (e.g. ``http://model-service/v1``) only names the HTTP Host it sends."""
     found: list[tuple[str, str]] = []
     for p in settings.get("custom_providers") or []:
-        if not isinstance(p, dict):
+        if not isinstance(p, dict) or (not through_relay and p.get("unix_socket")):
             continue
         urls = p.get("base_url")
         for u in [urls] if isinstance(urls, str) else urls if isinstance(urls, list) else []:
@@ -93,9 +98,10 @@ def check_provider_endpoints(settings: Mapping[str, Any], endpoints: Iterable[st
                              where: str) -> None:
     """On an agent host the provider must point at the site's declared model endpoints:
     the gate reaches those and nothing else.  SpecError names a provider URL that is not
-    one of them."""
+    one of them.  A provider through the host's relay (``unix_socket``) is not checked
+    here: the relay's upstreams are the declared endpoints (installer._services)."""
     declared = {check_endpoint(e) for e in endpoints}
-    for name, url in _provider_urls(settings):
+    for name, url in _provider_urls(settings, through_relay=False):
         if url not in declared:
             raise SpecError(f"{where}: provider {name!r} points at {url}, which is not one of "
                             f"[roles] model_endpoints ({', '.join(sorted(declared))}): an agent "
