@@ -77,15 +77,13 @@ def endpoint_address(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
-def _provider_urls(settings: Mapping[str, Any], *, through_relay: bool = True
-                   ) -> list[tuple[str, str]]:
-    """(provider name, base URL) of each custom provider.  With ``through_relay`` False, a
-    provider that sets ``unix_socket`` is left out: it talks to the host's model relay
-    (docs/model-service.md), whose upstreams are the declared model endpoints, and its
-    ``base_url`` (e.g. ``http://model-service/v1``) only names the HTTP Host it sends."""
+def _provider_urls(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each provider's (name, URL) that the agent dials itself.  A provider with a
+    ``unix_socket`` goes through the host's model relay (docs/model-service.md), whose
+    upstreams are the model endpoints; its ``base_url`` only names the path."""
     found: list[tuple[str, str]] = []
     for p in settings.get("custom_providers") or []:
-        if not isinstance(p, dict) or (not through_relay and p.get("unix_socket")):
+        if not isinstance(p, dict) or p.get("unix_socket"):
             continue
         urls = p.get("base_url")
         for u in [urls] if isinstance(urls, str) else urls if isinstance(urls, list) else []:
@@ -98,10 +96,9 @@ def check_provider_endpoints(settings: Mapping[str, Any], endpoints: Iterable[st
                              where: str) -> None:
     """On an agent host the provider must point at the site's declared model endpoints:
     the gate reaches those and nothing else.  SpecError names a provider URL that is not
-    one of them.  A provider through the host's relay (``unix_socket``) is not checked
-    here: the relay's upstreams are the declared endpoints (installer._services)."""
+    one of them."""
     declared = {check_endpoint(e) for e in endpoints}
-    for name, url in _provider_urls(settings, through_relay=False):
+    for name, url in _provider_urls(settings):
         if url not in declared:
             raise SpecError(f"{where}: provider {name!r} points at {url}, which is not one of "
                             f"[roles] model_endpoints ({', '.join(sorted(declared))}): an agent "

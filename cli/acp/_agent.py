@@ -43,6 +43,8 @@ from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     AudioContentBlock,
+    AvailableCommand,
+    AvailableCommandsUpdate,
     ClientCapabilities,
     ContentToolCallContent,
     CurrentModeUpdate,
@@ -109,6 +111,13 @@ _MODE_NAMES = {
              "command say so."),
 }
 _PAGE = 50
+#: What a person may do between runs that has no ACP request of its own: the TUI's /undo,
+#: /redo and /compact, offered as the editor's slash commands.
+COMMANDS = {
+    "undo": "Put back the files the newest run not undone yet changed (bash effects are not undone)",
+    "redo": "Reverse the last undo still in effect",
+    "compact": "Compact the conversation now (mask old tool outputs, then summarise if needed)",
+}
 #: A plan approved in plan mode is carried out with this prompt (the person chose it).
 CARRY_OUT = "The plan is approved. Carry it out now, step by step."
 
@@ -130,10 +139,12 @@ class _Session:
     cancelled: threading.Event = field(default_factory=threading.Event)
     asking: set[concurrent.futures.Future[Approval]] = field(default_factory=set)
     plan: PlanUpdated | None = None
+    told_commands: bool = False
+    in_turn: bool = False  # from a prompt's arrival to its response (a plan's approval included)
 
     @property
     def busy(self) -> bool:
-        return self.worker is not None and self.worker.is_alive()
+        return self.in_turn or (self.worker is not None and self.worker.is_alive())
 
 
 class _Outbox:
@@ -339,6 +350,9 @@ class AbhedAgent:
             for update in event_updates(stored.event, top=True, replay=True):
                 await self.client.session_update(session_id=sess.id, update=update)
         self._listen(sess)
+        self.tell_commands(sess)
+        if self.outbox is not None:
+            await self.outbox.flush()
         return LoadSessionResponse(modes=self._modes(sess.started.mode.mode))
 
     def _parent_of(self, session_id: str) -> str | None:
@@ -432,6 +446,7 @@ class AbhedAgent:
             raise _invalid("a turn is already in progress in this session; cancel it or wait")
         message = self._prompt_text(sess, prompt)
         assert sess.started is not None and self.outbox is not None
+        self.tell_commands(sess)
         if sess.notices:
             said = "\n".join(f"⚠ {n}" for n in sess.notices)
             sess.notices = []
@@ -439,6 +454,47 @@ class AbhedAgent:
                                                        content=text(said + "\n\n")))
         sess.cancelled.clear()
         sess.plan = None
+        sess.in_turn = True
+        try:
+            command = message.split(None, 1)[0][1:] if message.startswith("/") else ""
+            if command in COMMANDS:
+                said = await asyncio.to_thread(self._command, sess, command)
+                self.outbox.put(sess.id, AgentMessageChunk(session_update="agent_message_chunk",
+                                                           content=text(said + "\n")))
+                await self.outbox.flush()
+                return PromptResponse(stop_reason="end_turn")
+            return await self._turn(sess, message)
+        finally:
+            sess.in_turn = False
+
+    def tell_commands(self, sess: _Session) -> None:
+        """Offer the slash commands once per session (the editor lists them as the person types /)."""
+        if sess.told_commands or self.outbox is None:
+            return
+        sess.told_commands = True
+        self.outbox.put(sess.id, AvailableCommandsUpdate(
+            session_update="available_commands_update",
+            available_commands=[AvailableCommand(name=n, description=d) for n, d in COMMANDS.items()]))
+
+    def _command(self, sess: _Session, command: str) -> str:
+        """On a thread: /undo, /redo or /compact, as the TUI and rpc do them; what happened, in words."""
+        from appliance.events import show
+        from appliance.sessions import UndoError, redo, undo
+
+        assert sess.started is not None
+        agent = sess.started.agent
+        try:
+            if command == "compact":
+                event = agent.compact("manual")
+                return show(event).title if event is not None else \
+                    f"nothing was compacted: {agent.compactor.why}"
+            act = undo if command == "undo" else redo
+            return show(act(agent.session, requested_by=DOOR)).text()
+        except UndoError as exc:
+            return f"nothing {'undone' if command == 'undo' else 'redone'}: {exc}"
+
+    async def _turn(self, sess: _Session, message: str) -> PromptResponse:
+        assert sess.started is not None and self.outbox is not None
         reason = await self._run(sess, message)
         if reason == "done" and sess.plan is not None and not sess.cancelled.is_set() and \
                 sess.started.agent.dispatcher.gate.engine.settings.mode == "plan":
@@ -487,7 +543,8 @@ class AbhedAgent:
     async def _approve_plan(self, sess: _Session, plan: PlanUpdated) -> str:
         """Ask to leave plan mode and carry out ``plan``; the mode chosen, or "" to keep planning."""
         assert self.client is not None and sess.started is not None
-        await self.outbox.flush() if self.outbox else None
+        if self.outbox is not None:
+            await self.outbox.flush()  # the plan is on screen before the question on it
         wider = [m for m in allowed_modes(self.config) if m != "plan"]
         if not wider:
             return ""  # the site keeps this engineer in plan mode: nothing to ask
@@ -528,7 +585,8 @@ class AbhedAgent:
         if sess.started is None or not sess.busy:
             return
         sess.cancelled.set()
-        sess.started.agent.interrupt(reason)
+        if sess.worker is not None and sess.worker.is_alive():
+            sess.started.agent.interrupt(reason)
         for fut in list(sess.asking):
             fut.cancel()
 

@@ -21,6 +21,7 @@ from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
+    AvailableCommandsUpdate,
     ContentToolCallContent,
     CurrentModeUpdate,
     FileEditToolCallContent,
@@ -59,7 +60,7 @@ __all__ = ["MAX_TEXT_CHARS", "Update", "diff_items", "event_updates", "kind_of",
 MAX_TEXT_CHARS = 20_000
 
 Update = (AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart
-          | ToolCallProgress | AgentPlanUpdate | CurrentModeUpdate)
+          | ToolCallProgress | AgentPlanUpdate | CurrentModeUpdate | AvailableCommandsUpdate)
 
 _KINDS: dict[str, ToolKind] = {"read": "read", "write": "edit", "edit": "edit", "glob": "search",
                                "grep": "search", "bash": "execute", "plan": "think",

@@ -10,6 +10,7 @@ import pytest
 from acp import RequestError
 from acp.schema import (
     AgentPlanUpdate,
+    AvailableCommandsUpdate,
     FileEditToolCallContent,
     ToolCallProgress,
     ToolCallStart,
@@ -58,11 +59,11 @@ def test_a_turn_streams_text_tool_calls_diffs_and_the_plan(server: ScriptedServe
             assert [m.id for m in new.modes.available_modes] == ["plan", "ask", "auto"]
             done = await asyncio.wait_for(conn.prompt(session_id=new.session_id,
                                                       prompt=prompt("change a")), 60)
+            assert a.read_text() == "alpha\ngamma\n" and b.read_text() == "new\n"
             return new.session_id, done
 
     sid, done = asyncio.run(go())
     assert done.stop_reason == "end_turn"
-    assert a.read_text() == "alpha\ngamma\n" and b.read_text() == "new\n"
     # the answer streamed in pieces, and nothing but it was said as the agent's message
 
     assert rec.message().endswith("Changed a.txt and wrote b.txt.")
@@ -88,6 +89,38 @@ def test_a_turn_streams_text_tool_calls_diffs_and_the_plan(server: ScriptedServe
     events = _events(sid)
     assert events[0].settings["door"] == "acp"
     assert [e.type for e in events][-2:] == ["run_ended", "session_ended"]
+
+
+def test_slash_commands_undo_and_compact_as_the_tui_does(server: ScriptedServer,
+                                                        abhed_home: Path, workspace: Path) -> None:
+    write_config(abhed_home, server.base_url, policy={"mode": "auto"})
+    a = workspace / "a.txt"
+    server.add({"tool_calls": [{"name": "write", "arguments": {"path": str(a), "content": "A\n"}}]},
+               {"text": "Wrote it."})
+    rec = Recorder()
+
+    async def go() -> str:
+        async with connect(rec) as (conn, _):
+            new = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                               prompt=prompt("write a")), 60)
+            assert a.exists()
+            for command in ("/undo", "/undo", "/redo", "/compact"):
+                done = await asyncio.wait_for(conn.prompt(session_id=new.session_id,
+                                                          prompt=prompt(command)), 60)
+                assert done.stop_reason == "end_turn"
+            return new.session_id
+
+    sid = asyncio.run(go())
+    offered = rec.of(AvailableCommandsUpdate)
+    assert [c.name for c in offered[0].available_commands] == ["undo", "redo", "compact"]
+    said = rec.message()
+    assert "undo: restored 1 file" in said and "nothing undone" in said
+    assert "redo: restored 1 file" in said and "nothing was compacted" in said
+    assert a.read_text() == "A\n"
+    undone = [e for e in _events(sid) if e.type == "undo_applied"]
+    assert [(e.kind, e.requested_by) for e in undone] == [("undo", "acp"), ("redo", "acp")]
+    assert len(server.requests) == 2  # the commands never reached the model
 
 
 def test_asks_become_permission_requests_answered_both_ways(server: ScriptedServer,
