@@ -312,16 +312,19 @@ class SiteVllm:
     host: SiteHost
     base_url: str  # on the model host's loopback
     served: str
+    proc: subprocess.Popen[str]  # ``abhed serve``: ``Site.stop`` it to take the host down
 
 
-def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
-    """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL."""
+def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None) -> SiteVllm:
+    """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL.
+    ``cpus`` pins it (``taskset -c``), so two model hosts on one machine do not share cores."""
     python = vllm_python()
     entry = entry_for(tiny_model(python))
     port = free_port()
     home = host.path("/srv/vllm")
     write_home(home, python, entry, port)
-    proc = site.service(host, [sys.executable, "-m", "cli", "serve", "--model", "tiny"],
+    pin = ["taskset", "-c", cpus] if cpus is not None else []
+    proc = site.service(host, [*pin, sys.executable, "-m", "cli", "serve", "--model", "tiny"],
                         env={"ABHED_HOME": "/srv/vllm"})
     assert proc.stdout is not None and proc.stderr is not None
     errors: list[str] = []
@@ -333,4 +336,4 @@ def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
         tail = log.read_text()[-4000:] if log.exists() else ""
         raise RuntimeError(f"abhed serve did not start vLLM on {host.name}: "
                            f"{''.join(errors)[-2000:]}\n{tail}")
-    return SiteVllm(host, url, SERVED)
+    return SiteVllm(host, url, SERVED, proc)

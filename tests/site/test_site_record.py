@@ -86,6 +86,17 @@ def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
         site: Site, site_vllm: SiteVllm, tmp_path: Path) -> None:
     t0 = time.monotonic()
     svc = start_model_service(site, site_vllm, tmp_path / "ca")
+    try:
+        _work_then_audit(site, site_vllm, svc, tmp_path, t0)
+    finally:  # the site outlives this test (one per run): leave it as it was found
+        for proc in svc.procs.values():
+            site.stop(proc)
+        for name in ENGINEERS:
+            shutil.rmtree(site.hosts[name].path("/etc/abhed/site"), ignore_errors=True)
+
+
+def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path: Path,
+                     t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
     for name in ENGINEERS:
         _site_layer(site.hosts[name], site_vllm.served)
@@ -164,6 +175,11 @@ def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
     matched = {(r["host"], r["engineer"], r["session_id"]) for r in report["requests"]
                if r["verdict"] == "matched"}
     assert matched == {(h, u, sid) for (h, u), sid in sessions.items()}
+    text = subprocess.run([*abhed, "events", "join", "--requests", str(record), "--agent-logs",
+                           str(collected / "agents")], capture_output=True, text=True,
+                          timeout=120, env={"ABHED_HOME": str(tmp_path / "auditor"),
+                                            "PATH": "/usr/bin:/bin"})
+    print(text.stdout)  # docs/event-log.md shows this output
     ocsf = subprocess.run([*abhed, "events", "export-requests", "--record", str(record),
                            "--out", str(tmp_path / "r.ocsf"), "--format", "ocsf"],
                           capture_output=True, text=True, timeout=120,
@@ -172,12 +188,8 @@ def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
     for line in (tmp_path / "r.ocsf").read_text().splitlines():
         assert ocsf_problems(json.loads(line)) == []
     print(f"site: four sessions in {ran_s:.1f} s, whole test {time.monotonic() - t0:.1f} s")
-    human = subprocess.run([*abhed, "events", "join", "--requests", str(record), "--agent-logs",
-                            str(collected / "agents")], capture_output=True, text=True,
-                           timeout=120, env={"ABHED_HOME": str(tmp_path / "auditor"),
-                                             "PATH": "/usr/bin:/bin"})
     svc.outputs.append(f"$ abhed events join --requests model-1-requests.jsonl --agent-logs "
-                       f"agents/\n{human.stdout}{human.stderr}")
+                       f"agents/\n{text.stdout}{text.stderr}")
     transcript = os.environ.get("ABHED_SITE_TRANSCRIPT")  # docs/operator-guide.md, section 12
     if transcript:
         Path(transcript).write_text("\n".join(svc.outputs))
@@ -230,6 +242,7 @@ def _bad_input(site: Site, vllm: SiteVllm, svc: SiteService, tmp_path: Path) -> 
                                 "--credential", f"{PREFIX}/state/credential/host.pem",
                                 "--engineers", f"{PREFIX}/state/engineers.json"],
                          env={"PYTHONPATH": str(ROOT)})
+    svc.procs.update({"impostor-front": front, "impostor-relay": relay})
     for proc in (front, relay):
         assert proc.stdout is not None and proc.stdout.readline().startswith("listening on")
     status, text = _curl_body(eng2, "cai", "/run/abhed/other.sock")
