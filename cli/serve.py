@@ -10,6 +10,7 @@ or altered, out of memory, server exited), 2 on a usage error.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -34,11 +35,15 @@ from cli._common import config_option, get_config
               help="Catalog file (default: config 'catalog' or ABHED_HOME/catalog.json).")
 @click.option("--hash", "hash_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Print the sha256 of every file under DIR (for a catalog entry) and exit.")
-@click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command; start nothing.")
+@click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command (and "
+              "the router's, with serve.router), shell-quoted; start nothing.")
+@click.option("--check-host", "check_url", default=None, metavar="URL",
+              help="Check the model host at URL serves what the catalog entry declares "
+              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field.")
 @config_option
 def serve(model_name: str | None, port: int | None, host: str | None, python: str | None,
           log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
-          hash_dir: Path | None, dry_run: bool, config_path: Path | None) -> None:
+          hash_dir: Path | None, dry_run: bool, check_url: str | None, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
     from appliance.compose import load_config_catalog
     from models import (
@@ -68,6 +73,17 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
     checked = (f"weights: verified against their OpenSSF model signature (key sha256 "
                f"{identity['key_sha256']}) and the catalog's digests" if identity else
                "weights: verified against the catalog's digests (the model has no signature)")
+    if check_url is not None:
+        from models import check_model_host
+
+        try:
+            entry.verify_weights(catalog.base())  # each installed file against its digest
+            check_model_host(check_url, entry.host_declaration(), installed_weights=entry.files)
+        except ModelsError as exc:
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(1)
+        click.echo(f"{check_url}: serves {entry.served_name} as declared")
+        return
     if dry_run:
         try:
             server.preflight()
@@ -75,7 +91,10 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)
         click.echo(checked, err=True)
-        click.echo(" ".join(server.command()))
+        click.echo(shlex.join(server.command()))
+        router = server.router_command()
+        if router is not None:
+            click.echo(shlex.join(router))
         return
     stop = threading.Event()
 

@@ -103,3 +103,14 @@ class RequestLogBroken(RequestLogError):
         self.where = where
         self.seq = seq
         self.reason = reason
+
+
+class HostMismatch(ServeError):
+    """A model host serves something other than the site declared: ``field``, ``declared``
+    and ``found`` name the difference; the host must not take traffic."""
+
+    def __init__(self, message: str, *, field: str, declared: str, found: str) -> None:
+        super().__init__(message, reason="host_mismatch")
+        self.field = field
+        self.declared = declared
+        self.found = found

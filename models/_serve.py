@@ -24,6 +24,8 @@ from foundation import OFFLINE_ENV, terminate_group
 from models._catalog import CatalogEntry
 from models._credentials import ApiKey, read_api_key
 from models._errors import ProviderConfigError, ServeError
+from models._host_check import check_model_host
+from models._scale import RouterSettings, router_command
 
 __all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer"]
 
@@ -59,6 +61,8 @@ class ServeSettings(BaseModel):
         description="File with the API key vLLM demands of clients (VLLM_API_KEY; never in argv).")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
                                     description="Environment variable holding that key.")
+    router: RouterSettings | None = Field(
+        default=None, description="The vLLM router over several replicas (docs/providers.md, Scale).")
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -70,7 +74,8 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """GET ``url`` without proxies; (status, body up to 1 MiB)."""
     # urllib, not httpx: the launcher must work before anything else is imported,
     # and a no-proxy opener keeps environment proxies out of health checks.  Imported
     # here: every `abhed` verb that reads the config imports this module (ServeSettings).
@@ -121,6 +126,8 @@ class VllmServer:
                 "--enable-auto-tool-choice", "--tool-call-parser", e.tool_call_parser]
         if e.pipeline_parallel_size > 1:
             argv += ["--pipeline-parallel-size", str(e.pipeline_parallel_size)]
+        if e.data_parallel_size > 1:
+            argv += ["--data-parallel-size", str(e.data_parallel_size)]
         if e.distributed_executor_backend is not None:
             argv += ["--distributed-executor-backend", e.distributed_executor_backend]
         if e.reasoning_parser is not None:
@@ -178,10 +185,28 @@ class VllmServer:
             log.close()
         try:
             self.wait_healthy(timeout_s or self.settings.startup_timeout_s)
+            if verify:
+                self.check_host()
         except BaseException:
             self.stop()
             raise
         return self.base_url
+
+    def check_host(self) -> None:
+        """Refuse (HostMismatch) a server that answers with another model, context length,
+        vLLM version or weights than the catalog entry declares (models._host_check).
+        The weights were hashed by :meth:`preflight` against the entry's digests."""
+        key = self.api_key()
+        check_model_host(self.base_url, self.entry.host_declaration(),
+                         installed_weights=self.entry.files,
+                         headers=key.header() if key is not None else None)
+
+    def router_command(self) -> list[str] | None:
+        """The vLLM router's command over ``serve.router.replicas`` (None: no router)."""
+        r = self.settings.router
+        if r is None:
+            return None
+        return router_command(r, r.python or self.python)
 
     def log_tail(self, max_bytes: int = 6000) -> str:
         try:
@@ -214,10 +239,10 @@ class VllmServer:
             if code is not None:
                 raise self.diagnose(code)
             try:
-                status, _ = _get(root + "/health", 2.0)
+                status, _ = http_get(root + "/health", 2.0)
                 if status == 200:
                     key = self.api_key()
-                    status, body = _get(self.base_url + "/models", 5.0,
+                    status, body = http_get(self.base_url + "/models", 5.0,
                                         key.header() if key is not None else None)
                     served: list[Any] = json.loads(body).get("data", []) if status == 200 else []
                     if any(isinstance(m, dict) and m.get("id") == self.entry.served_name for m in served):
