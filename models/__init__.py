@@ -26,6 +26,7 @@ from models._errors import (
     HostMismatch,
     ModelNotFound,
     ModelsError,
+    ModelStreamLost,
     ProviderConfigError,
     ProviderError,
     ProviderHTTPError,
@@ -69,6 +70,7 @@ from models._signature import (
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
+    "ModelStreamLost",
     "HostDeclaration",
     "HostMismatch",
     "RouterSettings",
