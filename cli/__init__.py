@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("cli.bundle:bundle_group", "Build, sign, verify, inspect and carry offline bundles."),
     "catalog": ("cli.catalog:catalog", "Write model-catalog entries from the model-family presets."),
     "config": ("cli.config:config", "Show the effective settings and where each value comes from."),
+    "doctor": ("cli.doctor:doctor",
+               "Say what this installation is and what needs a fix (exit 0 well, 1 a fix, 2 could not look)."),
     "events": ("cli.events:events", "Verify, export, rotate, prune and repair the tamper-evident event log."),
     "mcp": ("cli.mcp:mcp", "Review MCP servers before their tools are offered to the model."),
     "model-front": ("cli.model_service:model_front",

@@ -39,7 +39,7 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
           config_path: Path | None) -> None:
     """Run the capability probe against a provider's model and say whether it may serve."""
     from appliance.probe import ProbeOptions, load_report, render_table, report_json, run_probe
-    from models import ModelsError, ProviderConfigError, ProviderError
+    from models import ModelsError, ProviderConfigError, ProviderError, ServeError
 
     config = get_config(config_path)
     try:
@@ -50,10 +50,11 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
     try:
         report = run_probe(config, store, provider_name=provider_name, model=model,
                            options=ProbeOptions(quick=quick, families=tuple(dict.fromkeys(families)),
-                                                concurrency=concurrency, baseline=base))
+                                                concurrency=concurrency, baseline=base),
+                           say=lambda line: click.echo(line, err=True))
     except (AbhedError, ProviderConfigError) as exc:
         raise click.UsageError(str(exc)) from None
-    except ProviderError as exc:
+    except (ProviderError, ServeError) as exc:  # a local service started on demand that failed too
         click.echo(f"abhed probe: the model server cannot be reached: {exc}", err=True)
         sys.exit(4)
     except ModelsError as exc:

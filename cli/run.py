@@ -109,7 +109,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         mode: str | None, max_turns: int | None, deadline_s: float | None, sampling_pairs: tuple[str, ...],
         force_tool: str | None, session_id: str | None, config_path: Path | None) -> None:
     """Work on PROMPT in a workspace until the model answers or a limit stops it."""
-    from appliance.compose import start_agent
+    from appliance.compose import start_agent, to_say
     from appliance.policy import HeadlessApprover
     from models import ModelNotFound, ModelsError, ProviderConfigError
 
@@ -131,7 +131,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
             config, store, workspace, door="abhed run --mode", provider_name=provider_name,
             model=model, mode=mode,
             approver=HeadlessApprover(), sampling=_parse_sampling(sampling_pairs),
-            session_id=session_id,
+            session_id=session_id, say=lambda line: click.echo(line, err=True),
             first_tool_choice={"type": "function", "function": {"name": force_tool}} if force_tool else None)
     except (AbhedError, ProviderConfigError, ModelNotFound) as exc:
         store.close()
@@ -141,7 +141,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
         click.echo(f"error: {exc}", err=True)
         sys.exit(4)
     agent, provider = started.agent, started.provider
-    for notice in started.notices:
+    for notice in to_say(started.notices):  # a note about the installation: once per terminal
         click.echo(notice.line(), err=True)
 
     def print_event(stored: StoredEvent) -> None:

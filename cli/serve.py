@@ -2,7 +2,11 @@
 
 Starts vLLM offline with the entry's flags, waits on ``/health`` and
 ``/v1/models``, prints the base URL, and keeps serving until Ctrl-C or
-SIGTERM, then stops it and its workers.  Exit 0 on a clean stop, 1 when vLLM
+SIGTERM, then stops it and its workers.  With ``--socket PATH`` it listens on
+that Unix socket (in a 0700 directory of yours) instead of a port, so no other
+local user can reach it; ``--stop-when-unused`` also stops it once no ``abhed``
+has used it for ``serve.idle_stop_s`` (how a provider marked ``start_on_demand``
+starts it: docs/quickstart.md).  Exit 0 on a clean stop, 1 when vLLM
 could not start or died (the message says why: port taken, weights missing
 or altered, out of memory, server exited), 2 on a usage error.
 """
@@ -10,6 +14,7 @@ or altered, out of memory, server exited), 2 on a usage error.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
@@ -35,6 +40,10 @@ from cli._common import config_option, get_config
               help="Catalog file (default: config 'catalog' or ABHED_HOME/catalog.json).")
 @click.option("--hash", "hash_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Print the sha256 of every file under DIR (for a catalog entry) and exit.")
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Listen on this Unix socket (its directory: yours, mode 0700) instead of a port.")
+@click.option("--stop-when-unused", is_flag=True,
+              help="With --socket: stop after serve.idle_stop_s with no abhed using the service.")
 @click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command (and "
               "the router's, with serve.router), shell-quoted; start nothing.")
 @click.option("--check-host", "check_url", default=None, metavar="URL",
@@ -43,10 +52,12 @@ from cli._common import config_option, get_config
 @config_option
 def serve(model_name: str | None, port: int | None, host: str | None, python: str | None,
           log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
-          hash_dir: Path | None, dry_run: bool, check_url: str | None, config_path: Path | None) -> None:
+          hash_dir: Path | None, socket_path: Path | None, stop_when_unused: bool, dry_run: bool,
+          check_url: str | None, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
     from appliance.compose import load_config_catalog
     from models import (
+        LocalService,
         ModelsError,
         ProviderConfigError,
         ServeError,
@@ -59,6 +70,8 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
     if hash_dir is not None:
         click.echo(json.dumps(hash_weights(hash_dir), indent=2))
         return
+    if stop_when_unused and socket_path is None:
+        raise click.UsageError("--stop-when-unused needs --socket: only a socket's service has users to count")
     config = get_config(config_path)
     try:
         catalog = load_catalog(catalog_path) if catalog_path else load_config_catalog(config)
@@ -67,8 +80,12 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         raise click.UsageError(str(exc)) from None
     settings = config.serve if host is None else config.serve.model_copy(update={"host": host})
     log = log_path or abhed_home() / "logs" / f"vllm-{entry.name}.log"
+    service = None
+    if socket_path is not None:
+        socket_path = socket_path.absolute()
+        service = LocalService(socket_path.parent, socket_path.name.removesuffix(".sock"), log)
     server = VllmServer(entry, log_path=log, settings=settings, base_dir=catalog.base(), port=port,
-                        python=python)
+                        python=python, unix_socket=socket_path)
     identity = signature_identity(entry.weights_path(catalog.base()))
     checked = (f"weights: verified against their OpenSSF model signature (key sha256 "
                f"{identity['key_sha256']}) and the catalog's digests" if identity else
@@ -103,24 +120,45 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
 
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
+    held: list[int] = []  # the keeper's lock, then the users lock while stopping
     try:
+        try:
+            if service is not None:
+                service.prepare()
+                held.append(service.claim_keeper())
+        except ModelsError as exc:
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(1)
         click.echo(f"starting vLLM for {entry.name} (log: {log})", err=True)
         try:
             url = server.start(timeout_s=timeout_s)
         except ModelsError as exc:
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)
+        where = f"unix:{socket_path}" if socket_path is not None else url
         click.echo(checked, err=True)
-        click.echo(f"serving {entry.served_name} at {url}", err=True)
-        click.echo(url)
+        click.echo(f"serving {entry.served_name} at {where}", err=True)
+        click.echo(where)
         sys.stdout.flush()
+        idle_s = settings.idle_stop_s
         while not stop.wait(1.0):
             if not server.alive():
                 err = server.diagnose(server.proc.poll() if server.proc else None)
                 click.echo(f"abhed serve: vLLM stopped: {err}", err=True)
                 sys.exit(1)
+            if stop_when_unused and service is not None:
+                quiet = service.idle(idle_s)
+                if quiet is not None:
+                    held.append(quiet)  # kept while stopping: a new user waits, then starts afresh
+                    click.echo(f"no abhed has used {entry.name} for {idle_s:g} s (serve.idle_stop_s)",
+                               err=True)
+                    break
         click.echo("stopping vLLM", err=True)
     finally:
         server.stop()
+        if socket_path is not None:
+            socket_path.unlink(missing_ok=True)
+        for fd in reversed(held):
+            os.close(fd)
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from appliance import AbhedError, Session
-from appliance.compose import choose_mode, layers_of, open_tooling
+from appliance.compose import choose_mode, layers_of, open_tooling, to_say
 from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
 from cli._common import config_option, get_config, open_store
 from tools import Workspace, native_tools
@@ -91,7 +91,7 @@ def tool(name: str, args_json: str, workspace: Path, session_id: str | None, mod
     except AbhedError as exc:
         store.close()
         raise click.ClickException(str(exc)) from None
-    for notice in tooling.notices:
+    for notice in to_say(tooling.notices):  # a note about the installation: once per terminal
         click.echo(notice.line(), err=True)
     try:
         if name not in tooling.tools:

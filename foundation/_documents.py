@@ -140,6 +140,8 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
         raise refuse(exc.where, str(exc)) from None
     except RecursionError:
         raise refuse(_TOP, "nests too deeply: refused") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise refuse(_TOP, f"holds a number too long to read: {str(exc)[:120]}") from None
     if problems:
         raise DocumentError(what, str(source), problems, hint)
     if not isinstance(raw, dict):

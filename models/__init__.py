@@ -6,7 +6,7 @@ OpenAI-compatible client (:class:`OpenAIClient`) and provider
 reply types, sampling checks (:func:`check_sampling`), the model catalog
 (:class:`Catalog`, :class:`CatalogEntry`) and the model-family presets that
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
-(:class:`VllmServer`), the weights' OpenSSF model signatures (:func:`sign_model`,
+(:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
 (:class:`ScriptedServer`), the model service's request record
 (:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
@@ -39,6 +39,7 @@ from models._errors import (
 )
 from models._front import FrontSettings, ModelFront
 from models._host_check import HostDeclaration, check_model_host, weights_digest
+from models._local_service import LocalService, ServiceHold
 from models._openai import OpenAIClient
 from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
@@ -80,6 +81,7 @@ __all__ = [
     "weights_digest",
     "KNOWN_SAMPLING",
     "LISTING_ENDPOINTS",
+    "LocalService",
     "MODEL_SIGNATURE",
     "MODEL_SIGNING_PUB",
     "OFFLINE_ENV",
@@ -123,6 +125,7 @@ __all__ = [
     "ScriptedServer",
     "ServeError",
     "ServeSettings",
+    "ServiceHold",
     "StoredRequest",
     "ToolCall",
     "Usage",

@@ -23,7 +23,7 @@ from models._errors import HostMismatch, ServeError
 
 __all__ = ["HostDeclaration", "check_model_host", "weights_digest"]
 
-Getter = Callable[[str, float, "dict[str, str] | None"], "tuple[int, bytes]"]  # _serve.http_get
+Getter = Callable[[str, float, "dict[str, str] | None"], "tuple[int, bytes]"]  # _serve.get_local
 
 
 def weights_digest(files: Mapping[str, str]) -> str:
@@ -75,9 +75,9 @@ def check_model_host(root: str, declared: HostDeclaration, *,
     weights digest is declared.
     """
     if get is None:
-        from models._serve import http_get
+        from models._serve import get_local
 
-        get = http_get
+        get = get_local
     root = root.rstrip("/").removesuffix("/v1")
     listing = _json(get, root + "/v1/models", headers)
     data = listing.get("data") if isinstance(listing, dict) else None

@@ -91,10 +91,11 @@ class OpenAIClient:
                  read_timeout_s: float = 300.0, deadline_s: float = 900.0, max_retries: int = 3,
                  backoff_s: float = 0.2, transport: httpx.BaseTransport | None = None,
                  tls: ssl.SSLContext | None = None, api_key: ApiKey | None = None,
-                 start: int | None = None) -> None:
+                 start: int | None = None, unix_socket: str | None = None) -> None:
         """``start`` is the replica tried first; default: a random one, so sessions
         started against the same list spread over its servers.  ``tls`` replaces the
-        public roots (a site CA); ``api_key`` is sent as a Bearer token."""
+        public roots (a site CA); ``api_key`` is sent as a Bearer token; ``unix_socket``
+        carries every request over that socket (the URL's host is then only a label)."""
         if not base_urls:
             raise ValueError("at least one base URL is needed")
         import httpx
@@ -112,6 +113,8 @@ class OpenAIClient:
         # No keep-alive: every request gets its own connection, whose socket an
         # interrupt can shut down even while a read is blocked on it.
         verify: ssl.SSLContext | bool = tls if tls is not None else True
+        if transport is None and unix_socket is not None:
+            transport = httpx.HTTPTransport(uds=unix_socket, verify=verify)
         self._http = httpx.Client(transport=transport, trust_env=False, follow_redirects=False,
                                   headers=headers, verify=verify,
                                   limits=httpx.Limits(max_keepalive_connections=0))

@@ -69,17 +69,12 @@ def open_provider(config: ProviderConfig, *, catalog: Catalog | None = None, mod
     checked = check_sampling(config.name, config.sampling, values, honoured=honoured,
                              where="params" if not sampling else "params or the request")
     owner = f"provider {config.name!r}"
-    if config.unix_socket is not None and transport is None:
-        import httpx
-
-        # The host's model relay: it learns who asks from the socket (docs/model-service.md).
-        transport = httpx.HTTPTransport(uds=config.unix_socket)
     tls = tls_context(owner, config.ca_bundle)
     api_key = read_api_key(owner, config.api_key_file, config.api_key_env)
     client = OpenAIClient(config.base_urls, connect_timeout_s=config.connect_timeout_s,
                           read_timeout_s=config.read_timeout_s, deadline_s=config.deadline_s,
                           max_retries=config.max_retries, transport=transport, tls=tls,
-                          api_key=api_key, start=replica)
+                          api_key=api_key, start=replica, unix_socket=config.unix_socket)
     chosen = model or config.model
     if chosen is None or check_model:
         served = client.list_models()

@@ -54,9 +54,14 @@ class ProviderConfig(BaseModel):
         description="Environment variable holding the API key (never logged).")
     unix_socket: str | None = Field(
         default=None, max_length=107,
-        description="Send every request through this Unix socket, the host's model relay "
-        "(/run/abhed/model.sock on a site host, docs/model-service.md); base_url then only "
-        "names the path (http://model-service/v1).")
+        description="Send every request through this Unix socket: the host's model relay "
+        "(/run/abhed/model.sock on a site host, docs/model-service.md) or this user's own "
+        "on-demand service (vLLM's --uds, docs/quickstart.md); base_url then only names the "
+        "path (http://model-service/v1).")
+    start_on_demand: bool = Field(
+        default=False,
+        description="When nothing answers, start `abhed serve` for catalog_entry on a socket only "
+                    "this user can reach; it stops after serve.idle_stop_s unused (docs/quickstart.md).")
 
     @field_validator("api")
     @classmethod
@@ -103,16 +108,19 @@ class ProviderConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _relay_plain(self) -> ProviderConfig:
+    def _socket_and_on_demand(self) -> ProviderConfig:
+        if self.start_on_demand and self.catalog_entry is None:
+            raise ValueError("start_on_demand needs catalog_entry: the catalog entry to serve")
         if self.unix_socket is None:
             return self
         if not self.unix_socket.startswith("/"):
             raise ValueError(f"unix_socket {self.unix_socket!r} must be an absolute path")
         if len(self.base_urls) != 1 or not self.base_urls[0].startswith("http://"):
             raise ValueError("with unix_socket, base_url is one http:// URL naming the path "
-                             "(the relay holds the TLS and the credential)")
+                             "(the socket's server holds any TLS and credential)")
         if self.api_key_file is not None or self.api_key_env is not None:
-            raise ValueError("with unix_socket, the relay authenticates: set no api key")
+            raise ValueError("with unix_socket, the socket's owner is the credential "
+                             "(the relay, or this user's own service): set no api key")
         return self
 
     @model_validator(mode="after")

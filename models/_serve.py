@@ -27,7 +27,7 @@ from models._errors import ProviderConfigError, ServeError
 from models._host_check import check_model_host
 from models._scale import RouterSettings, router_command
 
-__all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer"]
+__all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer", "get_local"]
 
 _DIAGNOSES: list[tuple[str, tuple[str, ...], str]] = [
     ("port_taken", ("address already in use", "errno 98"),
@@ -63,6 +63,9 @@ class ServeSettings(BaseModel):
                                     description="Environment variable holding that key.")
     router: RouterSettings | None = Field(
         default=None, description="The vLLM router over several replicas (docs/providers.md, Scale).")
+    idle_stop_s: float = Field(
+        default=600.0, gt=0, le=86400,
+        description="A model service started on demand stops after this long with no abhed using it.")
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -74,8 +77,44 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def http_get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    """GET ``url`` without proxies; (status, body up to 1 MiB)."""
+def _get_unix(sock_path: Path, url: str, timeout_s: float,
+              headers: dict[str, str] | None) -> tuple[int, bytes]:
+    """GET ``url``'s path over the Unix socket ``sock_path`` (http.client, as urllib cannot)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    class _Conn(http.client.HTTPConnection):
+        def connect(self) -> None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout_s)
+            try:
+                s.connect(str(sock_path))
+            except OSError:
+                s.close()
+                raise
+            self.sock = s
+
+    conn = _Conn("localhost", timeout=timeout_s)
+    try:
+        conn.request("GET", urlsplit(url).path or "/", headers=headers or {})
+        resp = conn.getresponse()
+        return int(resp.status), bytes(resp.read(1 << 20))
+    finally:
+        conn.close()
+
+
+def get_local(url: str, timeout_s: float, headers: dict[str, str] | None = None,
+              unix_socket: Path | None = None) -> tuple[int, bytes]:
+    """One GET for a health check: over ``unix_socket`` when given, else loopback TCP.
+
+    Raises OSError when nothing answers; an HTTP error status is returned, not raised.
+    """
+    if unix_socket is not None:
+        return _get_unix(unix_socket, url, timeout_s, headers)
+    return _get(url, timeout_s, headers)
+
+
+def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     # urllib, not httpx: the launcher must work before anything else is imported,
     # and a no-proxy opener keeps environment proxies out of health checks.  Imported
     # here: every `abhed` verb that reads the config imports this module (ServeSettings).
@@ -96,8 +135,12 @@ class VllmServer:
 
     def __init__(self, entry: CatalogEntry, *, log_path: Path, settings: ServeSettings | None = None,
                  base_dir: Path | None = None, port: int | None = None, python: str | None = None,
-                 extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> None:
+                 extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None,
+                 unix_socket: Path | None = None) -> None:
+        """``unix_socket``: listen there (vLLM's ``--uds``) instead of on a TCP port, so
+        that only who may enter its directory can talk to the server."""
         self.entry = entry
+        self.unix_socket = unix_socket
         self.settings = settings or ServeSettings()
         self.base_dir = base_dir
         self.host = self.settings.host
@@ -111,6 +154,8 @@ class VllmServer:
 
     @property
     def base_url(self) -> str:
+        if self.unix_socket is not None:
+            return "http://localhost/v1"  # the host is a label: the socket is the address
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
@@ -119,7 +164,8 @@ class VllmServer:
         weights = e.weights_path(self.base_dir)
         argv = [self.python, "-m", "vllm.entrypoints.openai.api_server",
                 "--model", str(weights), "--served-model-name", e.served_name,
-                "--host", self.host, "--port", str(self.port),
+                *(["--uds", str(self.unix_socket)] if self.unix_socket is not None else
+                  ["--host", self.host, "--port", str(self.port)]),
                 "--max-model-len", str(e.max_model_len),
                 "--tensor-parallel-size", str(e.tensor_parallel_size),
                 "--dtype", e.dtype,
@@ -165,6 +211,8 @@ class VllmServer:
                              "(or --python) to the interpreter that has vLLM", reason="vllm_missing")
         self.entry.verify_weights(self.base_dir)
         self.api_key()
+        if self.unix_socket is not None:
+            return
         if not _port_free(self.host, self.port):
             raise ServeError(f"port {self.port} on {self.host} is taken; pick another with --port or "
                              "stop the program using it", reason="port_taken")
@@ -197,9 +245,11 @@ class VllmServer:
         vLLM version or weights than the catalog entry declares (models._host_check).
         The weights were hashed by :meth:`preflight` against the entry's digests."""
         key = self.api_key()
+        sock = self.unix_socket
         check_model_host(self.base_url, self.entry.host_declaration(),
                          installed_weights=self.entry.files,
-                         headers=key.header() if key is not None else None)
+                         headers=key.header() if key is not None else None,
+                         get=lambda url, t, h: get_local(url, t, h, sock))
 
     def router_command(self) -> list[str] | None:
         """The vLLM router's command over ``serve.router.replicas`` (None: no router)."""
@@ -239,11 +289,12 @@ class VllmServer:
             if code is not None:
                 raise self.diagnose(code)
             try:
-                status, _ = http_get(root + "/health", 2.0)
+                status, _ = get_local(root + "/health", 2.0, unix_socket=self.unix_socket)
                 if status == 200:
                     key = self.api_key()
-                    status, body = http_get(self.base_url + "/models", 5.0,
-                                        key.header() if key is not None else None)
+                    status, body = get_local(self.base_url + "/models", 5.0,
+                                             key.header() if key is not None else None,
+                                             self.unix_socket)
                     served: list[Any] = json.loads(body).get("data", []) if status == 200 else []
                     if any(isinstance(m, dict) and m.get("id") == self.entry.served_name for m in served):
                         return

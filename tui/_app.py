@@ -1028,33 +1028,10 @@ class AbhedApp(App[int]):
 
 
 def _first_time(notice: str) -> bool:
-    """Whether this notice is new to this user (remembered in ABHED_HOME/state, 0600)."""
-    import hashlib
-    import json
-    import os
+    """Whether this notice is new in this terminal session (the rule is appliance.compose's)."""
+    from appliance.compose import first_in_terminal
 
-    from appliance import abhed_home
-
-    path = abhed_home() / "state" / "tui-notices.json"
-    key = hashlib.sha256(notice.encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    try:
-        seen = json.loads(path.read_text("utf-8"))
-        if not isinstance(seen, list):
-            seen = []
-    except (OSError, ValueError):
-        seen = []
-    if key in seen:
-        return False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump((seen + [key])[-200:], f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # not remembered: said again next time, which is the safe side
-    return True
+    return first_in_terminal(notice)
 
 
 def tune_gc() -> None:

@@ -18,7 +18,11 @@ Public surface:
   policy and the dispatcher; :class:`Notice` for what set-up degraded);
 - :func:`start_agent` → :class:`StartedAgent` (a whole agent; its subagents
   are built by :class:`Children`);
-- :func:`choose_provider`, :func:`load_config_catalog`, :func:`open_store`.
+- :func:`choose_provider`, :func:`load_config_catalog`, :func:`open_store`;
+- :func:`to_say`: which start-up notices a door prints now (a note about the
+  installation once per terminal session: :func:`first_in_terminal`);
+- :func:`reach_provider`: a provider marked ``start_on_demand`` started if need be
+  (:func:`local_service`, :func:`keeper_command`).
 
 Errors: :class:`appliance.ConfigError` (and the other ``AbhedError`` branches
 the parts raise); a refused mode is ``appliance.policy.ModeRefused``.
@@ -38,6 +42,8 @@ from appliance.compose._layers import (
     load_config,
     rule_for,
 )
+from appliance.compose._local_model import keeper_command, local_service, reach_provider
+from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
 from appliance.compose._site import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
     Children,
@@ -59,6 +65,7 @@ from appliance.compose._tooling import (
 __all__ = [
     "DIRECTIONS",
     "HOST_SITE",
+    "ONCE_KINDS",
     "Children",
     "Config",
     "Layered",
@@ -76,6 +83,9 @@ __all__ = [
     "Tooling",
     "allowed_modes",
     "choose_mode",
+    "first_in_terminal",
+    "keeper_command",
+    "local_service",
     "choose_provider",
     "find_site",
     "layer",
@@ -85,6 +95,9 @@ __all__ = [
     "load_config_catalog",
     "open_store",
     "open_tooling",
+    "reach_provider",
+    "terminal_session",
+    "to_say",
     "read_config",
     "rule_for",
     "start_agent",

@@ -71,6 +71,12 @@ class Config(BaseModel):
         """The file this config came from, as refusals name it (built-in defaults: none)."""
         return self._source or f"{abhed_home() / 'config.json'} (not present: built-in defaults)"
 
+    @property
+    def user_file(self) -> Path | None:
+        """The engineer's settings file this config was read from (None: built-in defaults)."""
+        path = Path(self._source) if self._source else None
+        return path if path is not None and path.is_file() else None
+
     def source_of(self, setting: str) -> str:
         """The file (or flag) the effective value of ``setting`` came from, for a refusal."""
         if self._layered is not None:

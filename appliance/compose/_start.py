@@ -10,6 +10,7 @@ budget differs: what the parent reserved for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -21,6 +22,7 @@ from appliance._home import abhed_home, events_db_path
 from appliance._session import Session
 from appliance.compose._config import Config
 from appliance.compose._layers import layers_of
+from appliance.compose._local_model import reach_provider
 from appliance.compose._tooling import Notice, Tooling, artifact_store, choose_mode, open_tooling
 from appliance.events import EventStore
 from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_prompt
@@ -179,21 +181,40 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
                 sampling: dict[str, Any] | None = None, session_id: str | None = None,
                 first_tool_choice: str | dict[str, Any] | None = None,
                 child_first_tool_choice: str | dict[str, Any] | None = None,
-                check_model: bool = True, sandbox: bool = True) -> StartedAgent:
+                check_model: bool = True, sandbox: bool = True,
+                say: Callable[[str], None] | None = None) -> StartedAgent:
     """Refuse bad config, open (or resume) the session, and return a ready agent.
 
     ``door`` and ``mode`` are as for :func:`appliance.compose.choose_mode`; a
     refused mode is refused before the provider is opened or a session
     created.  ``child_first_tool_choice`` forces the first turn of each
     subagent (a tiny test model that must call a tool); ``sandbox`` False
-    leaves bash refusing.
+    leaves bash refusing.  ``say`` hears what the door should tell its user while it
+    waits (a local model service being started on demand, and its log).
     """
     choice = choose_mode(config, mode, door=door)
     pconf = choose_provider(config, provider_name)
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
     limits = _limits(config, pconf, catalog)
-    provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
-                             check_model=check_model)
+    pconf, hold = reach_provider(config, pconf, say=say)
+    try:
+        provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
+                                 check_model=check_model)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
+    if hold is not None:
+        provider_close = provider.close
+
+        def close_and_release() -> None:
+            try:
+                provider_close()
+            finally:
+                hold.release()
+        closer: Callable[[], None] = close_and_release
+    else:
+        closer = provider.close
     try:
         ws = Workspace(str(workspace), config.tools.secret_paths)
         if session_id:
@@ -210,14 +231,14 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
         tooling = open_tooling(config, session, ws, mode=choice, approver=approver, sandbox=sandbox,
                                ledger=subagents.parent_ledger(session), subagents=subagents)
     except BaseException:
-        provider.close()
+        closer()
         raise
     base = build_system_prompt(ws.root, tooling.tools)
     agent = Agent(session=session, dispatcher=tooling.dispatcher, provider=provider,
                   system_prompt=_prompt(tooling, base.text, base.instructions_file),
                   tools=tooling.tools, limits=limits, first_tool_choice=first_tool_choice,
                   before_send=tooling.host.before_send if tooling.host is not None else None)
-    agent.closers += [provider.close, lambda: tooling.close("session closed")]
+    agent.closers += [closer, lambda: tooling.close("session closed")]
     subagents.bind(agent, Children(tooling, provider, limits,
                                    first_tool_choice=child_first_tool_choice))
     return StartedAgent(agent, provider, tooling)

@@ -31,6 +31,7 @@ from appliance.compose import (
     layers_of,
     load_config_catalog,
     open_tooling,
+    reach_provider,
 )
 from appliance.events import EventStore
 from appliance.loop import build_system_prompt, tool_specs
@@ -121,7 +122,8 @@ def _case_config(config: Config, case: Case) -> Config:
 def run_probe(config: Config, store: EventStore, *, provider_name: str | None = None,
               model: str | None = None, options: ProbeOptions | None = None,
               transport: Any = None,
-              on_result: Callable[[RunResult], None] | None = None) -> ProbeReport:
+              on_result: Callable[[RunResult], None] | None = None,
+              say: Callable[[str], None] | None = None) -> ProbeReport:
     """Probe the provider's model; the report says whether it passed and why.
 
     Raises :class:`ProbeError` (or the config's and models' own errors) only
@@ -139,7 +141,14 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     if not cases:
         raise ProbeError(f"no probe cases in families {', '.join(families)}")
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
-    provider = open_provider(pconf, catalog=catalog, model=model, check_model=True, transport=transport)
+    pconf, hold = reach_provider(config, pconf, say=say)  # the user's own service: started if need be
+    try:
+        provider = open_provider(pconf, catalog=catalog, model=model, check_model=True,
+                                 transport=transport)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
     extra: dict[str, Any] = {}
     if "seed" in pconf.sampling and "seed" not in provider.sampling:
         extra["seed"] = _SEED
@@ -175,6 +184,8 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
             results = list(pool.map(one, jobs))
     finally:
         provider.close()
+        if hold is not None:
+            hold.release()
         if not options.keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     return build_report(results, provider=pconf.name, model=provider.model, entry=entry, bar=bar,
@@ -208,7 +219,7 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
     if case.transient_503:
         import httpx
 
-        failer = _FailOnce(pconf_transport or httpx.HTTPTransport())
+        failer = _FailOnce(pconf_transport or httpx.HTTPTransport(uds=provider.config.unix_socket))
         pc = provider.config
         used = OpenAIProvider(pc, OpenAIClient(pc.base_urls, connect_timeout_s=pc.connect_timeout_s,
                                                read_timeout_s=pc.read_timeout_s,

@@ -11,13 +11,14 @@ Backends (see ``docs/sandbox.md``):
 :func:`open_sandbox` picks one from the config and returns the session's
 first :class:`AgentShell`; :func:`shell_for` gives each subagent a shell of
 its own in the same sandbox (its own working directory, commands and jobs).
-:func:`check_backends` is what ``abhed sandbox check`` prints.  Errors: :class:`SandboxError` (tree in
+:func:`check_backends` is what ``abhed sandbox check`` prints; :func:`kvm_status` says
+whether KVM boots the microVM here and why not.  Errors: :class:`SandboxError` (tree in
 ``appliance.sandbox._errors``).
 """
 
 from __future__ import annotations
 
-from appliance.sandbox._check import BackendReport, check_backends
+from appliance.sandbox._check import BackendReport, check_backends, kvm_status
 from appliance.sandbox._errors import SandboxCrashed, SandboxError, SandboxUnavailable
 from appliance.sandbox._local import BwrapSandbox, HostSandbox
 from appliance.sandbox._microvm import MicroVM, VMImage
@@ -38,6 +39,7 @@ __all__ = [
     "SessionSandbox",
     "VMImage",
     "check_backends",
+    "kvm_status",
     "open_sandbox",
     "shell_for",
 ]

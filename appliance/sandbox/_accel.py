@@ -33,7 +33,7 @@ from typing import Any
 
 from appliance._home import abhed_home
 
-__all__ = ["probe_key", "recall", "remember", "state_path"]
+__all__ = ["probe_key", "recall", "recalled_reason", "remember", "state_path"]
 
 _MAX_ENTRIES = 64  # hosts x QEMU builds x images; old keys are dropped first
 _MAX_FILE_BYTES = 1 << 20
@@ -81,6 +81,13 @@ def recall(key: str) -> str | None:
     """The accelerator that booted (``kvm``) or the fallback after KVM failed (``tcg``)."""
     entry = _load().get(key)
     return str(entry["accel"]) if entry else None
+
+
+def recalled_reason(key: str) -> str | None:
+    """Why the remembered verdict was reached (a failed KVM boot's message), if recorded."""
+    entry = _load().get(key)
+    reason = entry.get("reason") if entry else None
+    return reason if isinstance(reason, str) else None
 
 
 def remember(key: str, accel: str, reason: str) -> None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxError
 from appliance.sandbox._local import BwrapSandbox, HostSandbox, bwrap_problem
-from appliance.sandbox._microvm import MicroVM, VMImage
+from appliance.sandbox._microvm import MicroVM, VMImage, kvm_usable
 from appliance.sandbox._open import image_dir
 from appliance.sandbox._settings import SandboxSettings
 
-__all__ = ["BackendReport", "check_backends"]
+__all__ = ["BackendReport", "check_backends", "kvm_status"]
 
 
 @dataclass
@@ -74,6 +76,36 @@ def _check_bwrap(settings: SandboxSettings, ws: str) -> BackendReport:
                              setup, ms, {"kernel": kernel})
     finally:
         box.close()
+
+
+def kvm_status(settings: SandboxSettings | None = None) -> tuple[bool, str]:
+    """Whether the microVM will boot with KVM here, and why not (software emulation then).
+
+    Reads what a boot reads: the setting, ``/dev/kvm``'s access, and the verdict a
+    failed KVM boot left for this host, QEMU and image (``state/sandbox-accel.json``).
+    """
+    settings = settings or SandboxSettings()
+    if settings.accel == "tcg":
+        return False, "sandbox.accel is \"tcg\": software emulation, chosen in the settings"
+    if not os.path.exists("/dev/kvm"):
+        return False, ("/dev/kvm does not exist: this host exposes no hardware virtualisation "
+                       "(in a VM: enable nested virtualisation); the microVM boots under software "
+                       "emulation, several times slower")
+    if not kvm_usable():
+        return False, ("/dev/kvm exists but you cannot open it for reading and writing; add "
+                       "yourself to its group (usually `kvm`: sudo usermod -aG kvm $USER, then log "
+                       "in again)")
+    try:
+        image = VMImage.load(image_dir(settings))
+    except SandboxError:
+        return True, "/dev/kvm is usable (no image yet to boot with it)"
+    key = _accel.probe_key(settings.qemu_binary, image.kernel, image.manifest)
+    if _accel.recall(key) == "tcg":
+        reason = " ".join((_accel.recalled_reason(key) or "a KVM boot failed").split())[:300]
+        return False, (f"KVM failed to boot this image on this host before ({reason}); software "
+                       f"emulation is used until the kernel, QEMU or image changes "
+                       f"(remembered in {_accel.state_path()})")
+    return True, "/dev/kvm is usable"
 
 
 def check_backends(settings: SandboxSettings | None = None, *, boot: bool = True) -> list[BackendReport]:

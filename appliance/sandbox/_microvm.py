@@ -53,7 +53,7 @@ from appliance.sandbox._settings import SandboxSettings
 from foundation import terminate_group
 from tools import JobOutput, ShellRun
 
-__all__ = ["MicroVM", "VMImage", "find_virtiofsd"]
+__all__ = ["MicroVM", "VMImage", "find_virtiofsd", "kvm_usable"]
 
 _PORT = "abhed.agent"
 _KVM_PROBE_TIMEOUT_S = 30.0
@@ -98,7 +98,8 @@ class VMImage:
         return cls(d, manifest)
 
 
-def _kvm_usable() -> bool:
+def kvm_usable() -> bool:
+    """Whether this process may open /dev/kvm (read and write), as a boot needs."""
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
 
 
@@ -494,9 +495,9 @@ class MicroVM:
             return self._guest_with(accel, owned)
         host_key = _accel.probe_key(self.settings.qemu_binary, self.image.kernel,
                                     self.image.manifest)
-        kvm_usable = _kvm_usable()
+        kvm_ok = kvm_usable()
         remembered = _accel.recall(host_key)
-        if kvm_usable and remembered != "tcg":
+        if kvm_ok and remembered != "tcg":
             try:
                 guest = self._guest_with("kvm", owned)
             except SandboxUnavailable as exc:

@@ -29,6 +29,7 @@ than that is refused (``mode_refused``).  Without ``workspace`` (and without
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,12 @@ from models import Delta, ModelsError, OpenAIProvider
 __all__ = ["MAX_LINE_BYTES", "RpcServer"]
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
+
+
+def _say(line: str) -> None:
+    """What start-up tells a person while they wait (a model service started on demand):
+    stderr, since stdout is the protocol's."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class _Fail(Exception):
@@ -223,7 +230,8 @@ class RpcServer:
                 provider_name=self._str(req, "provider", required=False, max_len=64) or self.defaults["provider"],  # type: ignore[arg-type]
                 model=self._str(req, "model", required=False, max_len=256) or self.defaults["model"],  # type: ignore[arg-type]
                 mode=mode, approver=CallbackApprover(self._ask),
-                session_id=self._str(req, "session", required=False, max_len=128))
+                session_id=self._str(req, "session", required=False, max_len=128),
+                say=_say)
         except ModeRefused as exc:
             raise _Fail("mode_refused", str(exc)) from None
         except (AbhedError, ModelsError) as exc:

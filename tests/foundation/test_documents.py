@@ -78,6 +78,7 @@ def test_every_invalid_field_is_reported_each_with_its_location(tmp_path: Path) 
     (b'\xef\xbb\xbf{}', "line 1, column 1", "byte-order mark"),
     (b'{"mode": "a\xff"}', "line 1, column 12", "byte 0xff is not UTF-8"),
     (b'[' * 100_000 + b']' * 100_000, "(top level)", "nests too deeply"),
+    (b'{"n": ' + b'9' * 5000 + b'}', "(top level)", "a number too long to read"),
 ])
 def test_a_json_document_that_does_not_parse_names_where(tmp_path: Path, body: bytes, where: str,
                                                          says: str) -> None:

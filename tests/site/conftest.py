@@ -2,7 +2,8 @@
 
 * ``site``: one model host (``model-1``) and two engineers' hosts (``eng-1``
   with ana and bob, ``eng-2`` with cai and dee), each its own namespaces,
-  /etc and users; module-scoped, torn down after.
+  /etc and users; one for the whole run (a real vLLM costs minutes on a
+  CPU), torn down at its end: a test that starts services there stops them.
 * ``site_vllm``: real vLLM (CPU build, the tiny test model) started by
   ``abhed serve`` on the model host, listening on the model host's loopback
   only; its base URL as seen from the model host.
@@ -20,7 +21,7 @@ import pytest
 from tests.site.harness import ENGINEERS, Site, SiteVllm, build_site, start_vllm
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site() -> Iterator[Site]:
     built = build_site(ENGINEERS)
     try:
@@ -29,6 +30,6 @@ def site() -> Iterator[Site]:
         built.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site_vllm(site: Site) -> SiteVllm:
     return start_vllm(site, site.hosts["model-1"])

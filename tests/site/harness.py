@@ -21,10 +21,13 @@ site named is deleted, which removes its veth pairs.  A site whose test
 process died (SIGKILL, power) is swept by the next :func:`build_site`: the
 namespaces carry the creating process's pid in their name.
 
-Extending it (the serving issue adds model hosts): ``Site.add_host`` takes a
-role and users; ``SiteHost.run``/``popen`` run anything there; ``SiteHost.path``
-maps a path under the host's /etc, /home or /srv to where it lives on the
-machine (for writing a host's files from the test).
+Extending it (the serving issue adds model hosts): ``build_site`` takes the
+model hosts' names, ``Site.add_host`` a role and users; ``SiteHost.run`` and
+``Site.service``/``Site.stop`` run commands and services there (``taskset -c N``
+in front pins one to a core); :func:`start_vllm` serves the test model on a
+model host's loopback; ``SiteHost.path`` maps a path under the host's /etc,
+/home or /srv to where it lives on the machine (for writing a host's files
+from the test).
 """
 
 from __future__ import annotations
@@ -73,9 +76,21 @@ def sweep_stale() -> list[str]:
             continue
         pid = name[len(_PREFIX):].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            # Its anchors and services outlived it (their own sessions): end them first.
+            pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True,
+                                  timeout=30, check=False).stdout.split()
+            for left in pids:
+                try:
+                    os.kill(int(left), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30,
                            check=False)
             gone.append(name)
+    for folder in Path("/var/tmp").glob(_PREFIX + "*"):
+        pid = folder.name[len(_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
     return gone
 
 
@@ -225,6 +240,21 @@ class Site:
         self._services.append(proc)
         return proc
 
+    def stop(self, proc: subprocess.Popen[str], *, timeout_s: float = 60) -> int:
+        """Stop a service (SIGTERM to its group, SIGKILL after ``timeout_s``): its exit code.
+        A model host restarted mid-session (the serving issue) is ``stop`` then ``service``."""
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        return proc.returncode
+
     def close(self) -> None:
         if self._closed:
             return
@@ -260,7 +290,7 @@ def build_site(agent_hosts: dict[str, Sequence[str]], model_hosts: Sequence[str]
     sweep_stale()
     if base is None:
         # Not under /tmp: engineers' tools there would see the machine's /tmp, not a host's.
-        base = Path(tempfile.mkdtemp(prefix="abhed-site-", dir="/var/tmp"))
+        base = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir="/var/tmp"))
     os.chmod(base, 0o755)
     site = Site(base)
     try:
@@ -282,16 +312,19 @@ class SiteVllm:
     host: SiteHost
     base_url: str  # on the model host's loopback
     served: str
+    proc: subprocess.Popen[str]  # ``abhed serve``: ``Site.stop`` it to take the host down
 
 
-def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
-    """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL."""
+def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None) -> SiteVllm:
+    """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL.
+    ``cpus`` pins it (``taskset -c``), so two model hosts on one machine do not share cores."""
     python = vllm_python()
     entry = entry_for(tiny_model(python))
     port = free_port()
     home = host.path("/srv/vllm")
     write_home(home, python, entry, port)
-    proc = site.service(host, [sys.executable, "-m", "cli", "serve", "--model", "tiny"],
+    pin = ["taskset", "-c", cpus] if cpus is not None else []
+    proc = site.service(host, [*pin, sys.executable, "-m", "cli", "serve", "--model", "tiny"],
                         env={"ABHED_HOME": "/srv/vllm"})
     assert proc.stdout is not None and proc.stderr is not None
     errors: list[str] = []
@@ -303,4 +336,4 @@ def start_vllm(site: Site, host: SiteHost) -> SiteVllm:
         tail = log.read_text()[-4000:] if log.exists() else ""
         raise RuntimeError(f"abhed serve did not start vLLM on {host.name}: "
                            f"{''.join(errors)[-2000:]}\n{tail}")
-    return SiteVllm(host, url, SERVED)
+    return SiteVllm(host, url, SERVED, proc)

@@ -80,7 +80,7 @@ class FakeGuest:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeGuest]:
     monkeypatch.setattr(_microvm, "_Guest", FakeGuest)
-    monkeypatch.setattr(_microvm, "_kvm_usable", lambda: True)
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: True)
     monkeypatch.setattr(_microvm, "_ACCEL_CHOICE", {})
     FakeGuest.kvm_fails, FakeGuest.tcg_fails, FakeGuest.gate = True, False, None
     FakeGuest.boots = []
