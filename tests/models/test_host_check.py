@@ -4,17 +4,23 @@ vLLM version; installed weights whose digest differs; a host that is not there."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from models import (
+    CatalogEntry,
     HostDeclaration,
     HostMismatch,
     ScriptedServer,
     ServeError,
     check_model_host,
+    hash_weights,
     weights_digest,
 )
 
@@ -90,3 +96,21 @@ def test_hostile_answers_are_refused_not_crashed_on(reply: tuple[int, bytes]) ->
 def test_declaration_refuses_a_malformed_digest() -> None:
     with pytest.raises(ValueError, match="weights_digest"):
         HostDeclaration(served_name="m", weights_digest="ZZ")
+
+
+def test_abhed_serve_check_host_names_the_field(tmp_path: Path, abhed_home: Path) -> None:
+    w = tmp_path / "weights"
+    w.mkdir()
+    (w / "config.json").write_text("{}")
+    entry = CatalogEntry(name="m", served_name="site-model", weights_dir=str(w),
+                         files=hash_weights(w), max_model_len=4096, vllm_version="0.11.0")
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    run = [sys.executable, "-m", "cli", "serve", "--check-host"]
+    with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.11.0") as good:
+        proc = subprocess.run(run + [good.base_url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "serves site-model as declared" in proc.stdout
+    with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.12.0") as other:
+        proc = subprocess.run(run + [other.base_url], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "vllm_version is '0.12.0', the site declared '0.11.0'" in proc.stderr
