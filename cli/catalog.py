@@ -3,7 +3,10 @@
 ``abhed catalog add DIR --family F`` hashes every file under DIR and writes an
 entry with the family's tool-call and reasoning parsers, context, dtype,
 sampling list and vLLM flags (``models.PRESETS``; docs/models.md lists them with
-their sources).  An unknown family is refused with the list.  The catalog file
+their sources).  An unknown family is refused with the list.  The context
+length is bounded by the model's own ``config.json`` (``models.model_context_limit``):
+the family's default is capped to it, with a note; a ``--max-model-len`` over
+it is refused.  The catalog file
 is replaced atomically, so a reader never sees half an entry.
 
 Exit codes: 0 done, 1 refused (the message says why), 2 usage error.
@@ -89,7 +92,7 @@ def add(directory: Path, family: str, name: str | None, served_name: str | None,
         max_model_len: int | None, gpu_gib: float | None, tp: int | None,
         catalog_path: Path | None, replace: bool, config_path: Path | None) -> None:
     """Hash the model in DIRECTORY and add its catalog entry from the family's preset."""
-    from models import ModelsError, entry_from_preset, load_catalog
+    from models import ModelsError, entry_from_preset, get_preset, load_catalog, model_context_limit
 
     path = _catalog_path(catalog_path, config_path)
     try:
@@ -114,3 +117,8 @@ def add(directory: Path, family: str, name: str | None, served_name: str | None,
     click.echo(f"added {entry.name} ({family}: tool parser {entry.tool_call_parser}, "
                f"{len(entry.files)} files hashed, max_model_len {entry.max_model_len}, "
                f"tensor_parallel_size {entry.tensor_parallel_size}) to {path}")
+    default = get_preset(family).default_context
+    limit = model_context_limit(directory)
+    if max_model_len is None and limit is not None and entry.max_model_len < default:
+        click.echo(f"note: max_model_len is {entry.max_model_len}, not the {family} family's "
+                   f"{default}: capped to the model's own limit ({limit.source})", err=True)

@@ -5,13 +5,17 @@ Prints a table (or ``--json``, the whole report), writes the report with
 log.  See docs/probe.md.
 
 Exit codes: 0 the model passed; 1 it failed a gate (the report says which and
-why); 2 usage or configuration refused; 4 the model server could not be reached.
+why); 2 usage or configuration refused; 4 the model server could not be reached;
+130 interrupted (Ctrl-C or SIGTERM: the requests in flight are closed, the
+scratch folder removed, the session ended; no report).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -38,8 +42,15 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
           as_json: bool, out_path: Path | None, baseline: Path | None, concurrency: int,
           config_path: Path | None) -> None:
     """Run the capability probe against a provider's model and say whether it may serve."""
-    from appliance.probe import ProbeOptions, load_report, render_table, report_json, run_probe
-    from models import ModelsError, ProviderConfigError, ProviderError, ServeError
+    from appliance.probe import (
+        ProbeInterrupted,
+        ProbeOptions,
+        load_report,
+        render_table,
+        report_json,
+        run_probe,
+    )
+    from models import CancelToken, ModelsError, ProviderConfigError, ProviderError, ServeError
 
     config = get_config(config_path)
     try:
@@ -47,11 +58,25 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
     except AbhedError as exc:
         raise click.UsageError(str(exc)) from None
     store = open_store()
+    cancel = CancelToken()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # No KeyboardInterrupt: it would leave the workers running (and writing into the
+        # scratch folder) while the pool waits for them. The cancel closes their requests.
+        if not cancel.cancelled:
+            click.echo("abhed probe: stopping: closing the requests in flight", err=True)
+        cancel.cancel("Ctrl-C" if signum == signal.SIGINT else "SIGTERM")
+
+    old_int = signal.signal(signal.SIGINT, stop)
+    old_term = signal.signal(signal.SIGTERM, stop)
     try:
         report = run_probe(config, store, provider_name=provider_name, model=model,
                            options=ProbeOptions(quick=quick, families=tuple(dict.fromkeys(families)),
                                                 concurrency=concurrency, baseline=base),
-                           say=lambda line: click.echo(line, err=True))
+                           say=lambda line: click.echo(line, err=True), cancel=cancel)
+    except ProbeInterrupted as exc:
+        click.echo(f"abhed probe: {exc}", err=True)
+        sys.exit(130)
     except (AbhedError, ProviderConfigError) as exc:
         raise click.UsageError(str(exc)) from None
     except (ProviderError, ServeError) as exc:  # a local service started on demand that failed too
@@ -60,6 +85,8 @@ def probe(provider_name: str | None, model: str | None, quick: bool, families: t
     except ModelsError as exc:
         raise click.UsageError(str(exc)) from None
     finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
         store.close()
     text = report_json(report)
     if out_path is not None:

@@ -105,9 +105,10 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         try:
             server.preflight()
         except ServeError as exc:
-            click.echo(f"abhed serve: {exc}", err=True)
+            click.echo(f"abhed serve: {_with_hint(exc, config_path)}", err=True)
             sys.exit(1)
         click.echo(checked, err=True)
+        # Quoted for a shell: --structured-outputs-config's JSON pastes as one word.
         click.echo(shlex.join(server.command()))
         router = server.router_command()
         if router is not None:
@@ -133,7 +134,7 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         try:
             url = server.start(timeout_s=timeout_s)
         except ModelsError as exc:
-            click.echo(f"abhed serve: {exc}", err=True)
+            click.echo(f"abhed serve: {_with_hint(exc, config_path)}", err=True)
             sys.exit(1)
         where = f"unix:{socket_path}" if socket_path is not None else url
         click.echo(checked, err=True)
@@ -162,3 +163,24 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
             os.close(fd)
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _with_hint(exc: Exception, config_path: Path | None) -> str:
+    """The error, and for a Python with no vLLM, where a development checkout keeps one."""
+    if getattr(exc, "reason", None) != "vllm_missing":
+        return str(exc)
+    config_file = config_path or abhed_home() / "config.json"
+    # scripts/vllm-env owns this place (ABHED_CACHE, default ~/.cache/abhed; one venv per
+    # Python version and lock digest, marked .complete when whole); the newest is named.
+    cache = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
+    built = sorted(cache.glob("vllm-cpu-py*/.complete"), key=lambda p: p.stat().st_mtime)
+    if built:
+        py = built[-1].parent / "bin" / "python"
+        return (f"{exc}\nOn a development checkout vLLM's CPU build (the one scripts/demo serves "
+                f"with) is {py}: run `abhed serve --python {py}`, or set serve.vllm_python to it "
+                f"in {config_file}. `scripts/vllm-env` prints the current one (it builds it "
+                "once when its lock changed).")
+    return (f"{exc}\nOn a development checkout vLLM lives in its own environment: "
+            "`scripts/vllm-env` builds vLLM's CPU build (once, a few minutes) and prints its "
+            "Python as its last line; pass that with --python, or set serve.vllm_python to it "
+            f"in {config_file}.")

@@ -116,7 +116,8 @@ def undo_session(session_id: str, to_turn: int | None, overwrite: tuple[str, ...
     undo.  Refuses, by name, a file that changed since the session wrote it
     (and then restores nothing), saying how to overwrite or skip it.  What
     bash did is not undone; the output says how many bash calls ran.  Exit 1
-    when something was refused or there is nothing to undo.
+    when something was refused or there is nothing to undo (the runs changed
+    no file with write or edit, or are undone already), with or without --to-turn.
     """
     from appliance.sessions import undo
 

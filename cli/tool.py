@@ -27,8 +27,14 @@ class _CommandLineApprover:
     def approve(self, request: ApprovalRequest) -> Approval:
         if self.yes:
             return Approval("allow", "cli --yes", "approved on the command line with --yes")
-        return Approval("deny", "cli", f"it needs approval ({request.reason}); run abhed tool "
-                        "again with --yes to approve it")
+        # Words for the person at the command line, not the gate's words for a model: they
+        # declined nothing, they left out the flag that approves.
+        return Approval("deny", "cli", "not approved: abhed tool ran without --yes",
+                        declined_text=(
+                            f"Not run: policy asks before this {request.tool} call "
+                            f"({request.reason}), and `abhed tool` approves only with --yes. "
+                            "Run the same command again with --yes added to approve it "
+                            "(deny rules still win)."))
 
 
 @click.command()

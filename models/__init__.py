@@ -4,7 +4,8 @@ Public surface: provider configuration (:class:`ProviderConfig`), the
 OpenAI-compatible client (:class:`OpenAIClient`) and provider
 (:class:`OpenAIProvider`, :func:`open_provider`), the wire-neutral request and
 reply types, sampling checks (:func:`check_sampling`), the model catalog
-(:class:`Catalog`, :class:`CatalogEntry`) and the model-family presets that
+(:class:`Catalog`, :class:`CatalogEntry`, a model's own context limit
+:func:`model_context_limit`) and the model-family presets that
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
@@ -22,6 +23,7 @@ httpx is imported only when a client is built, so importing this package is chea
 from __future__ import annotations
 
 from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
+from models._context import ContextLimit, model_context_limit
 from models._errors import (
     HostMismatch,
     ModelNotFound,
@@ -96,6 +98,7 @@ __all__ = [
     "Catalog",
     "CatalogEntry",
     "ChatRequest",
+    "ContextLimit",
     "Delta",
     "FrontSettings",
     "ModelFront",
@@ -135,6 +138,7 @@ __all__ = [
     "get_preset",
     "hash_weights",
     "load_catalog",
+    "model_context_limit",
     "open_provider",
     "public_key_pem",
     "read_requests",

@@ -154,7 +154,7 @@ class OpenAIClient:
                 with self._request("POST", "/chat/completions", body, cancel, ids,
                                    retries=retries, deadline=deadline) as resp:
                     if not request.stream:
-                        reply = reply_from_message(self._json(resp))
+                        reply = reply_from_message(self._json(resp, cancel))
                     else:
                         try:
                             reply = self._stream(resp, on_delta, cancel)
@@ -172,11 +172,19 @@ class OpenAIClient:
             raise
 
     # -- plumbing -----------------------------------------------------------
-    def _json(self, resp: httpx.Response) -> Any:
+    def _json(self, resp: httpx.Response, cancel: CancelToken | None = None) -> Any:
+        import httpx
+
         try:
             return json.loads(resp.read())
         except ValueError:
             raise ProviderProtocolError(f"{resp.request.url} did not return JSON") from None
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            if cancel is not None and cancel.cancelled:  # the cancel closed it under us
+                raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
+            raise ProviderProtocolError(
+                f"the reply from {resp.request.url} broke off ({type(exc).__name__}: {exc}); "
+                "the server may have died mid-reply. Check its log, then retry.") from None
 
     def _stream(self, resp: httpx.Response, on_delta: Callable[[Delta], None] | None,
                 cancel: CancelToken | None) -> ModelReply:
@@ -258,18 +266,25 @@ class OpenAIClient:
             unhook = self._hook_cancel(req, cancel)
             try:
                 resp = self._http.send(req, stream=True)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-                transient, last = True, f"{url}: {type(exc).__name__}: {exc}"
-            except httpx.TimeoutException as exc:
-                raise ProviderUnavailable(
-                    f"{url} accepted the request but sent nothing back in time ({type(exc).__name__}); "
-                    "the server may be overloaded. Not retried, since it may be working on it."
-                ) from None
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                # Closed or reset before any reply: the host went away (a crash, a restart).
-                transient, last = True, f"{url}: {type(exc).__name__}: {exc} (before the reply)"
             except httpx.HTTPError as exc:
-                raise ProviderUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
+                unhook()
+                if cancel is not None and cancel.cancelled:
+                    # The cancel shut the socket while the server had sent nothing yet (a
+                    # request queued behind a full KV cache): that is the caller's stop,
+                    # not an unavailable server.
+                    raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
+                if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+                    transient, last = True, f"{url}: {type(exc).__name__}: {exc}"
+                elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+                    # Closed or reset before any reply: the host went away (a crash, a restart).
+                    transient, last = True, f"{url}: {type(exc).__name__}: {exc} (before the reply)"
+                elif isinstance(exc, httpx.TimeoutException):
+                    raise ProviderUnavailable(
+                        f"{url} accepted the request but sent nothing back in time "
+                        f"({type(exc).__name__}); the server may be overloaded. Not retried, "
+                        "since it may be working on it.") from None
+                else:
+                    raise ProviderUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
             else:
                 unregister = cancel.on_cancel(resp.close) if cancel is not None else (lambda: None)
                 try:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from models._catalog import CatalogEntry, hash_weights
+from models._context import model_context_limit
 from models._errors import ProviderConfigError
 from models._sampling import VLLM_SAMPLING
 
@@ -198,7 +199,9 @@ def entry_from_preset(directory: Path, family: str, *, name: str | None = None,
 
     Raises:
         ProviderConfigError: unknown family, no such directory, no ``config.json``,
-            a context over the family's maximum, or a named chat template missing.
+            a context over the family's maximum or over the model's own limit
+            (:func:`model_context_limit`; the family's default is capped to it
+            instead), or a named chat template missing.
     """
     preset = get_preset(family)
     if not directory.is_dir():
@@ -209,7 +212,16 @@ def entry_from_preset(directory: Path, family: str, *, name: str | None = None,
     if preset.chat_template != "tokenizer" and not (directory / preset.chat_template).is_file():
         raise ProviderConfigError(f"the {family} preset serves with {preset.chat_template}, "
                                   f"which {directory} lacks")
+    # The model's own limit bounds the entry (vLLM would refuse to start over it, late and
+    # in its log): the family's default is capped to it; a length asked for is refused.
+    limit = model_context_limit(directory)
     ctx = max_model_len or preset.default_context
+    if limit is not None and ctx > limit.tokens:
+        if max_model_len is not None:
+            raise ProviderConfigError(
+                f"max_model_len {ctx} is over what the model in {directory} takes: its "
+                f"{limit.source}; ask for {limit.tokens} or less (--max-model-len {limit.tokens})")
+        ctx = limit.tokens
     if ctx > preset.max_context:
         raise ProviderConfigError(f"max_model_len {ctx} is over the {family} family's "
                                   f"{preset.max_context}")

@@ -61,7 +61,9 @@ class ScriptStep(BaseModel):
     error: str = Field(default="", description="Message of an error reply (status >= 400).")
     die_after_chunks: int | None = Field(default=None, ge=0,
                                          description="Drop the connection after this many chunks.")
-    hang: bool = Field(default=False, description="Send headers, then nothing until the client leaves.")
+    hang: bool = Field(default=False, description=(
+        "Streamed: send headers, then nothing until the client leaves; not streamed: send "
+        "nothing at all (a request queued behind a full KV cache), until the server stops."))
     completion_tokens: int | None = None
 
 
@@ -217,6 +219,8 @@ class ScriptedServer:
                                                        "type": "BadRequestError", "code": step.status}})
                 elif body.get("stream"):
                     self._stream(step, body)
+                elif step.hang:
+                    server._stop.wait(600)
                 else:
                     self._whole(step, body)
 

@@ -38,7 +38,7 @@ _DIAGNOSES: list[tuple[str, tuple[str, ...], str]] = [
      ("the model does not fit in memory; use a smaller model, a lower max_model_len, or more "
       "tensor-parallel GPUs")),
     ("vllm_missing", ("no module named 'vllm'", "no module named vllm"),
-     "this Python has no vLLM; point serve.vllm_python (or --python) at the one that has it"),
+     "{python} has no vLLM; point serve.vllm_python (or --python) at the Python that has it"),
     ("weights_unreadable", ("is not a valid model", "unrecognized model", "can't load", "safetensors"),
      "vLLM could not load the weights; check the catalog entry and the weights directory"),
 ]
@@ -273,6 +273,7 @@ class VllmServer:
         low = tail.lower()
         for reason, needles, advice in _DIAGNOSES:
             if any(n in low for n in needles):
+                advice = advice.replace("{python}", self.python)
                 return ServeError(f"vLLM exited (code {code}): {advice}. Log: {self.log_path}",
                                   reason=reason, log_tail=tail)
         last = [line for line in tail.splitlines() if line.strip()][-3:]

@@ -7,6 +7,9 @@ saying so, never cut silently (claude-code#13328).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
@@ -14,6 +17,10 @@ from textual.widgets import TextArea
 __all__ = ["MAX_PROMPT_CHARS", "Composer"]
 
 MAX_PROMPT_CHARS = 1_000_000  # as `abhed run` allows; a bigger text belongs in a file
+# The longest the render clock waits for a typed key's frame (docs/performance.md, issue 33):
+# longer than a slow frame, short enough that a stream never visibly stalls.
+ECHO_FIRST_S = 0.1
+TYPING_S = 0.5  # keys this close together: the person is typing, and the stream draws slower
 
 
 class Composer(TextArea):
@@ -63,8 +70,30 @@ class Composer(TextArea):
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
                          placeholder="Type a task; Enter sends, Ctrl+J a new line, /help keys",
                          **kw)  # type: ignore[arg-type]
+        self._key_at: float | None = None  # when the key not yet shown on screen arrived
+        self._last_key_at = float("-inf")
+        self.clock: Callable[[], float] = time.monotonic  # the app's, once mounted
+
+    @property
+    def echo_pending(self) -> bool:
+        """A key arrived and the frame that shows it is not drawn yet (for at most
+        :data:`ECHO_FIRST_S`): the app's render clock waits, so that frame is a cheap one."""
+        since = self._key_at
+        return since is not None and self.clock() - since < ECHO_FIRST_S
+
+    @property
+    def typing(self) -> bool:
+        """A key arrived within the last :data:`TYPING_S`: the person is typing."""
+        return self.clock() - self._last_key_at < TYPING_S
+
+    def _echoed(self) -> None:
+        self._key_at = None
 
     async def _on_key(self, event: events.Key) -> None:
+        self._last_key_at = self.clock()
+        if self._key_at is None:
+            self._key_at = self._last_key_at
+            self.call_after_refresh(self._echoed)
         if event.key == "enter":
             event.stop()
             event.prevent_default()

@@ -209,6 +209,12 @@ class AssistantEntry(Entry):
         self._tail_version = -1
         self._code_rows: dict[str, list[Strip]] = {}  # the open fence's lines, drawn
         self._code_rows_width = 0
+        # Code pieces that froze while streaming are drawn plain first (from the open
+        # piece's lines, already drawn) and highlighted once polish() lets them, when next
+        # drawn: highlighting a 40-line piece was the render clock's costliest step, and
+        # it waits while the person types (tui._app's keys-first clock).
+        self._plain: set[int] = set()  # blocks drawn plain, not highlighted yet
+        self._highlighted: set[int] = set()  # blocks polish() released for highlighting
         if text:
             self.feed(text)
         if finished:
@@ -244,10 +250,29 @@ class AssistantEntry(Entry):
             self.feed(final_text)
         self.blocks.extend(self.splitter.take())
         self.blocks.extend(self.splitter.finish())
+        for i in self._plain:  # a finished reply is highlighted: as each piece is drawn again
+            self._drawn.pop(i, None)
+        self._plain.clear()
         self.tail = None
         self.finished = True
         self._dirty = False
         self.changed()
+
+    def polish(self) -> bool:
+        """Let the code pieces drawn plain be highlighted; True when there were any.
+
+        Only their drawn lines are dropped (a highlighted piece wraps as its plain
+        text does, so its height stands): a piece is highlighted when it is next
+        drawn, so one far from the screen costs nothing until it is scrolled to.
+        """
+        if not self._plain:
+            return False
+        for i in self._plain:
+            self._drawn.pop(i, None)
+        self._highlighted |= self._plain
+        self._plain.clear()
+        self.changed()
+        return True
 
     def text(self) -> str:
         return self.body
@@ -259,7 +284,15 @@ class AssistantEntry(Entry):
             self._drawn.move_to_end(i)
             return got
         block = self.blocks[i]
-        strips = render_strips(console, _render_block(block), width)
+        if block.kind == "code" and not self.finished and i not in self._highlighted:
+            rows = self._code_rows if self._code_rows_width == width else {}
+            strips = []
+            for text in block.text.rstrip().split("\n"):
+                strips.extend(rows.get(text) or render_strips(console, plain(text), width)
+                              or [Strip.blank(width)])
+            self._plain.add(i)
+        else:
+            strips = render_strips(console, _render_block(block), width)
         if block.kind == "markdown":
             strips = _trim_blank(strips)  # Rich pads some blocks; the gap below is the one
         # Blocks are separated by the blank line the source had between them; the pieces
@@ -344,7 +377,7 @@ class AssistantEntry(Entry):
             if h < 0:
                 break
             if y < h:
-                return ("block", i)
+                return ("block", i, i in self._plain)
             y -= h
         if 0 <= y < len(self._tail_stamps):
             return (self._width, self._tail_stamps[y])

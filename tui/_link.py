@@ -15,6 +15,7 @@ thread-safe, so no widget is touched off the UI thread.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,6 +125,9 @@ class LinkInfo:
     # what set-up refused or degraded (MCP server, extension, sandbox), or notes (a development
     # checkout): the app says a loss in red at every start, a note or a degradation once
     notices: tuple[SetupNotice, ...] = ()
+    # what this model cannot do, when its catalog entry says it is a demonstration model
+    # (model_note's rule); the app says it once per TUI session
+    model_note: str = ""
 
 
 class AgentLink:
@@ -228,10 +232,36 @@ class AgentLink:
             session_id=agent.session.id, workspace=agent.session.workspace, provider=provider.name,
             model=provider.model, mode=self.mode, sandbox=backend,
             context_window=started.context_tokens, tools=tuple(sorted(agent.tools)),
-            mode_chosen_by=started.mode.chosen_by,
+            mode_chosen_by=started.mode.chosen_by, model_note=self._model_note(provider.model),
             notices=tuple(SetupNotice(str(n.kind), n.level, n.message) for n in started.notices))
         self.sink.started(self.info)
         agent.session.listen(self.sink.event, children=True)  # subagents' calls show in their card
+
+    def _model_note(self, model: str) -> str:
+        """What a tiny demonstration model can and cannot do, or "" for any other model.
+
+        The catalog entry decides: a probe bar with a *named* tool choice records that
+        the model makes a valid tool call only when the request names the tool (the
+        demo's SmolLM2 and the test suite's tiny model), which the agent loop never
+        does; such a model answers from what it already knows instead of reading the
+        workspace.  A model without a catalog entry (a remote endpoint) gets no note.
+        """
+        from appliance import AbhedError
+        from appliance.compose import choose_provider, load_config_catalog
+        from models import ModelsError
+
+        try:
+            pconf = choose_provider(self.config, self.provider_name)
+            if not pconf.catalog_entry:
+                return ""
+            entry = load_config_catalog(self.config).get(pconf.catalog_entry)
+        except (AbhedError, ModelsError, KeyError):
+            return ""
+        if entry.probe.tool_choice != "named":
+            return ""
+        from tui._notices import demo_model_note
+
+        return demo_model_note(model)
 
     def history(self) -> list[StoredEvent]:
         """The session's recorded events so far (a resumed session is re-rendered from them)."""
@@ -239,10 +269,20 @@ class AgentLink:
             return []
         return list(self.store.events(self.session_id))
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """Every recorded session, newest first, with its first prompt (for /resume)."""
+    def sessions(self, *, every_workspace: bool = False) -> list[dict[str, Any]] | None:
+        """This workspace's recorded sessions (``every_workspace``: all of them), newest first,
+        with their first prompt (for /resume); None while the event log is not open.
+
+        A session belongs to the workspace it was made in, compared as ``Session.open``
+        compares them (real paths): only those can be resumed here.
+        """
+        if self._store is None:
+            return None
+        here = os.path.realpath(self.workspace)
         out: list[dict[str, Any]] = []
-        for info in reversed(self.store.sessions()):
+        for info in reversed(self._store.sessions()):
+            if not every_workspace and info["workspace"] != here:
+                continue
             first = ""
             for stored in self.store.events(info["id"], types=("user_message",)):
                 first = str(getattr(stored.event, "text", ""))

@@ -51,6 +51,10 @@ class SiteSwitches(BaseModel):
         "the site's model service.")
 
 
+#: What :attr:`Config.source` adds to the user's file when it does not exist.
+ABSENT = " (not present: built-in defaults)"
+
+
 class Config(BaseModel):
     """The whole configuration: the site's settings, an engineer's, or the two layered."""
 
@@ -69,7 +73,7 @@ class Config(BaseModel):
     @property
     def source(self) -> str:
         """The file this config came from, as refusals name it (built-in defaults: none)."""
-        return self._source or f"{abhed_home() / 'config.json'} (not present: built-in defaults)"
+        return self._source or f"{abhed_home() / 'config.json'}{ABSENT}"
 
     @property
     def user_file(self) -> Path | None:

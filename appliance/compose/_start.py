@@ -20,7 +20,7 @@ from appliance._dispatch import Dispatcher
 from appliance._errors import AbhedError, ConfigError
 from appliance._home import abhed_home, events_db_path
 from appliance._session import Session
-from appliance.compose._config import Config
+from appliance.compose._config import ABSENT, Config
 from appliance.compose._layers import layers_of
 from appliance.compose._local_model import reach_provider
 from appliance.compose._tooling import Notice, Tooling, artifact_store, choose_mode, open_tooling
@@ -54,8 +54,12 @@ def choose_provider(config: Config, name: str | None) -> ProviderConfig:
     """The provider named, else ``default_provider``, else the first configured."""
     providers = {p.name: p for p in config.custom_providers}
     if not providers:
-        raise ConfigError("no model provider is configured: add one to \"custom_providers\" in "
-                          "config.json (see docs/providers.md), e.g. a local `abhed serve`")
+        # The file by its path: ABHED_HOME (or --config) decides which config.json it is.
+        where = layers_of(config).user_file
+        if where.endswith(ABSENT):
+            where = where.removesuffix(ABSENT) + " (it does not exist yet: create it)"
+        raise ConfigError(f"no model provider is configured: add one to \"custom_providers\" in "
+                          f"{where} (see docs/providers.md), e.g. a local `abhed serve`")
     wanted = name or config.default_provider or config.custom_providers[0].name
     if wanted not in providers:
         raise ConfigError(f"no provider named {wanted!r}; configured: {', '.join(providers)}")

@@ -68,6 +68,10 @@ class Approval:
     decision: Literal["allow", "deny"]
     decided_by: str
     reason: str = ""
+    #: A declined call's result text for a door whose reader is a person, not a model
+    #: (``abhed tool`` without ``--yes``: nobody declined anything, a flag was missing).
+    #: Empty: the gate's words for the model ("The user declined ...").
+    declined_text: str = ""
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,11 @@ def _rm(cmd: SimpleCommand) -> str | None:
         return "rm of paths computed at run time (each file found or read is deleted)"
     if cmd.dynamic_args and (force or any(a.startswith("$") for a in cmd.args)):
         return "rm with options or targets computed at run time"
+    if force:
+        # Decided again in issue 33 (docs/policy.md gives the reason): -f is how a delete says
+        # "do not stop me", and bash's deletes are outside what an undo puts back.
+        return ("rm -f (forced delete: a write-protected file goes without a question and a "
+                "missing one without a word)")
     return None
 
 

@@ -261,7 +261,7 @@ class Gate:
                                      approver=_account()))
         if not allowed:
             why = f" ({answer.reason})" if answer.reason else ""
-            return failure("approval_denied",
+            return failure("approval_denied", answer.declined_text or
                            f"The user declined this {tool.name} call{why}. Nothing was run. Do not "
                            "retry it unchanged; ask the user how they want to proceed.")
         if getattr(answer, "always", False):

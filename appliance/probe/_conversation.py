@@ -31,7 +31,7 @@ from appliance.events import (
     UserMessage,
 )
 from appliance.loop import wrap_result
-from models import ChatRequest, ModelReply, Provider, ToolCall
+from models import CancelToken, ChatRequest, ModelReply, Provider, ToolCall
 from tools import ToolResult
 
 __all__ = ["CallRecord", "Conversation", "LockedSession", "failed_code"]
@@ -96,6 +96,7 @@ class Conversation:
     dispatcher: Dispatcher | None = None
     sampling: dict[str, Any] = field(default_factory=dict)
     max_tokens_cap: int | None = None  # the provider's configured max_tokens, if any
+    cancel: CancelToken | None = None  # set on Ctrl-C: a request in flight is closed at once
     messages: list[dict[str, Any]] = field(default_factory=list)
     replies: list[ModelReply] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
@@ -128,7 +129,7 @@ class Conversation:
         request = ChatRequest(messages=list(self.messages), tools=self.specs,
                               tool_choice=tool_choice, sampling=sampling, stream=stream)
         t0 = time.perf_counter()
-        reply = self.provider.complete(request)
+        reply = self.provider.complete(request, cancel=self.cancel)
         waited = (time.perf_counter() - t0) * 1000
         self.turns += 1
         if reply.usage is not None:
@@ -187,10 +188,12 @@ class Conversation:
         terse = record.result.model_copy(update={"content": content})
         self.messages[-1]["content"] = wrap_result(record.name, terse)
 
-    def end(self, answer: str | None, message: str, *, failed: bool = False) -> None:
+    def end(self, answer: str | None, message: str, *, failed: bool = False,
+            interrupted: bool = False) -> None:
         self.session.append(RunEnded(
             session_id=self.session.id, run_id=self.run_id,
-            reason="provider_error" if failed else "done", message=message,
+            reason="interrupted" if interrupted else "provider_error" if failed else "done",
+            message=message,
             turns=self.turns, prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens, answer=answer))
 

@@ -7,6 +7,12 @@ sandbox), and its own conversation; all runs append to one session in the
 event log, so the probe is auditable like any other session.  Runs go out
 concurrently because vLLM batches them: the probe's wall time is set by the
 longest case, not the sum.
+
+A person waits on it, on a CPU for many minutes: each run is said as it
+ends (``say``), and a cancel (Ctrl-C in ``abhed probe``) closes the requests
+in flight at once, runs nothing more, removes the scratch folder only after
+every worker has stopped writing to it, ends the session with a
+``session_ended`` event, and raises :class:`ProbeInterrupted`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +40,7 @@ from appliance.compose import (
     open_tooling,
     reach_provider,
 )
-from appliance.events import EventStore
+from appliance.events import EventStore, SessionEnded
 from appliance.loop import build_system_prompt, tool_specs
 from appliance.probe._cases import Case, load_cases
 from appliance.probe._conversation import Conversation, LockedSession
@@ -45,17 +52,19 @@ from appliance.probe._result import RunResult
 from foundation import digest_file
 from models import (
     PROBE_FAMILIES,
+    CancelToken,
     CatalogEntry,
     ModelsError,
     OpenAIClient,
     OpenAIProvider,
     ProbeBar,
     ProviderError,
+    RequestCancelled,
     open_provider,
 )
 from tools import Workspace, native_tools
 
-__all__ = ["ProbeOptions", "run_probe"]
+__all__ = ["ProbeInterrupted", "ProbeOptions", "run_probe"]
 
 _SEED = 20261201
 
@@ -69,6 +78,19 @@ class ProbeOptions:
     concurrency: int = 16
     baseline: ProbeReport | None = None
     keep_scratch: bool = False
+
+
+class ProbeInterrupted(Exception):  # control flow, not an error: outside the ProbeError tree
+    """The probe was cancelled before it finished: no report; what it did is in the session."""
+
+    def __init__(self, reason: str, *, session_id: str, finished: int, total: int) -> None:
+        super().__init__(f"the probe was interrupted ({reason}) after {finished} of {total} "
+                         f"runs; no report was made. The session {session_id} holds what ran "
+                         "(`abhed sessions show`), and the scratch folder is removed")
+        self.reason = reason
+        self.session_id = session_id
+        self.finished = finished
+        self.total = total
 
 
 def _catalog_entry(config: Config, name: str | None) -> CatalogEntry | None:
@@ -123,13 +145,21 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
               model: str | None = None, options: ProbeOptions | None = None,
               transport: Any = None,
               on_result: Callable[[RunResult], None] | None = None,
-              say: Callable[[str], None] | None = None) -> ProbeReport:
+              say: Callable[[str], None] | None = None,
+              cancel: CancelToken | None = None) -> ProbeReport:
     """Probe the provider's model; the report says whether it passed and why.
+
+    ``say`` gets one line when the runs start and one as each run ends (a
+    person waits minutes on a CPU); ``cancel`` stops the probe: requests in
+    flight are closed, nothing more is run.
 
     Raises :class:`ProbeError` (or the config's and models' own errors) only
     when the probe cannot run at all; a model that fails is a report.
+    :class:`ProbeInterrupted` when ``cancel`` was set before the runs ended.
     """
     options = options or ProbeOptions()
+    cancel = cancel or CancelToken()
+    tell = say or (lambda line: None)
     unknown = [f for f in options.families if f not in PROBE_FAMILIES]
     if unknown:
         raise ProbeError(f"unknown probe family {', '.join(unknown)}; families: {', '.join(PROBE_FAMILIES)}")
@@ -169,25 +199,49 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
         else:
             jobs.append((case, "", 0))
 
-    def one(job: tuple[Case, str, int]) -> RunResult:
+    finished: list[RunResult] = []
+    lock = threading.Lock()
+
+    def one(job: tuple[Case, str, int]) -> RunResult | None:
+        if cancel.cancelled:
+            return None  # queued when the probe was interrupted: never started
         result = _run_one(job, config=config, session=session, provider=provider, pconf_transport=transport,
                           scratch=scratch, extra=extra, named=bar.tool_choice == "named",
-                          max_model_len=entry.max_model_len if entry is not None else None, exact=exact)
+                          max_model_len=entry.max_model_len if entry is not None else None,
+                          exact=exact, cancel=cancel)
+        with lock:
+            finished.append(result)
+            n = len(finished)
+        if not cancel.cancelled:
+            tell(f"probe: [{n}/{len(jobs)}] {_outcome(result)}")
         if on_result is not None:
             on_result(result)
         return result
 
+    tell(f"probe: {len(jobs)} runs of {len(cases)} cases ({', '.join(families)}) against "
+         f"{provider.model}, up to {max(1, options.concurrency)} at once; session {session.id}; "
+         f"scratch {scratch} (removed at the end); Ctrl-C stops it")
     started = time.monotonic()
+    ended = "probe failed"
     try:
+        # The pool is left only when every worker has returned (a cancel makes that quick):
+        # the scratch folder is removed after, so no worker writes into it again.
         with ThreadPoolExecutor(max_workers=max(1, options.concurrency),
                                 thread_name_prefix="probe") as pool:
-            results = list(pool.map(one, jobs))
+            ran = list(pool.map(one, jobs))
+        ended = f"probe interrupted ({cancel.reason})" if cancel.cancelled else "probe done"
     finally:
         provider.close()
         if hold is not None:
             hold.release()
         if not options.keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
+        session.append(SessionEnded(session_id=session.id, reason=ended))
+    if cancel.cancelled:
+        whole = [r for r in finished if not (r.error or "").startswith("cancelled")]
+        raise ProbeInterrupted(cancel.reason, session_id=session.id, finished=len(whole),
+                               total=len(jobs))
+    results = [r for r in ran if r is not None]
     return build_report(results, provider=pconf.name, model=provider.model, entry=entry, bar=bar,
                         families=families, quick=options.quick, session_id=session.id,
                         wall_s=time.monotonic() - started, baseline=options.baseline,
@@ -196,7 +250,8 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
 
 def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSession,
              provider: OpenAIProvider, pconf_transport: Any, scratch: Path, extra: dict[str, Any],
-             named: bool, max_model_len: int | None, exact: bool) -> RunResult:
+             named: bool, max_model_len: int | None, exact: bool,
+             cancel: CancelToken | None = None) -> RunResult:
     case, variant, rep = job
     rid = f"probe.{case.id}.{variant or 'run'}.{rep}"
     res = RunResult(case=case.id, family=case.family, title=case.title, fault=case.fault,
@@ -228,7 +283,8 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
                               provider.model, provider.sampling)
     cap = provider.sampling.get("max_tokens")
     conv = Conversation(session=session, provider=used, run_id=rid, system=system, specs=specs,
-                        sampling=dict(extra), max_tokens_cap=cap if isinstance(cap, int) else None)
+                        sampling=dict(extra), max_tokens_cap=cap if isinstance(cap, int) else None,
+                        cancel=cancel)
     run = CaseRun(case=case, conv=conv, workspace=ws, nonce=nonce, tools=tools, result=res,
                   named=named, max_model_len=max_model_len, exact_compare=exact, originals=originals)
     tooling: Tooling | None = None
@@ -251,6 +307,9 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
         if failer is not None:
             res.checks["server_503_injected"] = failer.failed
             res.passed = res.passed and failer.failed
+    except RequestCancelled as exc:
+        res.error, res.passed = f"cancelled: {exc}", False
+        conv.end(None, "the probe was interrupted; this run was not scored", interrupted=True)
     except ProviderError as exc:
         res.error, res.passed = f"model server: {exc}", False
         conv.end(None, str(exc)[:2000], failed=True)
@@ -270,3 +329,13 @@ def _run_one(job: tuple[Case, str, int], *, config: Config, session: LockedSessi
     res.prompt_tokens, res.completion_tokens = conv.prompt_tokens, conv.completion_tokens
     res.seconds = round(time.monotonic() - t0, 3)
     return res
+
+
+def _outcome(result: RunResult) -> str:
+    """One run, as the progress line says it: which, how it ended, how long it took."""
+    which = result.case + (f" ({result.variant})" if result.variant else "") + \
+        (f" #{result.repeat + 1}" if result.family == "tasks" else "")
+    verdict = ("skipped: " + result.skipped if result.skipped else
+               "FAILED: " + result.error if result.error else
+               "passed" if result.passed else "failed")
+    return f"{which} {verdict[:200]} ({result.seconds:.1f} s)"

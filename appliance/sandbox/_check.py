@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -11,7 +10,7 @@ from typing import Any
 from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxError
 from appliance.sandbox._local import BwrapSandbox, HostSandbox, bwrap_problem
-from appliance.sandbox._microvm import MicroVM, VMImage, kvm_usable
+from appliance.sandbox._microvm import MicroVM, VMImage, kvm_unusable_reason, remembered_tcg_reason
 from appliance.sandbox._open import image_dir
 from appliance.sandbox._settings import SandboxSettings
 
@@ -55,8 +54,10 @@ def _check_microvm(settings: SandboxSettings, ws: str, boot: bool) -> BackendRep
     try:
         vm.boot()
         ms, kernel = _time_commands(vm, ws)
-        return BackendReport("microvm", True, f"booted with {vm.accel}", vm.boot_ms, ms,
-                             {"accel": vm.accel, "guest_kernel": kernel})
+        why = f" (KVM not used: {vm.accel_why})" if vm.accel != "kvm" and vm.accel_why else ""
+        return BackendReport("microvm", True, f"booted with {vm.accel}{why}", vm.boot_ms, ms,
+                             {"accel": vm.accel, "accel_why": vm.accel_why,
+                              "guest_kernel": kernel})
     except SandboxError as exc:
         return BackendReport("microvm", False, str(exc))
     finally:
@@ -87,24 +88,16 @@ def kvm_status(settings: SandboxSettings | None = None) -> tuple[bool, str]:
     settings = settings or SandboxSettings()
     if settings.accel == "tcg":
         return False, "sandbox.accel is \"tcg\": software emulation, chosen in the settings"
-    if not os.path.exists("/dev/kvm"):
-        return False, ("/dev/kvm does not exist: this host exposes no hardware virtualisation "
-                       "(in a VM: enable nested virtualisation); the microVM boots under software "
-                       "emulation, several times slower")
-    if not kvm_usable():
-        return False, ("/dev/kvm exists but you cannot open it for reading and writing; add "
-                       "yourself to its group (usually `kvm`: sudo usermod -aG kvm $USER, then log "
-                       "in again)")
+    unusable = kvm_unusable_reason()
+    if unusable is not None:
+        return False, unusable
     try:
         image = VMImage.load(image_dir(settings))
     except SandboxError:
         return True, "/dev/kvm is usable (no image yet to boot with it)"
     key = _accel.probe_key(settings.qemu_binary, image.kernel, image.manifest)
     if _accel.recall(key) == "tcg":
-        reason = " ".join((_accel.recalled_reason(key) or "a KVM boot failed").split())[:300]
-        return False, (f"KVM failed to boot this image on this host before ({reason}); software "
-                       f"emulation is used until the kernel, QEMU or image changes "
-                       f"(remembered in {_accel.state_path()})")
+        return False, remembered_tcg_reason(key)
     return True, "/dev/kvm is usable"
 
 

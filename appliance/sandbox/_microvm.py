@@ -53,12 +53,14 @@ from appliance.sandbox._settings import SandboxSettings
 from foundation import terminate_group
 from tools import JobOutput, ShellRun
 
-__all__ = ["MicroVM", "VMImage", "find_virtiofsd", "kvm_usable"]
+__all__ = ["MicroVM", "VMImage", "find_virtiofsd", "kvm_unusable_reason", "kvm_usable",
+           "remembered_tcg_reason"]
 
 _PORT = "abhed.agent"
 _KVM_PROBE_TIMEOUT_S = 30.0
-# (qemu binary, kernel) -> accel that booted; a failed KVM boot is not retried.
-_ACCEL_CHOICE: dict[tuple[str, str], str] = {}
+# (qemu binary, kernel) -> (accel that booted, why not KVM when it is tcg); a failed KVM
+# boot is not retried.
+_ACCEL_CHOICE: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,15 @@ class VMImage:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> VMImage:
         d = Path(path)
+        if not d.is_dir():
+            what = "is not a folder" if d.exists() else "does not exist"
+            raise SandboxUnavailable(f"microVM image folder {d} {what}; " + build_advice(d))
         missing = [n for n in ("vmlinuz", "initrd.img", "rootfs.ext4", "manifest.json")
                    if not (d / n).is_file()]
         if missing:
             raise SandboxUnavailable(
-                f"microVM image at {d} is incomplete (missing {', '.join(missing)}); build one with "
-                "`python -m bundle.image build --recipe default` and set sandbox.image_dir to it")
+                f"microVM image at {d} is incomplete (missing {', '.join(missing)}); "
+                + build_advice(d))
         try:
             manifest = json.loads((d / "manifest.json").read_text())
         except (OSError, ValueError) as exc:
@@ -98,9 +103,48 @@ class VMImage:
         return cls(d, manifest)
 
 
+def build_advice(target: Path) -> str:
+    """How to get an image where ``target`` is: the command, where it writes, what it needs.
+
+    Said as text: ``bundle.image`` (the builder, which owns the cache's place) is not
+    imported from here (the package arrows keep appliance off bundle).
+    """
+    return ("build one (once, a few minutes; it needs root or passwordless sudo, and "
+            "debootstrap, busybox-static, e2fsprogs and the linux-image-cloud-amd64 package): "
+            "`python -m bundle.image build --recipe default` writes it under "
+            "~/.cache/abhed/images/default-KEY (ABHED_IMAGE_CACHE moves it) and prints that "
+            f"folder; then set sandbox.image_dir to it, or link it here: "
+            f"`ln -sfn \"$(python -m bundle.image build --recipe default)\" {target}`")
+
+
 def kvm_usable() -> bool:
     """Whether this process may open /dev/kvm (read and write), as a boot needs."""
     return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def kvm_unusable_reason() -> str | None:
+    """Why this process cannot use ``/dev/kvm``, and what to do (None: it can).
+
+    The one wording of it: a boot's ``accel_why`` (``abhed sandbox check``) and
+    ``kvm_status`` (``abhed doctor``) both say this.
+    """
+    if not os.path.exists("/dev/kvm"):
+        return ("/dev/kvm does not exist: this host exposes no hardware virtualisation "
+                "(in a VM: enable nested virtualisation); the microVM boots under software "
+                "emulation, several times slower")
+    if not kvm_usable():
+        return ("/dev/kvm exists but you cannot open it for reading and writing; add "
+                "yourself to its group (usually `kvm`: sudo usermod -aG kvm $USER, then log "
+                "in again)")
+    return None
+
+
+def remembered_tcg_reason(key: str) -> str:
+    """Why a boot goes straight to software emulation: the verdict a failed KVM boot left."""
+    reason = " ".join((_accel.recalled_reason(key) or "a KVM boot failed").split())[:300]
+    return (f"KVM failed to boot this image on this host before ({reason}); software "
+            f"emulation is used until the kernel, QEMU or image changes (remembered in "
+            f"{_accel.state_path()}; delete that file to try KVM again)")
 
 
 def find_virtiofsd() -> str | None:
@@ -420,6 +464,9 @@ class MicroVM:
         self._early_done = threading.Event()
         self._early_error: BaseException | None = None
         self._cancel = threading.Event()
+        #: Why the last boot did not use KVM ("" when it did, or before a boot): what
+        #: ``abhed sandbox check`` says beside "booted with tcg".
+        self.accel_why = ""
 
     def boot_in_background(self) -> None:
         """Start booting now, in a thread, so the first command finds the VM up.
@@ -488,9 +535,10 @@ class MicroVM:
     def _boot(self, *, owned: bool = False) -> _Guest:
         accel: str = self.settings.accel
         if accel != "auto":
+            self.accel_why = "" if accel == "kvm" else "sandbox.accel is \"tcg\""
             return self._guest_with(accel, owned)
         key = (self.settings.qemu_binary, str(self.image.kernel))
-        accel = _ACCEL_CHOICE.get(key, "")
+        accel, self.accel_why = _ACCEL_CHOICE.get(key, ("", ""))
         if accel:
             return self._guest_with(accel, owned)
         host_key = _accel.probe_key(self.settings.qemu_binary, self.image.kernel,
@@ -503,14 +551,23 @@ class MicroVM:
             except SandboxUnavailable as exc:
                 kvm_failure = str(exc)
             else:
-                _ACCEL_CHOICE[key] = "kvm"
+                _ACCEL_CHOICE[key] = ("kvm", "")
+                self.accel_why = ""
                 if remembered != "kvm":
                     _accel.remember(host_key, "kvm", "booted")
                 return guest
         else:
             kvm_failure = ""
         guest = self._guest_with("tcg", owned)
-        _ACCEL_CHOICE[key] = "tcg"
+        if not kvm_ok:
+            why = kvm_unusable_reason() or "/dev/kvm cannot be used"
+        elif kvm_failure:
+            why = (f"the KVM boot failed: {kvm_failure} (remembered in {_accel.state_path()}; "
+                   "delete that file to try KVM again)")
+        else:
+            why = remembered_tcg_reason(host_key)
+        _ACCEL_CHOICE[key] = ("tcg", why)
+        self.accel_why = why
         if kvm_failure:
             # Stored only now that software emulation booted: a failure that was
             # not KVM's (a broken image, virtiofsd) fails this boot too, and must

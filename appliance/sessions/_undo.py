@@ -313,6 +313,15 @@ def undo(session: Session, *, after_turn: int | None = None, overwrite: Collecti
         if not chosen:
             raise UndoError(f"the runs after run {after_turn} are undone already; a redo puts "
                             "the last undo back")
+        if not any(per_run[r].touches for r in chosen):
+            # The same "nothing to undo" as without --to-turn, raised rather than recorded as
+            # an empty undo: every door then says it the same way (the CLI exits 1), and no
+            # undo that put nothing back lands on the history for a redo to take off.
+            bash = sum(per_run[r].bash for r in chosen)
+            raise UndoError(f"nothing to undo: no run after run {after_turn} that is not undone "
+                            "yet changed a file with write or edit"
+                            + (f" ({bash} bash calls ran; what bash did is not undone)"
+                               if bash else ""))
     first: dict[str, _Touch] = {}
     last: dict[str, str] = {}
     for run in chosen:

@@ -10,7 +10,9 @@ Usage (from the repository root):
 Cells: tree x pattern x mode (files_with_matches, content) x cache (warm, cold).
 Each cell runs grep's own search path (walk once, then the engine scan and, in
 content mode, the line listing) with the engine forced, and prints the median
-seconds for each engine and the ratio python/ripgrep.  The walk is timed once
+seconds for each engine and the ratio python/ripgrep, in wall time and in CPU
+time (this process for the Python engine, the rg child for the ripgrep
+engine: the steadier figure on a loaded machine).  The walk is timed once
 per tree on its own, since both engines share it.  ``rg-raw`` is plain ``rg``
 doing its own directory walk, for reference (with ``--no-require-git``, so it
 applies .gitignore files outside a git repository as grep's walker does).
@@ -112,15 +114,29 @@ def show_mib(v: float | None) -> str:
     return "n/a (no /usr/bin/time)" if v is None else f"{v:.0f} MiB"
 
 
-def timed(fn, repeat: int, cold: bool) -> float:  # type: ignore[no-untyped-def]
-    runs = []
+def cpu_now() -> float:
+    """CPU seconds (user + system) of this process, its threads and its waited-for children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn, repeat: int, cold: bool) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Median wall seconds and median CPU seconds of ``repeat`` runs.
+
+    CPU time is the steadier measure on a shared, loaded machine (the wall
+    time there is mostly waiting for a core); the two engines' runs are
+    interleaved cell by cell, so both see the same load.
+    """
+    walls, cpus = [], []
     for _ in range(repeat):
         if cold:
             drop_caches()
-        t = time.perf_counter()
+        c, t = cpu_now(), time.perf_counter()
         fn()
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
+        walls.append(time.perf_counter() - t)
+        cpus.append(cpu_now() - c)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[str], rg: str,
@@ -135,7 +151,7 @@ def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[st
     engines: dict[str, Engine] = {"python": PythonEngine(threads, readahead=True),
                "ripgrep": RipgrepEngine(rg, ws.root, threads)}
     header = (f"{'pattern':12} {'mode':18} {'cache':5} {'python s':>9} {'ripgrep s':>9} {'ratio':>6} "
-              f"{'rg-raw s':>9} {'load':>5}")
+              f"{'py cpu':>7} {'rg cpu':>7} {'ratio':>6} {'rg-raw s':>9} {'load':>5}")
     print(header)
     print("-" * len(header))
     for label, pattern, ci in PATTERNS[name]:
@@ -146,7 +162,7 @@ def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[st
             args = GrepArgs.model_validate({"pattern": pattern, "output_mode": mode, "case_insensitive": ci})
             for cache in caches:
                 cold = cache == "cold"
-                res = {}
+                res: dict[str, tuple[float, float]] = {}
                 for ename, eng in engines.items():
                     if not cold:
                         search(eng, query, cands.files, args, 0, ws.root)  # warm up
@@ -158,10 +174,11 @@ def bench_tree(name: str, root: Path, threads: int, repeat: int, caches: list[st
                 raw += ["-e", pattern, str(root)]
                 raw_s = timed(
                     lambda r=raw: subprocess.run(r, stdout=subprocess.DEVNULL, check=False),
-                    repeat, cold)
-                print(f"{label:12} {mode:18} {cache:5} {res['python']:9.3f} {res['ripgrep']:9.3f} "
-                      f"{res['python'] / res['ripgrep']:6.2f} {raw_s:9.3f} {os.getloadavg()[0]:5.1f}",
-                      flush=True)
+                    repeat, cold)[0]
+                (py_s, py_cpu), (rg_s, rg_cpu) = res["python"], res["ripgrep"]
+                print(f"{label:12} {mode:18} {cache:5} {py_s:9.3f} {rg_s:9.3f} {py_s / rg_s:6.2f} "
+                      f"{py_cpu:7.3f} {rg_cpu:7.3f} {py_cpu / max(rg_cpu, 1e-9):6.2f} "
+                      f"{raw_s:9.3f} {os.getloadavg()[0]:5.1f}", flush=True)
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: this process (walk + python engine) {me:.0f} MiB; rg-raw, last cell: "
           f"{show_mib(rg_peak_mib(raw))}")

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ def run_against(rev: str, script: Path, argv: list[str]) -> dict[str, Any]:
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                        check=False, capture_output=True)
+
+
+def run_together(rev: str, script: Path, argv: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(now, before): both trees measured at the same time, so a shared, noisy machine
+    loads both alike (each also slows the other: compare the two columns, not with
+    figures taken alone)."""
+    with ThreadPoolExecutor(2) as pool:
+        before = pool.submit(run_against, rev, script, argv)
+        now = pool.submit(run_child, script, argv)
+        return now.result(), before.result()
 
 
 def tune_gc_of(tui: Any) -> Any:

@@ -174,6 +174,26 @@ def test_tool_goes_through_policy_ask_needs_yes(workspace: Path) -> None:
     assert approved["ok"] is True and (workspace / "new.txt").read_text() == "x"
 
 
+def test_tool_write_without_yes_tells_the_person_not_the_model(workspace: Path) -> None:
+    # The bug: without --yes the CLI answered "The user declined this write call ... ask the
+    # user how they want to proceed": words for a model, to a person who declined nothing.
+    args = json.dumps({"path": str(workspace / "new.txt"), "content": "x"})
+    result = run("tool", "write", args, "-w", str(workspace))
+    body = last_json(result)
+    content = str(body["content"])
+    assert body["error"]["code"] == "approval_denied"  # type: ignore[index]
+    assert content.startswith("Not run: policy asks before this write call (")
+    assert "Run the same command again with --yes added to approve it" in content
+    assert "user declined" not in content.lower() and "ask the user" not in content
+    db = sqlite3.connect(events_db_path())
+    try:
+        reasons = [r[0] for r in db.execute(
+            "select json_extract(body, '$.reason') from events where type = 'approval'")]
+    finally:
+        db.close()
+    assert reasons == ["not approved: abhed tool ran without --yes"]
+
+
 def test_tool_deny_rule_wins_over_yes(workspace: Path, abhed_home: Path) -> None:
     (abhed_home / "config.json").write_text(json.dumps(
         {"policy": {"deny": [{"tool": "write"}]}}))

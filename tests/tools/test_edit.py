@@ -384,3 +384,12 @@ def test_the_diff_and_the_preview_number_lines_as_the_file_does(h: Any) -> None:
     new = h.tools["edit"].preview_of({"path": str(h.root / "new.txt"), "old_string": "",
                                       "new_string": "a\nb\n"}, h.ctx)
     assert new is not None and "+a\n+b\n" in new and "/dev/null" in new
+
+
+def test_an_edit_of_the_last_line_shows_its_old_and_new_lines_apart(h: Any) -> None:
+    """Seen in the TUI: the diff of an edit to a file's last line ran the removed line into the
+    added one (`-    return t.lower()+    return t.lower().strip()`)."""
+    target = _prep(h, b"def slug(t):\n    return t.lower()\n")
+    res = h.ok(h.edit(target, "t.lower()", "t.lower().strip()"))
+    body = res.details["diff"].splitlines()
+    assert "-    return t.lower()" in body and "+    return t.lower().strip()" in body

@@ -100,7 +100,7 @@ class FakeLink:
     def history(self) -> list[StoredEvent]:
         return []
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self, *, every_workspace: bool = False) -> list[dict[str, Any]] | None:
         return []
 
     def complete_paths(self, prefix: str, limit: int = 20) -> list[str]:

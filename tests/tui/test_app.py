@@ -38,7 +38,7 @@ async def test_prompt_tool_call_and_streamed_answer(server: ScriptedServer, work
         assert app.info is not None and app.info.model == "scripted" and app.info.sandbox == "host"
         app.composer.text = "what is in a.txt?"
         await pilot.press("enter")
-        await until(pilot, lambda: app.last_answer and not app.running, what="the run to end")
+        await until(pilot, lambda: app.view.last_answer and not app.running, what="the run to end")
         assert kinds(app)[-3:] == ["user", "tool", "assistant"]
         card = app.transcript.entries[-2]
         assert isinstance(card, ToolEntry) and card.status == "ok"
@@ -93,7 +93,7 @@ async def test_destructive_bash_card_offers_no_always_and_deny_reason_reaches_mo
         for ch in "use make clean":
             await pilot.press("space" if ch == " " else ch)
         await pilot.press("enter")
-        await until(pilot, lambda: not app.running and app.last_answer, what="the run to end")
+        await until(pilot, lambda: not app.running and app.view.last_answer, what="the run to end")
         tool_msgs = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
         assert "use make clean" in tool_msgs[-1]["content"]
         assert app.card is None
@@ -115,7 +115,7 @@ async def test_allow_always_stores_the_rule_it_showed(abhed_home: Path, workspac
             assert card.pending.always_rules, "a write in ask mode can be allowed always"
             shown = card.pending.always_rules[0]
             await pilot.press("shift+tab", "a")
-            await until(pilot, lambda: not app.running and app.last_answer)
+            await until(pilot, lambda: not app.running and app.view.last_answer)
             assert target.read_text() == "hi\n"
             assert any("stored for this session" in n for n in notes(app))
             assert "tool=write" in shown
@@ -251,7 +251,7 @@ async def test_resume_rerenders_the_session_from_its_log(server: ScriptedServer,
         sid = app.info.session_id if app.info else ""
         app.composer.text = "remember me"
         await pilot.press("enter")
-        await until(pilot, lambda: app.last_answer and not app.running)
+        await until(pilot, lambda: app.view.last_answer and not app.running)
     again = real_app(workspace, session_id=sid)
     async with again.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: again.info is not None)
@@ -295,7 +295,7 @@ async def test_small_terminal_resize_and_no_color(server: ScriptedServer, worksp
         await pilot.press("enter")
         await pilot.resize_terminal(40, 12)
         await pilot.resize_terminal(160, 50)
-        await until(pilot, lambda: app.last_answer == "short" and not app.running)
+        await until(pilot, lambda: app.view.last_answer == "short" and not app.running)
         await pilot.resize_terminal(80, 24)
         assert app.query_one("#status").region.y == 23
         # one message each, after resizes: nothing duplicated or lost
@@ -311,7 +311,7 @@ async def test_tool_card_expands_by_key(server: ScriptedServer, workspace: Path)
         await until(pilot, lambda: app.info is not None)
         app.composer.text = "read"
         await pilot.press("enter")
-        await until(pilot, lambda: not app.running and app.last_answer)
+        await until(pilot, lambda: not app.running and app.view.last_answer)
         card = next(e for e in app.transcript.entries if isinstance(e, ToolEntry))
         t = app.transcript
         collapsed = t.total_lines
@@ -368,7 +368,7 @@ async def test_a_real_command_streams_into_its_card_before_it_ends(server: Scrip
         await until(pilot, lambda: app.info is not None)
         app.composer.text = "run it"
         await pilot.press("enter")
-        card = await until(pilot, lambda: next((c for c in app.cards.values()
+        card = await until(pilot, lambda: next((c for c in app.view.cards.values()
                                                  if c.tool == "bash"), None))
         await until(pilot, lambda: "starting" in card.live, timeout_s=10,
                     what="the output while the command runs")
@@ -395,7 +395,7 @@ async def test_undo_again_walks_back_and_says_when_nothing_is_left_and_redo_puts
                 await pilot.press("enter")
                 answer = prompt.replace("write", "wrote")
                 await until(pilot, lambda answer=answer: not app.running  # type: ignore[misc]
-                            and app.last_answer == answer)
+                            and app.view.last_answer == answer)
             for _ in range(3):
                 app.composer.text = "/undo"
                 await pilot.press("enter")
@@ -434,3 +434,106 @@ async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, w
             await pilot.press("y")
             await until(pilot, lambda: not app.running)
             assert "x70 = 7\n" in target.read_text()
+
+
+async def test_resume_lists_only_this_workspace_and_never_starts_another_workspaces_session(
+        server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+    """Issue 33: /resume listed every workspace's sessions; picking another's failed to start,
+    Ctrl+R failed again, and nothing said that /new recovers."""
+    other = (tmp_path / "other").resolve()
+    other.mkdir()
+    there = real_app(other)
+    async with there.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: there.info is not None)
+        foreign = there.info.session_id if there.info else ""
+    here = real_app(workspace)
+    async with here.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: here.info is not None)
+        mine = here.info.session_id if here.info else ""
+        here.composer.text = "/resume"
+        await pilot.press("enter")
+        await until(pilot, lambda: type(here.screen).__name__ == "SessionPicker")
+        picker = here.screen
+        assert [s["id"] for s in picker.sessions] == [mine]  # type: ignore[attr-defined]
+        assert picker.others == 1  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await until(pilot, lambda: type(here.screen).__name__ != "SessionPicker")
+        here.composer.text = f"/resume {foreign}"
+        await pilot.press("enter")
+        await until(pilot, lambda: foreign in notes(here)[-1])
+        assert f"abhed tui -w {other} --session {foreign}" in notes(here)[-1]
+        assert here.info is not None and here.info.session_id == mine  # still open, untouched
+        here.composer.text = "/resume s-no-such-session"
+        await pilot.press("enter")
+        await until(pilot, lambda: "no session 's-no-such-session'" in notes(here)[-1])
+        assert here.info is not None and here.info.session_id == mine
+
+
+async def test_a_session_that_cannot_start_here_says_new_recovers(
+        server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
+    other = (tmp_path / "other").resolve()
+    other.mkdir()
+    there = real_app(other)
+    async with there.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: there.info is not None)
+        foreign = there.info.session_id if there.info else ""
+    app = real_app(workspace, session_id=foreign)  # abhed tui --session FOREIGN, here
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", what="the error screen")
+        text = app.transcript.entries[-1].text()
+        assert "belongs to workspace" in text and "/new starts a new session here" in text
+        await pilot.press("ctrl+r")  # the same session again: the same answer, the way out said
+        await until(pilot, lambda: app.state == "not started"
+                    and "/new starts" in app.transcript.entries[-1].text())
+        app.composer.text = "/new"
+        await pilot.press("enter")
+        await until(pilot, lambda: app.info is not None, what="a new session")
+        assert app.info is not None and app.info.session_id != foreign
+
+
+async def test_doctor_shows_what_abhed_doctor_shows(server: ScriptedServer, workspace: Path) -> None:
+    from appliance.doctor import examine
+
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.info is not None)
+        app.composer.text = "/doctor"
+        await pilot.press("enter")
+        report = await until(pilot, lambda: next((n for n in notes(app) if "\ndoctor: " in n), ""),
+                             what="the doctor's report")
+        expected = examine()  # the same function `abhed doctor` prints
+        assert report.splitlines()[-1] == expected.lines()[-1]
+        assert [line.split()[1] for line in report.splitlines()[:-1] if line[:1] != " "] == \
+            [line.split()[1] for line in expected.lines()[:-1] if line[:1] != " "]
+
+
+async def test_a_demonstration_model_is_said_once_per_tui_session(abhed_home: Path,
+                                                                  workspace: Path) -> None:
+    """Issue 33: the demo's SmolLM2 answered without reading the file, and nothing told a
+    newcomer what it can do. Its catalog entry's probe bar (a named tool choice) says so."""
+    import json
+
+    with ScriptedServer() as s:
+        write_config(abhed_home, s.base_url)
+        conf = json.loads((abhed_home / "config.json").read_text())
+        conf["custom_providers"][0]["catalog_entry"] = "tiny-demo"
+        (abhed_home / "config.json").write_text(json.dumps(conf))
+        (abhed_home / "catalog.json").write_text(json.dumps({"models": [{
+            "name": "tiny-demo", "served_name": "scripted", "weights_dir": str(abhed_home),
+            "probe": {"families": ["wire"], "quick_families": ["wire"], "min_rate": {},
+                      "tool_choice": "named"}}]}))
+        app = real_app(workspace)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None, what="the agent to start")
+            said = [n for n in notes(app) if "tiny demonstration model" in n]
+            assert len(said) == 1 and said[0].startswith("scripted is a tiny demonstration")
+            app.composer.text = "/new"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.info is not None and "Session" in notes(app)[-1])
+            assert not [n for n in notes(app) if "tiny demonstration model" in n]  # said once
+        (abhed_home / "catalog.json").write_text(json.dumps({"models": [{
+            "name": "tiny-demo", "served_name": "scripted", "weights_dir": str(abhed_home)}]}))
+        app = real_app(workspace)  # a model that chooses its tools: nothing to say
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.info is not None, what="the agent to start")
+            assert app.info is not None and app.info.model_note == ""

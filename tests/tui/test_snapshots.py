@@ -266,3 +266,45 @@ def test_new_output_below_while_scrolled_up(snap_compare: Any) -> None:
         await scroll_then_more(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_a_tiny_demonstration_model_is_said_plainly(snap_compare: Any) -> None:
+    from dataclasses import replace
+
+    from tui._notices import demo_model_note
+
+    model = "smollm2-135m-instruct"
+    info = replace(INFO, model=model, model_note=demo_model_note(model))
+    app, before = prepared(config=None)  # the started message below is the demo model's
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        app.sink.started(info)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_resume_picker_lists_this_workspace(snap_compare: Any) -> None:
+    from tests.tui.helpers import FakeLink
+
+    class Listing(FakeLink):
+        def sessions(self, *, every_workspace: bool = False) -> list[dict[str, Any]]:
+            mine = [{"id": SID, "workspace": "/work/demo", "created_at": "2026-01-01T00:00:00Z",
+                     "last_event_at": "2026-01-01T00:10:00Z", "first_prompt": "what does util.py "
+                     "export?"},
+                    {"id": "s-20251231-090000-123456", "workspace": "/work/demo",
+                     "created_at": "2025-12-31T09:00:00Z", "first_prompt": "fix the\nflaky test"}]
+            other = [{"id": "s-20251230-080000-654321", "workspace": "/work/other",
+                      "created_at": "2025-12-30T08:00:00Z", "first_prompt": "elsewhere"}]
+            return mine + other if every_workspace else mine
+
+    app, before = prepared(link_factory=Listing)
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await before(pilot)
+        app.composer.text = "/resume"
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

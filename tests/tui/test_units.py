@@ -164,3 +164,32 @@ def test_no_newline_at_end_of_file_is_a_note_not_a_numbered_line() -> None:
     rows = [" ".join(r.split()) for r in _diff_rows(diff)]
     assert rows == ["b", "1 1 a", "2 - b", "\\ No newline at end of file", "2 + c",
                     "\\ No newline at end of file"], rows
+
+
+def test_a_frozen_code_piece_is_drawn_plain_then_highlighted_once_polished() -> None:
+    """Issue 33 (typing echo): highlighting a frozen 40-line piece was the render clock's
+    costliest step; it is drawn plain while it streams and highlighted a piece per beat."""
+    from rich.console import Console
+    from rich.style import Style
+
+    from tui._entries import AssistantEntry, Look
+
+    console = Console(width=100, color_system="truecolor")
+    look = Look(*[Style() for _ in range(7)])
+    entry = AssistantEntry(finished=False)
+    entry.feed("```python\n" + "".join(f"x_{i} = {i}\n" for i in range(60)))
+    entry.tick()
+    n = entry.height(console, 100, look)
+
+    def styled() -> bool:  # any colour on the first piece's lines: it was highlighted
+        return any(seg.style is not None and seg.style.color is not None
+                   for y in range(2, 30) for seg in entry.line(console, 100, look, y))
+
+    assert len(entry.blocks) == 1 and not styled()  # frozen, drawn plain
+    assert entry.polish() and entry.height(console, 100, look) == n and styled()
+    assert not entry.polish()  # nothing left to polish
+    entry.feed("".join(f"y_{i} = {i}\n" for i in range(40)) + "```\n")
+    entry.tick()
+    entry.height(console, 100, look)
+    entry.finish()  # a finished reply is highlighted whole, polished or not
+    assert all(entry._heights) and not entry._plain

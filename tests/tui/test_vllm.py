@@ -45,4 +45,4 @@ async def test_tui_runs_a_real_tool_call_against_vllm(abhed_home: Path, workspac
         assert all(kind_of(e) != "tool" or isinstance(e, ToolEntry) for e in app.transcript.entries)
         said = notes(app)
         assert not any("turns," in n for n in said), said  # it ended "done": no end notice
-        assert app.tokens > 0
+        assert app.view.tokens > 0

@@ -38,12 +38,17 @@ __all__ = ["BINARY_SNIFF_BYTES", "Engine", "MatchLine", "ScanResult", "sniff"]
 
 BINARY_SNIFF_BYTES = 8192
 UTF8_BOM = codecs.BOM_UTF8
+# The first bytes of the byte-order marks sniff knows (UTF-32 BE starts with a NUL).
+_MARK_STARTS = frozenset(m[0] for m in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE,
+                                         codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE))
 
 
 def sniff(head: bytes | bytearray, n: int | None = None) -> str:
     """What a file's first bytes (``head[:n]``) say it is: ``utf-8-bom``, ``utf-16-le``,
     ``utf-16-be``, ``binary`` or ``text`` (see the module docstring)."""
     n = len(head) if n is None else n
+    if n and head[0] not in _MARK_STARTS:  # no byte-order mark can start here: the common case
+        return "binary" if head.find(b"\0", 0, min(n, BINARY_SNIFF_BYTES)) >= 0 else "text"
     first = bytes(head[:min(4, n)])
     if first.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
         return "binary"

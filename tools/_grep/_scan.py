@@ -6,9 +6,10 @@ What makes it fast (each measured, see docs/performance.md):
   chunk of up to 4 MiB, so Python's per-line cost disappears.
 * The buffer is one reused ``bytearray`` filled with ``readv``: no
   allocation per file.
-* When every match must contain one of a few literal strings, ``bytes.find``
-  (a vectorised two-way search) skips to the next occurrence and RE2 only
-  runs on that line.
+* When every match must contain one of a few literal strings, an RE2
+  program per literal (``Query.prefilter``: RE2 skips to a literal with memchr
+  on its first byte) finds the next occurrence and the pattern only runs on
+  that line.
 * Counting and listing stop at one match per line: after a match the search
   resumes on the next line, so a pattern that matches everywhere costs one
   call per line, not per match.
@@ -119,7 +120,8 @@ def search_cached(path: str, query: Query, mode: str, buf: bytearray) -> FileOut
                 _NOWAIT_STATE[0] = False  # this kernel or file system cannot: stop asking
             return None
         if n < len(buf):
-            if n < os.fstat(fd).st_size:
+            # The size by lseek, not fstat: no stat object per file (most files end here).
+            if n < os.lseek(fd, 0, os.SEEK_END):
                 return None  # short: part of the file is not cached (or it grew)
         else:
             os.lseek(fd, n, os.SEEK_SET)  # the rest is read from here on
@@ -162,8 +164,6 @@ def _search_fd(fd: int, q: Query, mode: str, buf: bytearray, max_lines: int, out
     if kind == "utf-8-bom":  # read shows no BOM: line 1 starts after it
         n -= len(UTF8_BOM)
         buf[0:n] = buf[len(UTF8_BOM):n + len(UTF8_BOM)]
-    if final and q.literals is not None and not any(buf.find(lit, 0, n) >= 0 for lit in q.literals):
-        return  # the whole file is in view and holds no required literal: no line can match
     out.binary = kind == "binary"
     want = "any" if out.binary else mode
     if q.multiline:
@@ -217,8 +217,6 @@ def _rest(fd: int, offset: int) -> bytes:
 
 def _search_text(data: bytearray, q: Query, mode: str, max_lines: int, out: FileOutcome) -> None:
     """Search a whole decoded file held in memory (a UTF-16 file, or one with a BOM)."""
-    if q.literals is not None and not any(data.find(lit) >= 0 for lit in q.literals):
-        return
     if q.multiline:
         _multiline(data, len(data), q, mode, max_lines, out)
     else:
@@ -228,13 +226,16 @@ def _search_text(data: bytearray, q: Query, mode: str, max_lines: int, out: File
 def _match_spans(data: Any, end: int, final: bool, q: Query) -> Iterator[tuple[int, int]]:
     """(line start, line end) of each line with a match, in line mode, within data[:end]."""
     regex = q.regex
-    lits = q.literals
+    pre = q.prefilter
+    ahead = [-2] * len(pre) if pre is not None else []  # each literal's next hit (-2: not looked)
     pos = 0
     while pos <= end:
-        if lits is not None:
+        if pre is not None:
             hit = -1
-            for lit in lits:
-                i = data.find(lit, pos, end)
+            for k, program in enumerate(pre):
+                i = ahead[k]
+                if i == -2 or 0 <= i < pos:  # a literal is looked for again only once passed
+                    i = ahead[k] = program.Match(_UNANCHORED, data, pos, end)[0][0]
                 if i >= 0 and (hit < 0 or i < hit):
                     hit = i
             if hit < 0:
@@ -291,7 +292,8 @@ def _line_chunk(data: bytearray, end: int, final: bool, q: Query, mode: str, max
 def _multiline(data: Any, n: int, q: Query, mode: str, max_lines: int, out: FileOutcome) -> None:
     """Whole-file search: each line touched by a match counts once."""
     regex = q.regex
-    if q.literals is not None and not any(data.find(lit, 0, n) >= 0 for lit in q.literals):
+    if q.prefilter is not None and not any(p.Match(_UNANCHORED, data, 0, n)[0][0] >= 0
+                                           for p in q.prefilter):
         return
     pos = 0
     covered_end = -1  # offset of the end of the last line already counted

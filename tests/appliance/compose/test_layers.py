@@ -210,6 +210,44 @@ def test_a_mode_the_engineer_narrowed_is_refused_naming_their_own_file() -> None
         choose_mode(layer(site(), user(), mine).config, "auto", door="abhed run --mode")
 
 
+def test_no_provider_names_the_config_file_abhed_home_points_at(abhed_home: Path,
+                                                                 tmp_path: Path) -> None:
+    # The bug: "add one to custom_providers in config.json" named no file, and with
+    # ABHED_HOME set the file is not ~/.abhed/config.json.
+    from appliance._errors import ConfigError
+    from appliance.compose import choose_provider, load_config
+
+    with pytest.raises(ConfigError) as absent:
+        choose_provider(load_config(None), None)
+    assert f"in {abhed_home / 'config.json'} (it does not exist yet: create it)" in str(absent.value)
+    (abhed_home / "config.json").write_text("{}")
+    with pytest.raises(ConfigError) as empty:
+        choose_provider(load_config(None), None)
+    assert f"in {abhed_home / 'config.json'} (see docs/providers.md)" in str(empty.value)
+    other = tmp_path / "mine.json"
+    other.write_text("{}")
+    with pytest.raises(ConfigError, match=f"in {other} "):
+        choose_provider(load_config(other), None)
+
+
+def test_the_docs_tools_table_lists_every_tools_key_and_the_sections_table_is_one_table() -> None:
+    # The bug: the tools table left out read_max_output_chars and grep_engine, and a blank
+    # line split the sections table in two (Markdown then shows `site` as stray text).
+    from tools import ToolSettings
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
+    tools = doc[doc.index("\n## tools\n"):].split("\n## ", 2)[1]
+    rows = {line.split("|")[1].strip().strip("`") for line in tools.splitlines()
+            if line.startswith("| `")}
+    assert rows == set(ToolSettings.model_fields), "add the missing keys to docs/configuration.md"
+    sections = doc[doc.index("## Sections"):].split("\n## ", 1)[0]
+    table = [line for line in sections.splitlines() if line.startswith("|")]
+    block = sections[sections.index(table[0]):sections.index(table[-1]) + len(table[-1])]
+    assert "\n\n" not in block, "a blank line splits the sections table"
+    assert {c.strip("`") for line in table[2:] for c in
+            line.split("|")[1].strip().split(", ")} == set(Config.model_fields)
+
+
 def test_the_modes_a_door_may_offer_are_those_the_site_and_the_engineer_allow() -> None:
     """The ACP mode menu: a mode choose_mode would refuse is never offered."""
     from appliance.compose import allowed_modes

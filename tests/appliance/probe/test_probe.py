@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,11 +269,80 @@ def test_cli_passes_the_good_model_and_writes_the_report(abhed_home: Path, tmp_p
         proc = _abhed("probe", "--quick", "--out", str(out))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert proc.stdout.startswith("abhed probe: PASSED")
+        runs = len(load_report(out).runs)
+        progress = [line for line in proc.stderr.splitlines() if line.startswith("probe: [")]
+        assert len(progress) == runs and f"probe: [{runs}/{runs}] " in proc.stderr  # one a run
         assert load_report(out).passed
         proc = _abhed("probe", "--family", "wire", "--json", "--baseline", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["families"] == ["wire"] and report["passed"] is True
+
+
+def test_probe_ctrl_c_stops_at_once_ends_the_session_and_leaves_no_scratch(
+        abhed_home: Path, tmp_path: Path) -> None:
+    # The bug: `abhed probe --quick` against a CPU model printed nothing for minutes, ignored
+    # Ctrl-C for over 40 s, and, stopped, left /tmp/abhed-probe-* and a session with no end.
+    import signal
+    import threading
+
+    reference = ReferenceModel("good")
+    answered: list[int] = []
+
+    def slow_after_four(body: dict[str, Any]) -> ScriptStep:
+        answered.append(1)  # called under the server's lock
+        if len(answered) <= 4:
+            return reference(body)
+        return ScriptStep(hang=True)  # a server whose queue is full: no byte back
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with ScriptedServer(responder=slow_after_four, model="m") as srv:
+        _config(abhed_home, srv.base_url)
+        proc = subprocess.Popen([sys.executable, "-m", "cli", "probe", "--family", "wire",
+                                 "--concurrency", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 120
+            # Progress per run, as it ends; then wait until two requests hang in flight.
+            while not (any(" [1/" in line for line in lines) and len(answered) >= 6):
+                assert proc.poll() is None, "".join(lines)
+                assert time.monotonic() < deadline, "".join(lines)
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)  # a deadline, not a timing claim
+            out = proc.stdout.read()  # type: ignore[union-attr]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reader.join(10)
+            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+    said = "".join(lines)
+    assert proc.returncode == 130, said
+    assert out == ""  # no report
+    start = next(line for line in lines if line.startswith("probe: ") and " runs of " in line)
+    assert "Ctrl-C stops it" in start
+    assert "abhed probe: stopping: closing the requests in flight" in said
+    assert "abhed probe: the probe was interrupted (Ctrl-C) after " in said
+    assert "Traceback" not in said
+    assert list(tmp.iterdir()) == []  # the scratch folder went, as docs/probe.md says
+    sid = start.split("; session ", 1)[1].split(";", 1)[0]
+    store = EventStore(abhed_home / "state" / "events.db")
+    try:
+        events = [e.event for e in store.events(sid)]
+    finally:
+        store.close()
+    assert events[-1].type == "session_ended"
+    assert events[-1].reason == "probe interrupted (Ctrl-C)"  # type: ignore[union-attr]
+    assert [e.reason for e in events if e.type == "run_ended"].count(  # type: ignore[union-attr]
+        "interrupted") == 2  # the two requests in flight were cancelled, not waited for
 
 
 def test_cli_exits_1_for_a_bad_model_with_findings_on_stdout(abhed_home: Path) -> None:

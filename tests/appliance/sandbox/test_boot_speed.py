@@ -218,3 +218,40 @@ def test_open_sandbox_starts_the_boot_unless_told_not_to(fake: type[FakeGuest], 
     open_sandbox(tmp_path, SandboxSettings(backend="microvm", image_dir=str(image.dir),
                                            boot_at_open=False))
     assert calls == [box.sandbox]
+
+
+def test_sandbox_check_says_why_kvm_was_not_used(fake: type[FakeGuest], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bug: `abhed sandbox check` said "booted with tcg" on a host with /dev/kvm, and the
+    # reason KVM was not used was only in ABHED_HOME/state/sandbox-accel.json.
+    from appliance.sandbox import check_backends
+
+    image = _image(tmp_path)
+    settings = SandboxSettings(image_dir=str(image.dir))
+
+    def microvm_reason(given: SandboxSettings = settings) -> str:
+        report = check_backends(given)[0]
+        assert report.backend == "microvm" and report.ok, report.reason
+        assert report.detail["accel_why"] in report.reason
+        return report.reason
+
+    first = microvm_reason()
+    assert first.startswith("booted with tcg (KVM not used: the KVM boot failed: the VM (kvm) "
+                            "did not reach its agent in time (remembered in ")
+    assert f"{_accel.state_path()}; delete that file to try KVM again" in first
+    _new_process()
+    later = microvm_reason()  # straight to TCG: the reason comes from the record
+    assert fake.boots == ["kvm", "tcg", "tcg"]
+    assert ("KVM not used: KVM failed to boot this image on this host before (the VM (kvm) "
+            "did not reach its agent in time)") in later
+    assert str(_accel.state_path()) in later
+    _new_process()
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: False)
+    assert "KVM not used: " in microvm_reason() and "/dev/kvm" in microvm_reason()
+    assert microvm_reason(settings.model_copy(update={"accel": "tcg"})).endswith(
+        '(KVM not used: sandbox.accel is "tcg")')
+    fake.kvm_fails = False
+    _new_process()
+    _accel.state_path().unlink()
+    monkeypatch.setattr(_microvm, "kvm_usable", lambda: True)
+    assert microvm_reason() == "booted with kvm"

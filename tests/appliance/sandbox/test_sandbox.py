@@ -245,6 +245,28 @@ def test_microvm_without_an_image_says_how_to_get_one(tmp_path: Path) -> None:
         open_sandbox(tmp_path, SandboxSettings(backend="microvm", image_dir=str(tmp_path / "x")))
 
 
+def test_a_missing_image_folder_is_said_not_to_exist_not_to_be_incomplete(tmp_path: Path) -> None:
+    # The bug: a folder that does not exist was "incomplete (missing vmlinuz, ...)", and the
+    # advice did not say where the build writes the image or that it needs root and debootstrap.
+    with pytest.raises(SandboxUnavailable) as gone:
+        VMImage.load(tmp_path / "image")
+    said = str(gone.value)
+    assert f"microVM image folder {tmp_path / 'image'} does not exist" in said
+    assert "incomplete" not in said
+    for part in ("root or passwordless sudo", "debootstrap", "~/.cache/abhed/images/default-KEY",
+                 "`python -m bundle.image build --recipe default`", "sandbox.image_dir",
+                 f"`ln -sfn \"$(python -m bundle.image build --recipe default)\" {tmp_path / 'image'}`"):
+        assert part in said, part
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "vmlinuz").write_bytes(b"")
+    with pytest.raises(SandboxUnavailable, match=r"is incomplete \(missing initrd.img, rootfs.ext4, "
+                                                 r"manifest.json\); build one"):
+        VMImage.load(tmp_path / "image")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(SandboxUnavailable, match="is not a folder; build one"):
+        VMImage.load(tmp_path / "file")
+
+
 @pytest.mark.parametrize("manifest", [b"{not json", b"[]"])
 def test_a_broken_image_manifest_is_refused(tmp_path: Path, manifest: bytes) -> None:
     for name in ("vmlinuz", "initrd.img", "rootfs.ext4"):
@@ -281,7 +303,7 @@ def test_check_reports_each_backend_and_why(tmp_path: Path) -> None:
     reports = {r.backend: r for r in check_backends(
         SandboxSettings(image_dir=str(tmp_path / "none")), boot=False)}
     assert set(reports) == {"microvm", "bwrap", "host"}
-    assert not reports["microvm"].ok and "incomplete" in reports["microvm"].reason
+    assert not reports["microvm"].ok and "does not exist" in reports["microvm"].reason
     assert reports["bwrap"].ok and reports["bwrap"].command_ms is not None
     assert "only used when" in reports["host"].reason
 

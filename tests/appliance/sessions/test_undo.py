@@ -249,3 +249,30 @@ def test_a_file_whose_earlier_content_was_not_kept_can_be_skipped(workspace: Pat
     skipped = undo(session, skip=[str(f)])  # the run is undone, that file left as it is
     assert [(x.path, x.action) for x in skipped.files] == [(str(f), "skipped")]
     assert f.read_text() == "four\n"
+
+
+def test_undo_to_turn_zero_with_nothing_to_undo_exits_1_like_a_plain_undo(
+        workspace: Path, abhed_home: Path) -> None:
+    # The bug: `--to-turn 0` over runs that changed no file recorded an empty undo and exited
+    # 0 ("nothing to undo: those runs changed no file"), while a plain undo and a second
+    # `--to-turn 0` exited 1; --help says exit 1 when there is nothing to undo.
+    store = EventStore(abhed_home / "state" / "events.db")
+    steps = [call("bash", command="true", description="nothing"), {"text": "looked"},
+             {"text": "answered"}]
+    with agent_on(store, workspace, steps) as (agent, _, _seen):
+        assert agent.run("first").ok and agent.run("second").ok
+        sid = agent.session.id
+    store.close()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(ABHED), "sessions", "undo", sid, *args], capture_output=True,
+                              text=True, check=False, timeout=120)
+
+    for args in ((), ("--to-turn", "0"), ("--to-turn", "1")):
+        proc = cli(*args)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        assert "nothing to undo" in proc.stderr and proc.stdout == ""
+        assert ("1 bash calls ran" in proc.stderr) == (args != ("--to-turn", "1"))
+    store = EventStore(abhed_home / "state" / "events.db")
+    assert not list(store.events(sid, types=("undo_applied",)))  # no empty undo on the history
+    store.close()
