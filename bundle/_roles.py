@@ -78,9 +78,12 @@ def endpoint_address(url: str) -> tuple[str, int]:
 
 
 def _provider_urls(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each provider's (name, URL) that the agent dials itself.  A provider with a
+    ``unix_socket`` goes through the host's model relay (docs/model-service.md), whose
+    upstreams are the model endpoints; its ``base_url`` only names the path."""
     found: list[tuple[str, str]] = []
     for p in settings.get("custom_providers") or []:
-        if not isinstance(p, dict):
+        if not isinstance(p, dict) or p.get("unix_socket"):
             continue
         urls = p.get("base_url")
         for u in [urls] if isinstance(urls, str) else urls if isinstance(urls, list) else []:

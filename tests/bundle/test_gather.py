@@ -478,3 +478,32 @@ def test_the_layout_and_vllm_version_reach_the_catalog_entry(tmp_path: Path) -> 
         (2, 2, "0.11.0")
     serve = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-serve.json").read_text())
     assert serve["command"][serve["command"].index("--data-parallel-size") + 1] == "2"
+
+
+def test_gather_carries_the_sites_roles_into_the_signed_manifest(tmp_path: Path) -> None:
+    from cli.bundle import check_settings
+
+    key = SecretKey.generate()
+    (tmp_path / "redact.py").write_text("print('redact')\n")
+    site = _site(tmp_path)
+    text = site.read_text()
+    site.write_text(text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
+                    + '[roles]\nhosts = ["agent", "model"]\n'
+                    'model_endpoints = ["http://127.0.0.1:8000/v1"]\n'
+                    + "[agent]" + _AGENT.split("[agent]")[1])
+    out = tmp_path / "out.abhed"
+    gather(site, out, [key], cache=tmp_path / "c", say=lambda s: None,
+           check_settings=check_settings)
+    m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
+    assert m.roles is not None and m.host_roles == ("agent", "model")
+    assert "models/tiny/abhed-serve.json" in m.roles.agent
+    assert "models/tiny/abhed-catalog.json" in m.roles.agent  # the settings name it
+    assert not any(n.startswith("wheels/vllm") or n.endswith(".safetensors")
+                   for n in m.roles.agent)
+    # a provider elsewhere than the declared endpoints is refused before anything is fetched
+    site.write_text(site.read_text().replace('model_endpoints = ["http://127.0.0.1:8000/v1"]',
+                                             'model_endpoints = ["http://10.0.0.5:8000/v1"]'))
+    with pytest.raises(BundleError, match="not one of \\[roles\\] model_endpoints"):
+        gather(site, tmp_path / "o2.abhed", [key], cache=tmp_path / "c2", say=lambda s: None,
+               check_settings=check_settings)
+    assert not (tmp_path / "c2").exists()

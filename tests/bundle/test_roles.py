@@ -203,6 +203,19 @@ def test_bad_roles_are_refused_by_name_before_anything_is_signed(
     assert not (tmp_path / "o.abhed").exists()
 
 
+def test_a_provider_through_the_hosts_model_relay_is_not_an_endpoint(tmp_path: Path) -> None:
+    # docs/model-service.md: the agent reaches the relay's Unix socket; the relay forwards to
+    # the model hosts' fronts, which are the declared endpoints
+    relayed = _settings("http://model-service/v1")
+    relayed["custom_providers"][0]["unix_socket"] = "/run/abhed/model.sock"
+    out = tmp_path / "o.abhed"
+    build_bundle(_spec(tmp_path, roles={"hosts": ["agent", "model"],
+                                        "model_endpoints": ["https://gpu-a.site:8443/v1"]},
+                       settings=relayed), out, [SecretKey.generate()],
+                 check_settings=check_settings)
+    assert out.is_file()
+
+
 def test_a_site_spec_names_its_roles_and_gather_refuses_bad_ones(tmp_path: Path) -> None:
     head = ('format = "abhed-site/1"\nname = "plant"\nversion = 1\n'
             '[target]\naccelerator = "cpu"\npython = "3.11"\n'
