@@ -226,6 +226,36 @@ def _probe_bar(m: SiteModel, where: Path) -> Any:
                         "probe's bar: docs/probe.md)") from None
 
 
+def _fits(m: SiteModel, where: Path) -> None:
+    """The declared parallel sizes against the declared GPUs (models' fit rule), before
+    any download; the tensor size a preset would pick is checked again in :func:`_layout`."""
+    from models import check_parallel_fit
+
+    try:
+        check_parallel_fit(tensor=m.tensor_parallel_size or 1, pipeline=m.pipeline_parallel_size,
+                           data=m.data_parallel_size, gpus_per_host=m.gpus_per_host,
+                           hosts=m.hosts, backend=m.distributed_executor_backend)
+    except ValueError as exc:
+        raise SpecError(f"{where}: model {m.name}: {exc} (docs/providers.md, Scale)") from None
+
+
+def _layout(m: SiteModel, entry: Any, where: Path) -> Any:
+    """The model's parallel sizes and vLLM version on its catalog entry, validated there:
+    a layout the declared GPUs cannot hold is refused naming the fields."""
+    from pydantic import ValidationError
+
+    from models import CatalogEntry
+
+    layout = {k: getattr(m, k) for k in ("pipeline_parallel_size", "data_parallel_size",
+                                          "distributed_executor_backend", "gpus_per_host",
+                                          "hosts", "vllm_version")}
+    try:
+        return CatalogEntry.model_validate({**entry.model_dump(), **layout})
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        raise SpecError(f"{where}: model {m.name}: {problems} (docs/providers.md, Scale)") from None
+
+
 def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict[str, Any]], int]:
     from models import ModelsError, entry_from_preset, hash_weights
 
@@ -247,6 +277,7 @@ def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict
                                       files=digests)
         except ModelsError as exc:
             raise SpecError(f"model {m.name}: {exc}") from None
+        entry = _layout(m, entry, base)
         bar = _probe_bar(m, base)
         if bar is not None:
             entry = entry.model_copy(update={"probe": bar})
@@ -313,6 +344,7 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     site = load_site(site_path)
     for m in site.model:  # refused now, not after an hour of downloads
         _probe_bar(m, site_path)
+        _fits(m, site_path)
     if site.agent is not None:  # refused now, not after an hour of downloads
         prepare_settings(site.agent, prefix=site.prefix, version=site.version,
                          check=check_settings, where=f"{site_path}: [agent]")

@@ -85,6 +85,15 @@ class SiteModel(_Strict):
     max_model_len: int | None = Field(default=None, ge=64, le=10_000_000)
     gpu_gib: float | None = Field(default=None, gt=0, le=100_000)
     tensor_parallel_size: int | None = Field(default=None, ge=1, le=64)
+    # How one copy spreads over GPUs and hosts (docs/providers.md, "Scale"); checked at
+    # gather by the catalog entry's own fit rule (models._scale), which names the fields.
+    pipeline_parallel_size: int = Field(default=1, ge=1, le=64)
+    data_parallel_size: int = Field(default=1, ge=1, le=64)
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
+    gpus_per_host: int | None = Field(default=None, ge=1, le=64)
+    hosts: int = Field(default=1, ge=1, le=64)
+    vllm_version: str | None = Field(default=None, min_length=1, max_length=64,
+                                     description="the vLLM version model hosts must report")
     serve_env: dict[str, str] = Field(default_factory=dict,
                                       description="environment for vLLM (e.g. the CPU KV cache)")
     probe_prompt: str | None = Field(

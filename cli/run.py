@@ -33,6 +33,7 @@ from appliance.policy import MODES
 from cli._common import config_option, get_config, open_store
 
 EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
+              "model_stream_lost": 4,
               "interrupted": 130, "repeated_failure": 3, "context_full": 3, "budget": 3}
 
 

@@ -44,12 +44,16 @@ from cli._common import config_option, get_config
               help="Listen on this Unix socket (its directory: yours, mode 0700) instead of a port.")
 @click.option("--stop-when-unused", is_flag=True,
               help="With --socket: stop after serve.idle_stop_s with no abhed using the service.")
-@click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command; start nothing.")
+@click.option("--dry-run", is_flag=True, help="Check the weights and print the vLLM command (and "
+              "the router's, with serve.router), shell-quoted; start nothing.")
+@click.option("--check-host", "check_url", default=None, metavar="URL",
+              help="Check the model host at URL serves what the catalog entry declares "
+              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field.")
 @config_option
 def serve(model_name: str | None, port: int | None, host: str | None, python: str | None,
           log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
           hash_dir: Path | None, socket_path: Path | None, stop_when_unused: bool, dry_run: bool,
-          config_path: Path | None) -> None:
+          check_url: str | None, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
     from appliance.compose import load_config_catalog
     from models import (
@@ -86,6 +90,17 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
     checked = (f"weights: verified against their OpenSSF model signature (key sha256 "
                f"{identity['key_sha256']}) and the catalog's digests" if identity else
                "weights: verified against the catalog's digests (the model has no signature)")
+    if check_url is not None:
+        from models import check_model_host
+
+        try:
+            entry.verify_weights(catalog.base())  # each installed file against its digest
+            check_model_host(check_url, entry.host_declaration(), installed_weights=entry.files)
+        except ModelsError as exc:
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(1)
+        click.echo(f"{check_url}: serves {entry.served_name} as declared")
+        return
     if dry_run:
         try:
             server.preflight()
@@ -95,6 +110,9 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         click.echo(checked, err=True)
         # Quoted for a shell: --structured-outputs-config's JSON pastes as one word.
         click.echo(shlex.join(server.command()))
+        router = server.router_command()
+        if router is not None:
+            click.echo(shlex.join(router))
         return
     stop = threading.Event()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._layout import Layout, atomic_write
@@ -34,7 +35,8 @@ from ._proc import OFFLINE_ENV, child_env
 
 __all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
            "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_unit_text", "render_run_script",
-           "systemctl", "systemd_present", "unit_path", "unit_text", "vllm_key_path"]
+           "relay_upstreams", "role_units", "systemctl", "systemd_present", "unit_path", "unit_text",
+           "vllm_key_path", "write_units"]
 
 UNIT_NAME = "abhed-model.service"
 RUN_SCRIPT = "run-model-server"
@@ -145,6 +147,43 @@ def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0
             "--api-key-file", str(vllm_key_path(layout)),
             "--record", str(layout.data / "model-requests.sqlite")]
     return _door_unit("front", layout, argv)
+
+
+def relay_upstreams(endpoints: Sequence[str]) -> list[str]:
+    """The relay's upstreams: the site's declared model endpoints (the model hosts' fronts,
+    ``https://model-1:8443/v1``) without their ``/v1``, which the caller's path carries.
+    A host of role ``all`` with none declared relays to its own front."""
+    if not endpoints:
+        return [f"https://localhost:{FRONT_PORT}"]
+    return [u.rstrip("/").removesuffix("/v1") for u in endpoints]
+
+
+def role_units(layout: Layout, role: str, endpoints: Sequence[str]) -> dict[str, str]:
+    """The units a host of ``role`` runs, by name: the model server and its front on a
+    model host, the relay where engineers work, all three on a host of role ``all``."""
+    units: dict[str, str] = {}
+    if role in ("model", "all"):
+        units[UNIT_NAME] = unit_text(layout)
+        units[FRONT_UNIT] = front_unit_text(layout)
+    if role in ("agent", "all"):
+        units[RELAY_UNIT] = relay_unit_text(layout, relay_upstreams(endpoints))
+    return units
+
+
+def write_units(layout: Layout, role: str,
+                endpoints: Sequence[str]) -> list[tuple[Path, bytes | None]]:
+    """Write the role's units; each one's path and previous content (for undo)."""
+    written: list[tuple[Path, bytes | None]] = []
+    for name, text in role_units(layout, role, endpoints).items():
+        path = unit_path().parent / name
+        try:
+            old: bytes | None = path.read_bytes()
+        except FileNotFoundError:
+            old = None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text.encode())
+        written.append((path, old))
+    return written
 
 
 def write_unit(layout: Layout) -> tuple[Path, bytes | None]:

@@ -48,8 +48,7 @@ class Staging:
     downgrade: bool = False
     descriptor: Any = None  # installer._descriptor.Descriptor
     descriptor_path: Path | None = None
-    unit: Path | None = None
-    old_unit: bytes | None = None
+    units: list[tuple[Path, bytes | None]] = field(default_factory=list)  # (path, old content)
     old_state: State | None = None
     trust_sha: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -263,24 +262,24 @@ def _record(s: Staging) -> None:
 
 
 def _units(s: Staging) -> None:
-    from ._services import systemd_present, write_unit
+    """The role's units (installer._services.role_units): the model server and its front
+    on a model host, the model relay (to the declared model endpoints) where engineers
+    work."""
+    from ._services import systemd_present, write_units
 
-    if s.role == "agent":
-        s.audited("units", "skipped", detail="role agent: no model service on this host")
-        return
     if not systemd_present():
         s.audited("units", "skipped", detail="no systemd: run script only")
         return
-    s.unit, s.old_unit = write_unit(s.layout)
-    s.audited("units", "ok", unit=str(s.unit))
+    s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints)
+    s.audited("units", "ok", units=[str(p) for p, _ in s.units])
 
 
 def _restore_unit(s: Staging) -> None:
-    assert s.unit is not None
-    if s.old_unit is not None:
-        s.unit.write_bytes(s.old_unit)
-    else:
-        s.unit.unlink(missing_ok=True)
+    for path, old in reversed(s.units):
+        if old is not None:
+            path.write_bytes(old)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _health_check(s: Staging) -> None:
@@ -355,7 +354,7 @@ STEPS: tuple[Step[Staging], ...] = (
     Step("run-script", _run_script),
     Step("record", _record, faults=("recorded",), after="recorded"),
     Step("units", _units, _restore_unit,
-         undo_label=lambda s: "restored the service unit" if s.unit is not None else None,
+         undo_label=lambda s: "restored the service units" if s.units else None,
          faults=("units",), after="units"),
     Step("gate", _health_check, faults=("gate",)),  # inside health_check_step
     Step("switch", _switch, lambda s: switch_current(s.layout, s.current),

@@ -25,8 +25,10 @@ from __future__ import annotations
 from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
 from models._context import ContextLimit, model_context_limit
 from models._errors import (
+    HostMismatch,
     ModelNotFound,
     ModelsError,
+    ModelStreamLost,
     ProviderConfigError,
     ProviderError,
     ProviderHTTPError,
@@ -38,6 +40,7 @@ from models._errors import (
     ServeError,
 )
 from models._front import FrontSettings, ModelFront
+from models._host_check import HostDeclaration, check_model_host, weights_digest
 from models._local_service import LocalService, ServiceHold
 from models._openai import OpenAIClient
 from models._presets import PRESETS, Preset, entry_from_preset, get_preset, suggest_tensor_parallel
@@ -56,6 +59,7 @@ from models._request_log import (
     request_ids,
 )
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
+from models._scale import RouterSettings, check_parallel_fit, router_command
 from models._scripted import ScriptedCall, ScriptedServer, ScriptStep, serve_until_interrupted
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
 from models._signature import (
@@ -69,6 +73,14 @@ from models._signature import (
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
+    "ModelStreamLost",
+    "HostDeclaration",
+    "HostMismatch",
+    "RouterSettings",
+    "check_model_host",
+    "check_parallel_fit",
+    "router_command",
+    "weights_digest",
     "KNOWN_SAMPLING",
     "LISTING_ENDPOINTS",
     "LocalService",

@@ -12,12 +12,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from foundation import FileMissing, FoundationError, NotRegularFile, digest_file, load_document
 from models._errors import ProviderConfigError, ServeError
+from models._host_check import HostDeclaration, weights_digest
 from models._probe_bar import ProbeBar
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING
+from models._scale import check_parallel_fit
 
 __all__ = ["MAX_CATALOG_BYTES", "REASONING_PARSERS", "TOOL_CALL_PARSERS", "Catalog", "CatalogEntry", "hash_weights", "load_catalog"]
 
@@ -56,8 +58,20 @@ class CatalogEntry(BaseModel):
     pipeline_parallel_size: int = Field(
         default=1, ge=1, le=64,
         description="Pipeline stages (across hosts with Ray); GPUs used = tensor x pipeline.")
+    data_parallel_size: int = Field(
+        default=1, ge=1, le=64,
+        description="Copies of the model on one host, vLLM balancing between them; GPUs used = "
+                    "tensor x pipeline x data.")
     distributed_executor_backend: Literal["mp", "ray"] | None = Field(
         default=None, description="vLLM's executor: 'ray' for serving across several hosts.")
+    gpus_per_host: int | None = Field(
+        default=None, ge=1, le=64,
+        description="GPUs each model host has; the parallel sizes must fit them (None: unchecked).")
+    vllm_version: str | None = Field(
+        default=None, min_length=1, max_length=64,
+        description="vLLM version the site serves this model with; a host on another is refused.")
+    hosts: int = Field(default=1, ge=1, le=64,
+                       description="Hosts one copy spans (pipeline stages on Ray); 1 without Ray.")
     reasoning_parser: str | None = Field(
         default=None, description="vLLM's --reasoning-parser for models that think aloud.")
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
@@ -91,6 +105,13 @@ class CatalogEntry(BaseModel):
             raise ValueError(f"sampling lists parameters Abhed cannot check: {', '.join(unknown)}")
         return v
 
+    @model_validator(mode="after")
+    def _fits(self) -> CatalogEntry:
+        check_parallel_fit(tensor=self.tensor_parallel_size, pipeline=self.pipeline_parallel_size,
+                           data=self.data_parallel_size, gpus_per_host=self.gpus_per_host,
+                           hosts=self.hosts, backend=self.distributed_executor_backend)
+        return self
+
     @field_validator("files")
     @classmethod
     def _files(cls, v: dict[str, str]) -> dict[str, str]:
@@ -100,6 +121,12 @@ class CatalogEntry(BaseModel):
             if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
                 raise ValueError(f"files: {rel!r} needs a lowercase hex sha256, got {digest!r}")
         return v
+
+    def host_declaration(self) -> HostDeclaration:
+        """What a model host serving this entry must answer with (models._host_check)."""
+        return HostDeclaration(served_name=self.served_name, max_model_len=self.max_model_len,
+                               vllm_version=self.vllm_version,
+                               weights_digest=weights_digest(self.files) if self.files else None)
 
     def weights_path(self, base: Path | None = None) -> Path:
         p = Path(self.weights_dir).expanduser()

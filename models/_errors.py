@@ -10,7 +10,9 @@
     │   ├── ProviderHTTPError   the server answered 4xx/5xx; carries its own message
     │   │   └── ModelNotFound   the served model name is not on the server
     │   ├── ProviderProtocolError  the reply is not OpenAI-shaped, or the stream
-    │   │                       ended before it finished (server died mid-stream)
+    │   │   │                   ended before it finished (server died mid-stream)
+    │   │   └── ModelStreamLost the stream broke after tokens had come back: not
+    │   │                       retried, the turn ends (model_stream_lost)
     │   └── RequestCancelled    the caller interrupted the request
     ├── ServeError              vLLM could not be started or did not become healthy:
     │                           port taken, weights missing or altered, out of
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 __all__ = [
     "ModelNotFound",
+    "ModelStreamLost",
     "ModelsError",
     "ProviderConfigError",
     "ProviderError",
@@ -51,7 +54,10 @@ class ProviderConfigError(ModelsError):
 
 
 class ProviderError(ModelsError):
-    """A request to a model server failed."""
+    """A request to a model server failed.  ``retries`` names each attempt that was
+    retried before it (the event log records them)."""
+
+    retries: tuple[str, ...] = ()
 
 
 class ProviderUnavailable(ProviderError):
@@ -73,6 +79,11 @@ class ModelNotFound(ProviderHTTPError):
 
 class ProviderProtocolError(ProviderError):
     """The reply could not be understood, or stopped before it was complete."""
+
+
+class ModelStreamLost(ProviderProtocolError):
+    """The model host went away after part of the reply had come back.  Not retried: the
+    engineer has seen those tokens, and a second answer would not continue them."""
 
 
 class RequestCancelled(ProviderError):
@@ -103,3 +114,14 @@ class RequestLogBroken(RequestLogError):
         self.where = where
         self.seq = seq
         self.reason = reason
+
+
+class HostMismatch(ServeError):
+    """A model host serves something other than the site declared: ``field``, ``declared``
+    and ``found`` name the difference; the host must not take traffic."""
+
+    def __init__(self, message: str, *, field: str, declared: str, found: str) -> None:
+        super().__init__(message, reason="host_mismatch")
+        self.field = field
+        self.declared = declared
+        self.found = found

@@ -151,8 +151,8 @@ class _Call:
     engineer: str = "_unknown"
     session_id: str | None = None
     request_id: str | None = None
-    endpoint: str = ""
     model: str = ""
+    endpoint: str = ""
     started_at: str = ""
     tokens_in: int = 0
     tokens_out: int = 0
@@ -263,7 +263,9 @@ class ModelFront:
                     call.outcome, call.detail = "cancelled", "closed before a request"
                     self._record(call)
                     return
-                call.endpoint = "".join(c for c in incoming.target.split("?")[0]
+                # The path asked for, printable ASCII only: the join tells a listing of the
+                # service (/v1/models) from a request that reaches the model.
+                call.endpoint = "".join(c for c in incoming.target.split("?", 1)[0]
                                         if "!" <= c <= "~")[:256]
                 if ident is None:
                     raise HttpRefusal(403, "no_host", "the client certificate names no host")
@@ -350,7 +352,7 @@ class ModelFront:
         try:
             self.log.append(RequestRecord(
                 host=call.host, engineer=call.engineer, session_id=call.session_id,
-                request_id=call.request_id, endpoint=call.endpoint, model=call.model[:256],
+                request_id=call.request_id, model=call.model[:256], endpoint=call.endpoint,
                 started_at=call.started_at,
                 ended_at=_now(), tokens_in=call.tokens_in, tokens_out=call.tokens_out,
                 outcome=call.outcome, status=call.status, detail=call.detail))  # type: ignore[arg-type]

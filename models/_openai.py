@@ -1,9 +1,16 @@
 """An OpenAI-compatible chat client on httpx: streaming, retries, typed errors.
 
-Retries are for transient failures only, where the request cannot have been
-acted on: connection refused, a connect or pool timeout (nothing was sent),
-and 502/503/504 from a proxy or a replica that is starting.  Everything else is
-raised at once with the server's own message.  One deadline covers the whole
+Retries are for a model host that went away before any token came back:
+connection refused, a connect or pool timeout (nothing was sent), a connection
+reset or closed before the reply or before its first token, and 502/503/504
+from the router, a proxy or a replica that is starting.  A chat request that
+returned nothing has changed nothing, so sending it again is safe.  Once a
+token has come back the engineer has seen it: a broken stream is then not
+retried but raised as ``ModelStreamLost`` (the agent ends the turn with
+``model_stream_lost``).  A server that accepted the request and then went
+silent is not retried either (it may be working).  Every retry is named in
+the reply's (or the error's) ``retries``, for the event log.  Everything else
+is raised at once with the server's own message.  One deadline covers the whole
 call, retries and backoff included.  ``trust_env=False``: proxy variables in
 the environment cannot route requests anywhere but the configured URLs (the
 CA trust is chosen explicitly instead: see ``models._credentials``).
@@ -11,6 +18,7 @@ CA trust is chosen explicitly instead: see ``models._credentials``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import socket
@@ -24,6 +32,8 @@ from models._chunks import StreamAssembler, reply_from_message
 from models._credentials import ApiKey
 from models._errors import (
     ModelNotFound,
+    ModelStreamLost,
+    ProviderError,
     ProviderHTTPError,
     ProviderProtocolError,
     ProviderUnavailable,
@@ -59,6 +69,19 @@ def server_message(status: int, body: bytes) -> str:
         if isinstance(data.get("detail"), list):
             return json.dumps(data["detail"])[:2000]
     return text.strip()[:2000]
+
+
+class _BeforeFirstToken(ProviderProtocolError):
+    """The stream broke before any token came back: safe to send again (internal)."""
+
+
+def _broken(resp: httpx.Response, asm: StreamAssembler, how: str) -> ProviderProtocolError:
+    if not asm.text and not asm.calls:
+        return _BeforeFirstToken(f"{resp.request.url}: the stream {how} before the first token")
+    return ModelStreamLost(
+        f"the stream from {resp.request.url} {how} after {len(asm.text)} chunks had come back; "
+        "the model host died mid-reply (a crash or a restart). The turn ends here (model_stream_lost); check "
+        "the host's log, then send the prompt again.")
 
 
 class OpenAIClient:
@@ -124,10 +147,29 @@ class OpenAIClient:
             body["stream_options"] = {"include_usage": True}
         ids = {name: value for name, value in ((SESSION_HEADER, request.session_id),
                                                (REQUEST_HEADER, request.request_id)) if value}
-        with self._request("POST", "/chat/completions", body, cancel, ids) as resp:
-            if not request.stream:
-                return reply_from_message(self._json(resp, cancel))
-            return self._stream(resp, on_delta, cancel)
+        retries: list[str] = []
+        deadline = time.monotonic() + self.deadline_s
+        try:
+            while True:
+                with self._request("POST", "/chat/completions", body, cancel, ids,
+                                   retries=retries, deadline=deadline) as resp:
+                    if not request.stream:
+                        reply = reply_from_message(self._json(resp, cancel))
+                    else:
+                        try:
+                            reply = self._stream(resp, on_delta, cancel)
+                        except _BeforeFirstToken as exc:
+                            if len(retries) >= self._budget():
+                                raise ProviderProtocolError(
+                                    f"{exc}; the server may have died mid-reply. Not retried "
+                                    f"again after {len(retries) + 1} attempts: check its log."
+                                ) from None
+                            retries.append(str(exc))
+                            continue  # the next attempt backs off and counts against the budget
+                    return dataclasses.replace(reply, retries=tuple(retries))
+        except ProviderError as exc:
+            exc.retries = tuple(retries)
+            raise
 
     # -- plumbing -----------------------------------------------------------
     def _json(self, resp: httpx.Response, cancel: CancelToken | None = None) -> Any:
@@ -146,6 +188,8 @@ class OpenAIClient:
 
     def _stream(self, resp: httpx.Response, on_delta: Callable[[Delta], None] | None,
                 cancel: CancelToken | None) -> ModelReply:
+        """The assembled reply; a stream that breaks raises :class:`_BeforeFirstToken`
+        (retried) when nothing had come back yet, :class:`ModelStreamLost` otherwise."""
         import httpx
 
         asm = StreamAssembler(on_delta)
@@ -172,28 +216,34 @@ class OpenAIClient:
             # an HTTPError; uncaught it escaped the loop as a crash instead of "interrupted".
             if cancel is not None and cancel.cancelled:
                 raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
-            raise ProviderProtocolError(
-                f"the stream from {resp.request.url} broke after {len(asm.text)} chunks "
-                f"({type(exc).__name__}: {exc}); the server may have died mid-reply. "
-                "Check the server's log, then retry.") from None
+            if isinstance(exc, httpx.TimeoutException) and not (asm.text or asm.calls):
+                raise ProviderProtocolError(
+                    f"{resp.request.url} accepted the request but sent nothing back in time "
+                    f"({type(exc).__name__}); the server may be overloaded. Not retried, since "
+                    "it may be working on it.") from None
+            raise _broken(resp, asm, f"broke ({type(exc).__name__}: {exc})") from None
         if cancel is not None and cancel.cancelled:
             raise RequestCancelled(f"request cancelled: {cancel.reason}")
         if not done and asm.finish_reason is None:
-            raise ProviderProtocolError(
-                f"the stream from {resp.request.url} ended without finishing (no finish_reason, "
-                "no [DONE]); the server may have died mid-reply. Check its log, then retry.")
+            raise _broken(resp, asm, "ended without finishing (no finish_reason, no [DONE])")
         return asm.reply()
 
     @contextmanager
     def _request(self, method: str, path: str, body: Any, cancel: CancelToken | None,
-                 ids: dict[str, str] | None = None) -> Iterator[httpx.Response]:
+                 ids: dict[str, str] | None = None, *, retries: list[str] | None = None,
+                 deadline: float | None = None) -> Iterator[httpx.Response]:
         """Send with retries over the replicas; every attempt carries the same ``ids``
-        headers, so the model side records a retried turn under one request id."""
+        headers, so the model side records a retried turn under one request id.  Each
+        retried attempt is appended to ``retries``, whose length is the attempts spent
+        (a caller retrying a stream shares the budget and ``deadline``)."""
         import httpx
 
-        deadline = time.monotonic() + self.deadline_s
-        attempt = 0
-        last = ""
+        deadline = deadline if deadline is not None else time.monotonic() + self.deadline_s
+        retries = retries if retries is not None else []
+        attempt = len(retries)
+        last = retries[-1] if retries else ""
+        if attempt:
+            self._pause(attempt, deadline, cancel, last)
         payload = None if body is None else json.dumps(body).encode()
         while True:
             if cancel is not None and cancel.cancelled:
@@ -225,6 +275,9 @@ class OpenAIClient:
                     raise RequestCancelled(f"request cancelled: {cancel.reason}") from None
                 if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
                     transient, last = True, f"{url}: {type(exc).__name__}: {exc}"
+                elif isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+                    # Closed or reset before any reply: the host went away (a crash, a restart).
+                    transient, last = True, f"{url}: {type(exc).__name__}: {exc} (before the reply)"
                 elif isinstance(exc, httpx.TimeoutException):
                     raise ProviderUnavailable(
                         f"{url} accepted the request but sent nothing back in time "
@@ -250,18 +303,28 @@ class OpenAIClient:
                     resp.close()
             unhook()
             assert transient
+            retries.append(last)
             attempt += 1
-            if attempt > self.max_retries * max(1, len(self.base_urls)) or attempt > 50:
-                raise ProviderUnavailable(
-                    f"model server unavailable after {attempt} attempts ({last}); start it with "
-                    "`abhed serve` or check base_url in the provider config.")
-            pause = min(self.backoff_s * (2 ** min(attempt - 1, 6)), 5.0) * (0.5 + random.random() / 2)
-            pause = min(pause, max(0.0, deadline - time.monotonic()))
-            if cancel is not None:
-                if cancel.wait(pause):
-                    raise RequestCancelled(f"request cancelled: {cancel.reason}")
-            else:
-                time.sleep(pause)
+            self._pause(attempt, deadline, cancel, last)
+
+    def _budget(self) -> int:
+        """Retries one call may spend, over all its replicas."""
+        return min(self.max_retries * max(1, len(self.base_urls)), 50)
+
+    def _pause(self, attempt: int, deadline: float, cancel: CancelToken | None,
+               last: str) -> None:
+        """Refuse once the retries are spent, else back off before attempt ``attempt + 1``."""
+        if attempt > self._budget():
+            raise ProviderUnavailable(
+                f"model server unavailable after {attempt} attempts ({last}); start it with "
+                "`abhed serve` or check base_url in the provider config.")
+        pause = min(self.backoff_s * (2 ** min(attempt - 1, 6)), 5.0) * (0.5 + random.random() / 2)
+        pause = min(pause, max(0.0, deadline - time.monotonic()))
+        if cancel is not None:
+            if cancel.wait(pause):
+                raise RequestCancelled(f"request cancelled: {cancel.reason}")
+        else:
+            time.sleep(pause)
 
     @staticmethod
     def _hook_cancel(req: httpx.Request, cancel: CancelToken | None) -> Callable[[], None]:

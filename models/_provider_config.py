@@ -88,6 +88,19 @@ class ProviderConfig(BaseModel):
                 raise ValueError(f"base_url {u!r} must not carry a query, fragment or credentials")
         return v
 
+    router: bool = Field(
+        default=False, description="base_url is the site's one endpoint with the vLLM router "
+        "behind it (docs/providers.md, Scale): the router balances, so a list of replicas "
+        "here is refused.")
+
+    @model_validator(mode="after")
+    def _one_balancer(self) -> ProviderConfig:
+        if self.router and len(self.base_urls) > 1:
+            raise ValueError("router is true but base_url lists several replicas: one mechanism "
+                             "balances, and it is the router; give its one URL (the model "
+                             "service's front) and list the replicas in serve.router.replicas")
+        return self
+
     @model_validator(mode="after")
     def _one_key_source(self) -> ProviderConfig:
         if self.api_key_file is not None and self.api_key_env is not None:

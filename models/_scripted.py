@@ -80,12 +80,16 @@ class ScriptedServer:
     def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]] = (), *,
                  responder: Callable[[dict[str, Any]], ScriptStep] | None = None,
                  model: str = "scripted", port: int = 0, api_key: str | None = None,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, max_model_len: int = 8192,
+                 vllm_version: str = "0.0.0-scripted") -> None:
         """``api_key``: refuse /v1 requests without ``Authorization: Bearer KEY`` (401), as
         vLLM does with ``VLLM_API_KEY``; ``tls``: serve https with this server context."""
         self.steps = [s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps]
         self.responder = responder
         self.model = model
+        # What vLLM reports on /v1/models and /version (the host check reads both).
+        self.max_model_len = max_model_len
+        self.vllm_version = vllm_version
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -176,7 +180,11 @@ class ScriptedServer:
                 if self.path in ("/health", "/v1/health"):
                     self._json(200, {})
                 elif self.path == "/v1/models":
-                    self._json(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+                    self._json(200, {"object": "list", "data": [{
+                        "id": server.model, "object": "model",
+                        "max_model_len": server.max_model_len}]})
+                elif self.path == "/version":
+                    self._json(200, {"version": server.vllm_version})
                 else:
                     self._json(404, {"error": {"message": f"no route {self.path}", "code": 404}})
 

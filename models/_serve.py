@@ -24,6 +24,8 @@ from foundation import OFFLINE_ENV, terminate_group
 from models._catalog import CatalogEntry
 from models._credentials import ApiKey, read_api_key
 from models._errors import ProviderConfigError, ServeError
+from models._host_check import check_model_host
+from models._scale import RouterSettings, router_command
 
 __all__ = ["OFFLINE_ENV", "ServeSettings", "VllmServer", "get_local"]
 
@@ -59,6 +61,8 @@ class ServeSettings(BaseModel):
         description="File with the API key vLLM demands of clients (VLLM_API_KEY; never in argv).")
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
                                     description="Environment variable holding that key.")
+    router: RouterSettings | None = Field(
+        default=None, description="The vLLM router over several replicas (docs/providers.md, Scale).")
     idle_stop_s: float = Field(
         default=600.0, gt=0, le=86400,
         description="A model service started on demand stops after this long with no abhed using it.")
@@ -168,6 +172,8 @@ class VllmServer:
                 "--enable-auto-tool-choice", "--tool-call-parser", e.tool_call_parser]
         if e.pipeline_parallel_size > 1:
             argv += ["--pipeline-parallel-size", str(e.pipeline_parallel_size)]
+        if e.data_parallel_size > 1:
+            argv += ["--data-parallel-size", str(e.data_parallel_size)]
         if e.distributed_executor_backend is not None:
             argv += ["--distributed-executor-backend", e.distributed_executor_backend]
         if e.reasoning_parser is not None:
@@ -227,10 +233,30 @@ class VllmServer:
             log.close()
         try:
             self.wait_healthy(timeout_s or self.settings.startup_timeout_s)
+            if verify:
+                self.check_host()
         except BaseException:
             self.stop()
             raise
         return self.base_url
+
+    def check_host(self) -> None:
+        """Refuse (HostMismatch) a server that answers with another model, context length,
+        vLLM version or weights than the catalog entry declares (models._host_check).
+        The weights were hashed by :meth:`preflight` against the entry's digests."""
+        key = self.api_key()
+        sock = self.unix_socket
+        check_model_host(self.base_url, self.entry.host_declaration(),
+                         installed_weights=self.entry.files,
+                         headers=key.header() if key is not None else None,
+                         get=lambda url, t, h: get_local(url, t, h, sock))
+
+    def router_command(self) -> list[str] | None:
+        """The vLLM router's command over ``serve.router.replicas`` (None: no router)."""
+        r = self.settings.router
+        if r is None:
+            return None
+        return router_command(r, r.python or self.python)
 
     def log_tail(self, max_bytes: int = 6000) -> str:
         try:

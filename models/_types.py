@@ -34,6 +34,7 @@ class ModelReply:
     finish_reason: str | None = None
     usage: Usage | None = None
     model: str = ""
+    retries: tuple[str, ...] = ()  # attempts retried before this reply (host gone, no token yet)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,9 @@ __all__ = [
 # 2: ModelTurn gained request_id, SessionStarted host and account (all optional: a
 # version-1 body reads unchanged).  A reader
 # older than a log refuses its newer bodies by name instead of misreading them.
-SCHEMA_VERSION = 2
+# 3: ModelTurn and RunEnded gained retries, RunEnded the reason model_stream_lost (optional
+# or new values: a version-2 body reads unchanged).
+SCHEMA_VERSION = 3
 
 
 def now_iso() -> str:
@@ -155,6 +157,7 @@ RunEndReason = Literal[
     "deadline",        # limits.deadline_s of wall-clock time passed
     "interrupted",     # Ctrl-C, rpc abort, or the caller's cancel
     "provider_error",  # the model server failed in a way retrying did not fix
+    "model_stream_lost",  # the model host went away after part of the reply had come back
     "repeated_failure",  # the same call failed (or was denied) loop.max_repeated_failures times in a row
     "context_full",    # the conversation no longer fits the context and compaction could not help
     "budget",          # a subagent's reserved share of its parent's budget ran out
@@ -222,6 +225,10 @@ class ModelTurn(_Base):
         "(X-Abhed-Request), retries included; the auditor's join matches the model side's "
         "records to it.  None in logs written before schema version 2, and for turns asked of "
         "a provider outside a governed run (the probe).")
+    retries: list[str] = Field(
+        default_factory=list, description="Each attempt retried before this reply, and why: "
+        "the model host went away before any token came back (refused, reset, a 502/503 from "
+        "the router).")
 
 
 class ApprovalEvent(_Base):
@@ -251,6 +258,9 @@ class RunEnded(_Base):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     answer: str | None = None
+    retries: list[str] = Field(
+        default_factory=list, description="Attempts at the last request retried before the "
+        "run ended (provider_error, model_stream_lost), each with why.")
 
 
 # -- working memory, artifacts, compaction, undo, subagents --------------------
@@ -521,8 +531,9 @@ def migrate(raw: dict[str, Any]) -> dict[str, Any]:
 
     Version 1 is the first; each later version adds one step here, so an
     old log stays readable forever (the stored bytes, and so the hash chain,
-    are never rewritten).  1 -> 2 needs no step: version 2 only added
-    optional fields (ModelTurn's ``request_id``, SessionStarted's ``host`` and ``account``).
+    are never rewritten).  1 -> 2 and 2 -> 3 need no step: they only
+    added optional fields (ModelTurn's ``request_id`` and ``retries``, SessionStarted's
+    ``host`` and ``account``, RunEnded's ``retries``) and a RunEnded reason.
     """
     version = raw.get("schema_version", 1)
     if not isinstance(version, int) or version > SCHEMA_VERSION:

@@ -45,6 +45,7 @@ from models import (
     ChatRequest,
     Delta,
     ModelReply,
+    ModelStreamLost,
     Provider,
     ProviderError,
     RequestCancelled,
@@ -262,7 +263,8 @@ class Agent:
             tool_calls=[TurnToolCall(id=cid, name=c.name, arguments=c.arguments) for cid, c in calls],
             finish_reason=reply.finish_reason,
             usage=TurnUsage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-            if usage else None, duration_ms=round(waited_ms, 3), request_id=request_id))
+            if usage else None, duration_ms=round(waited_ms, 3), request_id=request_id,
+            retries=list(reply.retries)))
         if not calls:
             run.answer = reply.text
             raise StopRun("done", "the model finished" + (
@@ -382,8 +384,11 @@ class Agent:
         except RequestCancelled:
             self._check_cancel()
             raise StopRun("interrupted", "interrupted") from None
+        except ModelStreamLost as exc:
+            # Tokens had come back: never retried, never silent; the event names the loss.
+            raise StopRun("model_stream_lost", str(exc), retries=exc.retries) from None
         except ProviderError as exc:
-            raise StopRun("provider_error", str(exc)) from None
+            raise StopRun("provider_error", str(exc), retries=exc.retries) from None
         except Exception:
             # A cancel shuts the socket down under a read; whatever the HTTP
             # stack then raises (httpx's StreamClosed, say) is the interrupt.
@@ -439,5 +444,5 @@ class Agent:
         self.session.append(RunEnded(
             session_id=self.session.id, run_id=run.id, reason=stop.reason, message=stop.message,
             turns=run.turns, prompt_tokens=run.prompt_tokens,
-            completion_tokens=run.completion_tokens, answer=run.answer))
+            completion_tokens=run.completion_tokens, answer=run.answer, retries=list(stop.retries)))
         return RunOutcome(run.id, stop.reason, stop.message, run.answer, run.turns)

@@ -55,7 +55,8 @@ class TaskSettings(BaseModel):
 class StopRun(Exception):
     """Ends a run: caught once in the loop, turned into a ``run_ended`` event."""
 
-    def __init__(self, reason: RunEndReason, message: str) -> None:
+    def __init__(self, reason: RunEndReason, message: str, *, retries: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.reason: RunEndReason = reason
         self.message = message
+        self.retries = retries  # the failed request's retried attempts, for run_ended

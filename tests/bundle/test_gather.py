@@ -446,6 +446,40 @@ def test_a_model_directory_that_already_holds_a_signature_is_refused(tmp_path: P
                say=lambda _: None)
 
 
+@pytest.mark.parametrize(("layout", "words"), [
+    ("tensor_parallel_size = 4\ngpus_per_host = 2",
+     "tensor_parallel_size 4 is more than gpus_per_host 2"),
+    ("tensor_parallel_size = 2\ndata_parallel_size = 2\npipeline_parallel_size = 2\n"
+     'gpus_per_host = 4\nhosts = 1',
+     "tensor_parallel_size 2 x pipeline_parallel_size 2 x data_parallel_size 2 = 8 GPUs, but "
+     "gpus_per_host 4 x hosts 1 = 4"),
+    ("pipeline_parallel_size = 2\nhosts = 2", 'hosts = 2 needs distributed_executor_backend = "ray"'),
+])
+def test_a_layout_that_does_not_fit_the_gpus_is_refused_before_any_download(
+        tmp_path: Path, layout: str, words: str) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace("serve_env =", f"{layout}\nserve_env =", 1))
+    cache = tmp_path / "c"
+    with pytest.raises(SpecError, match="model tiny: ") as info:
+        gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None)
+    assert words in str(info.value) and "docs/providers.md" in str(info.value)
+    assert not cache.exists()
+
+
+def test_the_layout_and_vllm_version_reach_the_catalog_entry(tmp_path: Path) -> None:
+    site = _site(tmp_path)
+    site.write_text(site.read_text().replace("serve_env =", (
+        'data_parallel_size = 2\ngpus_per_host = 2\nvllm_version = "0.11.0"\nserve_env ='), 1))
+    cache = tmp_path / "cache"
+    gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None)
+    entry = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-catalog.json")
+                       .read_text())["models"][0]
+    assert (entry["data_parallel_size"], entry["gpus_per_host"], entry["vllm_version"]) == \
+        (2, 2, "0.11.0")
+    serve = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-serve.json").read_text())
+    assert serve["command"][serve["command"].index("--data-parallel-size") + 1] == "2"
+
+
 def test_gather_carries_the_sites_roles_into_the_signed_manifest(tmp_path: Path) -> None:
     from cli.bundle import check_settings
 

@@ -277,3 +277,17 @@ def test_inspect_shows_the_roles_and_what_each_installs(two_roles: tuple[Path, S
     lines = {ln.split()[0]: ln for ln in r.output.splitlines() if ln.startswith("  agent ")
              or ln.startswith("  model ")}
     assert set(lines) == {"agent", "model"} and "bytes unpacked" in lines["agent"]
+
+
+def test_a_provider_through_the_hosts_relay_is_not_held_to_the_endpoint_list() -> None:
+    """With the model relay, the declared endpoints are the relay's upstreams; the provider
+    points at the relay's socket and its base_url only names the Host it sends."""
+    from bundle._roles import check_provider_endpoints
+
+    relay = {"name": "site", "base_url": "http://model-service/v1",
+             "unix_socket": "/run/abhed/model.sock"}
+    check_provider_endpoints({"custom_providers": [relay]}, ["https://model-1:8443/v1"], "site")
+    bare = {k: v for k, v in relay.items() if k != "unix_socket"}
+    with pytest.raises(SpecError, match="not one of"):
+        check_provider_endpoints({"custom_providers": [relay, bare]},
+                                 ["https://model-1:8443/v1"], "site")

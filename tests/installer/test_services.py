@@ -52,3 +52,32 @@ def test_run_script_quotes_hostile_arguments_and_takes_the_port_from_the_environ
                          env={"ABHED_MODEL_PORT": "9123", "PATH": "/usr/bin:/bin"}).stdout
     assert out == f"$(touch {marker}) a b;c --port=9123 9123\n"
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(("role", "names"), [
+    ("agent", {"abhed-model-relay.service"}),
+    ("model", {"abhed-model.service", "abhed-model-front.service"}),
+    ("all", {"abhed-model.service", "abhed-model-front.service", "abhed-model-relay.service"}),
+])
+def test_each_role_gets_its_units_and_the_relay_reaches_the_declared_endpoints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str, names: set[str]) -> None:
+    from installer._services import relay_upstreams, write_units
+
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    monkeypatch.setenv("ABHED_INSTALLER_SYSROOT", str(tmp_path))
+    layout = Layout(Path("/opt/abhed"))
+    endpoints = ("https://model-1:8443/v1", "https://model-2:8443/")
+    written = write_units(layout, role, endpoints)
+    assert {p.name for p, _ in written} == names
+    assert all(old is None for _, old in written)
+    relay = tmp_path / "etc/systemd/system/abhed-model-relay.service"
+    if "abhed-model-relay.service" in names:
+        text = relay.read_text()
+        assert "--upstream https://model-1:8443 --upstream https://model-2:8443" in text
+        assert "--socket /run/abhed/model.sock" in text
+        assert "/opt/abhed/state/credential/host.pem" in text
+    else:
+        assert not relay.exists()
+    again = write_units(layout, role, endpoints)
+    assert all(old is not None for _, old in again)
+    assert relay_upstreams(()) == ["https://localhost:8443"]

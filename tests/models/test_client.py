@@ -16,6 +16,7 @@ from models import (
     ChatRequest,
     Delta,
     ModelNotFound,
+    ModelStreamLost,
     OpenAIClient,
     ProviderConfig,
     ProviderHTTPError,
@@ -242,3 +243,43 @@ def test_provider_merges_params_and_picks_the_served_model() -> None:
         p.complete(ChatRequest(MSG))
         p.close()
     assert s.requests[-1]["temperature"] == 0.5 and s.requests[-1]["seed"] == 3
+
+
+def test_a_host_gone_before_the_first_token_is_retried_and_named() -> None:
+    # The first attempt's stream is cut after the role chunk (no token yet); a 503 from
+    # the router next; the third answers.  One reply, both retries named.
+    with ScriptedServer([{"text": "hello", "die_after_chunks": 1},
+                         {"status": 503, "error": "no healthy worker"},
+                         {"text": "hello"}]) as s:
+        c = OpenAIClient([s.base_url], max_retries=3, backoff_s=0.01)
+        seen: list[str] = []
+        reply = c.chat("scripted", ChatRequest(MSG, request_id="r-1"),
+                       on_delta=lambda d: seen.append(d.text))
+        c.close()
+    assert reply.text == "hello" and "".join(seen) == "hello"
+    assert len(reply.retries) == 2
+    assert "before the first token" in reply.retries[0] and "HTTP 503" in reply.retries[1]
+    assert [i[1] for i in s.ids] == ["r-1"] * 3  # one request id across the retries
+
+
+def test_a_host_gone_after_tokens_is_a_named_loss_never_retried() -> None:
+    with ScriptedServer([{"text": "abcdefgh", "chunk_chars": 1, "die_after_chunks": 4},
+                         {"text": "never sent"}]) as s:
+        c = OpenAIClient([s.base_url], max_retries=3, backoff_s=0.01)
+        seen: list[str] = []
+        with pytest.raises(ModelStreamLost, match="model_stream_lost") as info:
+            c.chat("scripted", ChatRequest(MSG), on_delta=lambda d: seen.append(d.text))
+        c.close()
+    assert "".join(seen) == "abc" and len(s.requests) == 1
+    assert info.value.retries == ()
+
+
+def test_a_host_gone_for_good_ends_with_every_retry_named() -> None:
+    s = ScriptedServer().start()
+    url = s.base_url
+    s.stop()  # the host is gone: every attempt is refused outright
+    c = OpenAIClient([url], max_retries=2, backoff_s=0.01)
+    with pytest.raises(ProviderUnavailable, match="after 3 attempts") as info:
+        c.chat("scripted", ChatRequest(MSG))
+    c.close()
+    assert len(info.value.retries) == 3 and all("ConnectError" in r for r in info.value.retries)

@@ -129,10 +129,11 @@ import json, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 args = sys.argv
 port = int(args[args.index("--port") + 1]); name = args[args.index("--served-model-name") + 1]
+ctx = int(args[args.index("--max-model-len") + 1])
 class H(BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_GET(self):
-        body = b"{}" if self.path == "/health" else json.dumps({"data": [{"id": name}]}).encode()
+        body = b"{}" if self.path == "/health" else json.dumps({"data": [{"id": name, "max_model_len": ctx}]}).encode()
         self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers()
         self.wfile.write(body)
 print("fake vllm up", flush=True)

@@ -19,7 +19,9 @@ installer's units run them.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,69 +30,48 @@ from pathlib import Path
 
 import pytest
 
-from installer._site_ca import SiteCA
+from installer._services import RELAY_SOCKET
 from models import read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
 from tests.site.harness import ENGINEERS, Site, SiteHost, SiteVllm
+from tests.site.model_service import ABHED, PREFIX, SiteService, start_model_service
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
+RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record
 
 
-def _start_model_service(site: Site, vllm: SiteVllm,
-                         ca_dir: Path) -> list[subprocess.Popen[str]]:
-    """The site CA's credentials on every host, the front on the model host, a relay on
-    each engineer's host, as the installer's units run them (root, /etc/abhed)."""
-    ca = SiteCA(ca_dir)
-    ca.init("site-test", days=30)
-    for host in site.hosts.values():
-        issued = ca.issue(host.name, host.role, dns=[host.name], ips=[host.address], days=30)
-        assert issued.pem is not None
-        etc = host.path("/etc/abhed")
-        shutil.copy(ca.cert_path, etc / "ca.pem")
-        (etc / "credential.pem").write_bytes(issued.pem)
-        (etc / "credential.pem").chmod(0o600)
-        if host.role == "agent":
-            (etc / "engineers.json").write_text(json.dumps(
-                {"format": "abhed-engineers/1",
-                 "engineers": {u: {"uid": uid} for u, uid in host.users.items()}}))
-    model = vllm.host
-    shutil.copy(ca.crl_path, model.path("/etc/abhed/crl.pem"))
-    model.path("/srv/front").mkdir(mode=0o700)
-    abhed = [sys.executable, "-m", "cli"]
-    env = {"PYTHONPATH": str(ROOT)}
-    services = [site.service(model, [
-        *abhed, "model-front", "--host", model.address, "--port", str(PORT),
-        "--ca", "/etc/abhed/ca.pem", "--credential", "/etc/abhed/credential.pem",
-        "--crl", "/etc/abhed/crl.pem", "--upstream", vllm.base_url.removesuffix("/v1"),
-        "--record", "/srv/front/requests.db"], env=env)]
-    services += [site.service(host, [
-        *abhed, "model-relay", "--socket", "/run/abhed/model.sock",
-        "--upstream", f"https://{model.address}:{PORT}", "--ca", "/etc/abhed/ca.pem",
-        "--credential", "/etc/abhed/credential.pem", "--engineers", "/etc/abhed/engineers.json"],
-        env=env) for host in site.hosts.values() if host.role == "agent"]
-    for proc in services:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
-    return services
-
-
-def _engineer_config(host: SiteHost, user: str, served: str) -> None:
+def _site_layer(host: SiteHost, served: str) -> None:
+    """The site's signed settings as the installer leaves them on an engineer's host
+    (/etc/abhed/site): the host's model relay is the engineers' default provider, so a
+    bare ``abhed`` goes through it (docs/model-service.md)."""
     provider = {"name": "site", "api": "openai", "base_url": "http://model-service/v1",
-                "unix_socket": "/run/abhed/model.sock", "model": served,
+                "unix_socket": RELAY_SOCKET, "model": served,
                 "sampling": ["temperature", "seed", "max_tokens"],
                 "params": {"temperature": 0, "max_tokens": 64}, "max_retries": 1}
+    settings = json.dumps({"custom_providers": [provider], "default_provider": "site",
+                           "loop": {"max_turns": 4}}, sort_keys=True,
+                          separators=(",", ":")).encode()
+    where = host.path("/etc/abhed/site")
+    where.mkdir(mode=0o755, parents=True)
+    (where / "settings.json").write_bytes(settings)
+    (where / "origin.json").write_text(json.dumps({
+        "format": "abhed-site-origin/1", "site": "site-test", "release": 1,
+        "bundle_manifest_sha256": "0" * 64, "signing_key_ids": [],
+        "settings_sha256": hashlib.sha256(settings).hexdigest()}))
+    for p in (where, where / "settings.json", where / "origin.json"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def _engineer_config(host: SiteHost, user: str) -> None:
+    """An engineer's own workspace; no provider of their own: the site layer's is theirs."""
     home = host.path(f"/home/{user}")
     (home / ".abhed").mkdir(mode=0o700)
-    (home / ".abhed" / "config.json").write_text(json.dumps(
-        {"custom_providers": [provider], "loop": {"max_turns": 4}}))
     (home / "ws").mkdir()
     (home / "ws" / "notes.txt").write_text(f"{user}'s notes\n")
-    for p in (home / ".abhed", home / ".abhed" / "config.json", home / "ws",
-              home / "ws" / "notes.txt"):
+    for p in (home / ".abhed", home / "ws", home / "ws" / "notes.txt"):
         shutil.chown(p, host.users[user], host.users[user])
 
 
@@ -104,18 +85,23 @@ def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[s
 def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
         site: Site, site_vllm: SiteVllm, tmp_path: Path) -> None:
     t0 = time.monotonic()
-    services = _start_model_service(site, site_vllm, tmp_path / "ca")
+    svc = start_model_service(site, site_vllm, tmp_path / "ca")
     try:
-        _work_then_audit(site, site_vllm, tmp_path, t0)
-    finally:
-        for proc in services:  # the site outlives this test: leave it as it was found
+        _work_then_audit(site, site_vllm, svc, tmp_path, t0)
+    finally:  # the site outlives this test (one per run): leave it as it was found
+        for proc in svc.procs.values():
             site.stop(proc)
+        for name in ENGINEERS:
+            shutil.rmtree(site.hosts[name].path("/etc/abhed/site"), ignore_errors=True)
 
 
-def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float) -> None:
+def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path: Path,
+                     t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
+    for name in ENGINEERS:
+        _site_layer(site.hosts[name], site_vllm.served)
     for host, user in engineers:
-        _engineer_config(host, user, site_vllm.served)
+        _engineer_config(host, user)
     abhed = [sys.executable, "-m", "cli"]
     # All four at once, each on their own host as themselves.
     runs = [(host, user, host.popen(
@@ -137,7 +123,7 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float)
 
     # The curious engineer: ana on eng-1.
     eng1 = site.hosts["eng-1"]
-    peek = eng1.run(["cat", "/etc/abhed/credential.pem"], user="ana")  # the host's credential
+    peek = eng1.run(["cat", f"{PREFIX}/state/credential/host.pem"], user="ana")  # the host's
     assert peek.returncode != 0 and "Permission denied" in peek.stderr
     peek = eng1.run(["cat", "/home/bob/.abhed/state/events.db"], user="ana")
     assert peek.returncode != 0 and "Permission denied" in peek.stderr
@@ -164,7 +150,7 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float)
     # its -wal would miss what is not checkpointed yet); the export is re-verified here.
     abhed_env = {"ABHED_HOME": "/srv/auditor", "PYTHONPATH": str(ROOT)}
     exported = site_vllm.host.run([*abhed, "events", "export-requests", "--record",
-                                   "/srv/front/requests.db", "--out", "/srv/requests.jsonl"],
+                                   RECORD, "--out", "/srv/requests.jsonl"],
                                   env=abhed_env)
     assert exported.returncode == 0, exported.stderr
     record = collected / "model-1-requests.jsonl"
@@ -202,3 +188,71 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, tmp_path: Path, t0: float)
     for line in (tmp_path / "r.ocsf").read_text().splitlines():
         assert ocsf_problems(json.loads(line)) == []
     print(f"site: four sessions in {ran_s:.1f} s, whole test {time.monotonic() - t0:.1f} s")
+    svc.outputs.append(f"$ abhed events join --requests model-1-requests.jsonl --agent-logs "
+                       f"agents/\n{text.stdout}{text.stderr}")
+    transcript = os.environ.get("ABHED_SITE_TRANSCRIPT")  # docs/operator-guide.md, section 12
+    if transcript:
+        Path(transcript).write_text("\n".join(svc.outputs))
+    _bad_input(site, site_vllm, svc, tmp_path)
+
+
+def _curl_body(host: SiteHost, user: str, sock: str) -> tuple[str, str]:
+    """(status, body) of a chat request through the relay at ``sock``."""
+    body = json.dumps({"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                       "max_tokens": 4})
+    done = host.run(["curl", "-s", "-w", "\n%{http_code}", "--max-time", "120", "-H",
+                     "content-type: application/json", "-d", body, "--unix-socket", sock,
+                     "http://model-service/v1/chat/completions"], user=user)
+    text, _, status = done.stdout.rpartition("\n")
+    return status, text
+
+
+def _bad_input(site: Site, vllm: SiteVllm, svc: SiteService, tmp_path: Path) -> None:
+    """What an operator gets wrong or an attacker tries: clear errors, nothing switched.
+    (An expired credential is refused by ``credential install`` and by the TLS handshake:
+    tests/installer/test_model_access.py and tests/models.)"""
+    eng2, model = site.hosts["eng-2"], vllm.host
+    held = eng2.path(f"{PREFIX}/state/credential/host.pem").read_bytes()
+    # A credential from another site's CA: refused by name, the host's own one kept.
+    other = tmp_path / "other-ca"
+    assert svc.operator("ca", "init", str(other), "--site", "elsewhere").returncode == 0
+    assert svc.operator("ca", "issue", str(other), "--host", "eng-2", "--role", "agent",
+                        "--out", str(tmp_path / "foreign.pem")).returncode == 0
+    eng2.path("/srv/foreign.pem").write_bytes((tmp_path / "foreign.pem").read_bytes())
+    done = svc.on(eng2, "credential", "install", "/srv/foreign.pem", "--prefix", PREFIX)
+    assert done.returncode != 0 and "from another CA" in done.stderr + done.stdout, done
+    assert eng2.path(f"{PREFIX}/state/credential/host.pem").read_bytes() == held
+    # A model host that answers as another: a front on model-1 holding model-9's
+    # credential (its name and address are not model-1's); a relay asked to reach model-1
+    # there refuses it by name.
+    impostor = tmp_path / "model-9.pem"
+    assert svc.operator("ca", "issue", str(svc.ca_dir), "--host", "model-9", "--role", "model",
+                        "--dns", "model-9", "--ip", "10.213.0.250",
+                        "--out", str(impostor)).returncode == 0
+    model.path("/srv/model-9.pem").write_bytes(impostor.read_bytes())
+    front = site.service(model, [*ABHED, "model-front", "--host", model.address, "--port", "8444",
+                                 "--ca", f"{PREFIX}/state/credential/ca.pem",
+                                 "--credential", "/srv/model-9.pem",
+                                 "--crl", f"{PREFIX}/state/credential/crl.pem",
+                                 "--upstream", vllm.base_url.removesuffix("/v1"),
+                                 "--record", "/srv/impostor.sqlite"], env={"PYTHONPATH": str(ROOT)})
+    relay = site.service(eng2, [*ABHED, "model-relay", "--socket", "/run/abhed/other.sock",
+                                "--upstream", f"https://{model.address}:8444",
+                                "--ca", f"{PREFIX}/state/credential/ca.pem",
+                                "--credential", f"{PREFIX}/state/credential/host.pem",
+                                "--engineers", f"{PREFIX}/state/engineers.json"],
+                         env={"PYTHONPATH": str(ROOT)})
+    svc.procs.update({"impostor-front": front, "impostor-relay": relay})
+    for proc in (front, relay):
+        assert proc.stdout is not None and proc.stdout.readline().startswith("listening on")
+    status, text = _curl_body(eng2, "cai", "/run/abhed/other.sock")
+    assert status == "502" and "does not name the host asked for" in text, (status, text)
+    # A revoked host: the operator revokes eng-2, the model host installs the new list; the
+    # next request from eng-2 is refused by name, eng-1's still answered.
+    assert svc.operator("ca", "revoke", str(svc.ca_dir), "--host", "eng-2").returncode == 0
+    model.path("/srv/crl.pem").write_bytes((svc.ca_dir / "crl.pem").read_bytes())
+    assert svc.on(model, "credential", "crl", "/srv/crl.pem", "--prefix", PREFIX).returncode == 0
+    status, text = _curl_body(eng2, "cai", RELAY_SOCKET)
+    assert status == "403" and "revoked" in text, (status, text)
+    status, text = _curl_body(site.hosts["eng-1"], "bob", RELAY_SOCKET)
+    assert status == "200", (status, text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 from appliance.events import ActionEvent, ModelTurn, ObservationEvent, RunEnded, RunStarted
 from appliance.loop import Limits
@@ -149,10 +150,28 @@ def test_provider_error_ends_the_run_with_the_servers_message(workspace: Path) -
     assert out.reason == "provider_error" and "temperature must be >= 0" in out.message
 
 
-def test_server_dying_mid_stream_is_a_provider_error(workspace: Path) -> None:
-    with scripted_agent(workspace, [{"text": "a long answer", "chunk_chars": 2, "die_after_chunks": 3}]) as (agent, _, _s):
+def test_server_dying_mid_stream_is_a_named_loss_not_retried(workspace: Path) -> None:
+    # Tokens had come back: the turn ends with model_stream_lost, the next step unasked.
+    steps: list[dict[str, Any]] = [{"text": "a long answer", "chunk_chars": 2, "die_after_chunks": 3},
+                                   {"text": "never sent"}]
+    with scripted_agent(workspace, steps) as (agent, server, seen):
         out = agent.run("go")
-    assert out.reason == "provider_error" and "mid-reply" in out.message
+    assert out.reason == "model_stream_lost" and "mid-reply" in out.message
+    assert len(server.requests) == 1
+    ended = seen[-1].event
+    assert ended.type == "run_ended" and ended.reason == "model_stream_lost" and ended.retries == []
+
+
+def test_server_dying_before_the_first_token_is_retried_and_logged(workspace: Path) -> None:
+    steps: list[dict[str, Any]] = [{"text": "lost", "die_after_chunks": 1},
+                                   {"status": 503, "error": "router: no healthy worker"},
+                                   {"text": "the answer"}]
+    with scripted_agent(workspace, steps, provider={"max_retries": 3}) as (agent, server, seen):
+        out = agent.run("go")
+    assert out.reason == "done" and out.answer == "the answer" and len(server.requests) == 3
+    turn = next(e.event for e in seen if e.event.type == "model_turn")
+    assert len(turn.retries) == 2
+    assert "before the first token" in turn.retries[0] and "HTTP 503" in turn.retries[1]
 
 
 def test_steer_is_sent_before_the_next_model_call(workspace: Path) -> None:

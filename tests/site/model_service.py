@@ -1,0 +1,132 @@
+"""The site's model service brought up as an operator does it: installer verbs, role units.
+
+The operator's machine (the test) keeps the site CA (``abhed-installer ca init``)
+and issues each host's credential (``ca issue``); each host installs its own
+(``credential install``, as root, into ``PREFIX/state/credential``), a model host
+its revocation list (``credential crl``), an engineer's host enrolls its users
+(``engineer enroll``).  Then each host starts the door its role's unit runs:
+the argv is the unit's ``ExecStart`` (``installer._services.role_units``, what
+staging writes), with the release's ``abhed`` replaced by this checkout's and,
+on the model host, the front's upstream by the suite's shared vLLM (its unit
+names the run script's port, 8000).
+
+The installer is the built binary (``scripts/build-installer --cached``, as
+tests/installer uses it), or what ``ABHED_INSTALLER_BIN`` names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from installer._layout import Layout
+from installer._services import FRONT_UNIT, RELAY_UNIT, role_units
+from tests.site.harness import Site, SiteHost, SiteVllm
+
+__all__ = ["PREFIX", "SiteService", "installer_argv", "start_model_service"]
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "/srv/abhed"  # each host's own /srv
+ABHED = [sys.executable, "-m", "cli"]
+
+
+def installer_argv() -> list[str]:
+    """The built installer (``ABHED_INSTALLER_BIN``, else ``scripts/build-installer
+    --cached``, as tests/installer's fixture: a cache hit when that suite built it)."""
+    given = os.environ.get("ABHED_INSTALLER_BIN")
+    if given:
+        return shlex.split(given)
+    out = subprocess.run([str(ROOT / "scripts/build-installer"), "--cached"], check=True,
+                         capture_output=True, text=True, timeout=1200)
+    return [out.stdout.strip().splitlines()[-1]]
+
+
+@dataclass
+class SiteService:
+    """What :func:`start_model_service` made: the CA's folder, the installer it ran, the
+    model front's endpoint and the services (for a test to stop or restart)."""
+
+    ca_dir: Path
+    installer: list[str]
+    endpoint: str
+    outputs: list[str] = field(default_factory=list)  # each verb's output, for the guide
+    procs: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+
+    def operator(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """An installer verb on the operator's machine (the test's own)."""
+        done = subprocess.run([*self.installer, *args], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              check=False)
+        self.outputs.append(f"$ abhed-installer {shlex.join(args)}\n{done.stdout}{done.stderr}")
+        return done
+
+    def on(self, host: SiteHost, *args: str) -> subprocess.CompletedProcess[str]:
+        """An installer verb as root on ``host``."""
+        done = host.run([*self.installer, *args], env={"PYTHONPATH": str(ROOT)})
+        self.outputs.append(f"root@{host.name}# abhed-installer {shlex.join(args)}\n"
+                            f"{done.stdout}{done.stderr}")
+        return done
+
+
+def _exec_start(unit: str) -> list[str]:
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    return shlex.split(line.removeprefix("ExecStart="))
+
+
+def _door(site: Site, host: SiteHost, argv: list[str]) -> subprocess.Popen[str]:
+    proc = site.service(host, [*ABHED, *argv[1:]], env={"PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
+    return proc
+
+
+def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
+                        site_name: str = "site-test") -> SiteService:
+    """The site CA, every host's credential and engineers, the front on the model host and
+    a relay on each engineer's host, all through the installer's verbs and units."""
+    svc = SiteService(ca_dir, installer_argv(), f"https://{vllm.host.address}:8443/v1")
+    done = svc.operator("ca", "init", str(ca_dir), "--site", site_name, "--days", "30")
+    assert done.returncode == 0, done.stderr
+    layout = Layout(Path(PREFIX))
+    for host in site.hosts.values():
+        host.path(PREFIX).mkdir(mode=0o755, exist_ok=True)
+        cred = ca_dir / f"{host.name}.pem"
+        done = svc.operator("ca", "issue", str(ca_dir), "--host", host.name, "--role", host.role,
+                            "--dns", host.name, "--ip", host.address, "--days", "30",
+                            "--out", str(cred))
+        assert done.returncode == 0, done.stderr
+        carried = host.path(f"/srv/{host.name}.pem")  # carried to the host, then deleted
+        carried.write_bytes(cred.read_bytes())
+        done = svc.on(host, "credential", "install", f"/srv/{host.name}.pem", "--prefix", PREFIX)
+        assert done.returncode == 0, done.stdout + done.stderr
+        carried.unlink()
+        if host.role == "model":
+            host.path("/srv/crl.pem").write_bytes((ca_dir / "crl.pem").read_bytes())
+            done = svc.on(host, "credential", "crl", "/srv/crl.pem", "--prefix", PREFIX)
+            assert done.returncode == 0, done.stdout + done.stderr
+        for user in host.users:
+            done = svc.on(host, "engineer", "enroll", user, "--prefix", PREFIX)
+            assert done.returncode == 0, done.stdout + done.stderr
+    for host in site.hosts.values():
+        units = role_units(layout, host.role, [svc.endpoint])
+        if FRONT_UNIT in units:
+            argv = _exec_start(units[FRONT_UNIT])
+            argv[argv.index("--upstream") + 1] = vllm.base_url.removesuffix("/v1")
+            host.path(PREFIX + "/data").mkdir(exist_ok=True)
+            svc.procs[host.name] = _door(site, host, argv)
+    for host in site.hosts.values():
+        units = role_units(layout, host.role, [svc.endpoint])
+        if RELAY_UNIT in units:
+            svc.procs[host.name] = _door(site, host, _exec_start(units[RELAY_UNIT]))
+    return svc
+
+
+def engineers_listing(host: SiteHost) -> dict[str, object]:
+    """The enrolled engineers as the relay reads them."""
+    return dict(json.loads(host.path(PREFIX + "/state/engineers.json").read_text()))
