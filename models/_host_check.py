@@ -23,7 +23,7 @@ from models._errors import HostMismatch, ServeError
 
 __all__ = ["HostDeclaration", "check_model_host", "weights_digest"]
 
-Getter = Callable[[str, float, "dict[str, str] | None"], "tuple[int, bytes]"]  # _serve.get_local
+Getter = Callable[[str, float, "dict[str, str] | None"], "tuple[int, bytes]"]  # _local_get.get_local
 
 
 def weights_digest(files: Mapping[str, str]) -> str:
@@ -75,7 +75,7 @@ def check_model_host(root: str, declared: HostDeclaration, *,
     weights digest is declared.
     """
     if get is None:
-        from models._serve import get_local
+        from models._local_get import get_local
 
         get = get_local
     root = root.rstrip("/").removesuffix("/v1")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from models._errors import ServeError
-from models._serve import get_local
+from models._local_get import get_local
 
 __all__ = ["LocalService", "ServiceHold"]
 
