@@ -32,7 +32,8 @@ class H(BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def address_string(self): return "unix"
     def do_GET(self):
-        body = b"{}" if self.path == "/health" else json.dumps({"data": [{"id": name}]}).encode()
+        listing = {"data": [{"id": name, "max_model_len": int(args[args.index("--max-model-len") + 1])}]}
+        body = b"{}" if self.path == "/health" else json.dumps(listing).encode()
         self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers()
         self.wfile.write(body)
 print("fake vllm up on", path, flush=True)
