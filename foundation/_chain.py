@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["GENESIS", "canonical", "link_hash", "link_problem"]
@@ -39,11 +39,13 @@ def link_hash(header: Sequence[Any], body: str) -> str:
 
 
 def link_problem(*, expected_seq: int, head: str, seq: int, prev_hash: str, stored_hash: str,
-                 computed_hash: str, noun: str = "record") -> tuple[int, str] | None:
+                 computed_hash: Callable[[], str], noun: str = "record") -> tuple[int, str] | None:
     """Whether a row fits after ``head``: None, or (the seq at fault, what is wrong).
 
-    ``expected_seq`` is one past the last row accepted; ``computed_hash`` is
-    :func:`link_hash` over the row as stored.  The sentences are the ones an
+    ``expected_seq`` is one past the last row accepted; ``computed_hash`` computes
+    :func:`link_hash` over the row as stored, called only once the row's position and
+    link fit: a torn row (a damaged page read back as NULLs) is named by its position,
+    never hashed.  The sentences are the ones an
     auditor sees from either log, naming its rows (``noun``: "event", "record").
     """
     if seq != expected_seq:
@@ -53,6 +55,6 @@ def link_problem(*, expected_seq: int, head: str, seq: int, prev_hash: str, stor
     if prev_hash != head:
         return seq, (f"its prev_hash does not match the {noun} before it: "
                      f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} was removed, inserted or reordered")
-    if computed_hash != stored_hash:
+    if computed_hash() != stored_hash:
         return seq, "its contents do not match its hash: altered"
     return None

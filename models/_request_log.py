@@ -191,7 +191,7 @@ class _Walker:
     def feed(self, seq: int, prev_hash: str, digest: str, body: str) -> StoredRequest:
         problem = link_problem(expected_seq=self.seq + 1, head=self.head, seq=seq,
                                prev_hash=prev_hash, stored_hash=digest,
-                               computed_hash=_hash(seq, prev_hash, body))
+                               computed_hash=lambda: _hash(seq, prev_hash, body))
         if problem is not None:
             raise RequestLogBroken(self.where, *problem)
         stored = StoredRequest(seq, prev_hash, digest, body, _parse(self.where, seq, body))

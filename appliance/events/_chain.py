@@ -34,8 +34,8 @@ class ChainWalker:
         problem = link_problem(
             expected_seq=self.seq + 1, head=self.head, seq=row.seq, prev_hash=row.prev_hash,
             stored_hash=row.hash, noun="event",
-            computed_hash=chain_hash(row.seq, row.session_id, row.session_seq, row.type, row.ts,
-                                     row.body, row.prev_hash))
+            computed_hash=lambda: chain_hash(row.seq, row.session_id, row.session_seq, row.type,
+                                             row.ts, row.body, row.prev_hash))
         if problem is not None:
             raise ChainBroken(*problem)
         want = self.per_session.get(row.session_id, 0) + 1
