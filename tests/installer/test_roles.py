@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ import pytest
 
 import bundle
 from installer._roles import ROLES
+from tests.helpers import wait_for
 
 from .conftest import GATE_SCRIPT, BundleMaker, Installer, Keys, site_settings, tree_snapshot
 
@@ -116,17 +116,16 @@ def model_service(site: Site, keys: Keys) -> Iterator[subprocess.Popen[bytes]]:
                                  "ABHED_HOME": str(site.root / "model-home")},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.monotonic() + 60
-    while True:
+    def answers() -> bool:
+        assert proc.poll() is None, "the model service exited before it answered"
         try:
             with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
                     site.endpoint + "/models", timeout=2) as resp:
-                if resp.status == 200:
-                    break
+                return resp.status == 200
         except OSError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "the model service did not start"
-        time.sleep(0.2)
+            return False
+
+    wait_for(answers, 60, poll_s=0.2, what="the model service to answer /models")
     yield proc
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)

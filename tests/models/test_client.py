@@ -27,6 +27,7 @@ from models import (
     open_provider,
 )
 from models._chunks import StreamAssembler
+from tests.helpers import wait_for
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -182,10 +183,8 @@ def test_cancel_of_a_non_streamed_request_nobody_answered_is_cancelled_not_unava
 
         t = threading.Thread(target=ask, daemon=True)
         t.start()
-        deadline = time.monotonic() + 30
-        while not s.requests:  # the request is at the server, which will never answer
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        # The request is at the server, which will never answer.
+        wait_for(lambda: s.requests, 30, what="the request to reach the server")
         token.cancel("test")
         t.join(30)
         c.close()

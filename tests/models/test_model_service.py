@@ -41,7 +41,7 @@ from models import (
     ScriptStep,
     read_requests,
 )
-from tests.helpers import shared_scratch
+from tests.helpers import shared_scratch, wait_for
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="real users and a root relay need root"),
               pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("setpriv") is None,
@@ -90,13 +90,11 @@ class Site:
         """The records after the first ``before``, once there are ``count`` of them: an
         answered request is recorded when its answer has ended, which the caller may see
         a moment sooner."""
-        deadline = time.monotonic() + 30
-        while True:
-            new = self.records()[before:]
-            if len(new) >= count or time.monotonic() > deadline:
-                assert len(new) == count, new
-                return new
-            time.sleep(0.05)
+        wait_for(lambda: len(self.records()) - before >= count, 30,
+                 what=f"{count} new request record(s)")
+        new = self.records()[before:]
+        assert len(new) == count, new
+        return new
 
     def as_engineer(self, name: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
         uid = ENGINEERS[name]

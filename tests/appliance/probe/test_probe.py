@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from appliance.probe import (
 )
 from appliance.probe.scripted import ReferenceModel
 from models import ProbeBar, ScriptedServer, ScriptStep
+from tests.helpers import wait_for
 
 PARSER = "hermes"
 
@@ -308,12 +308,12 @@ def test_probe_ctrl_c_stops_at_once_ends_the_session_and_leaves_no_scratch(
                                   daemon=True)
         reader.start()
         try:
-            deadline = time.monotonic() + 120
-            # Progress per run, as it ends; then wait until two requests hang in flight.
-            while not (any(" [1/" in line for line in lines) and len(answered) >= 6):
+            def progressed() -> bool:
                 assert proc.poll() is None, "".join(lines)
-                assert time.monotonic() < deadline, "".join(lines)
-                time.sleep(0.05)
+                return any(" [1/" in line for line in lines) and len(answered) >= 6
+
+            # Progress per run, as it ends; then wait until two requests hang in flight.
+            wait_for(progressed, 120, what="a progress line and two requests in flight")
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)  # a deadline, not a timing claim
             out = proc.stdout.read()  # type: ignore[union-attr]
