@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from models._credentials import ApiKey, read_api_key
 from models._errors import ModelsError, ServeError
-from models._http11 import Exchange, HttpRefusal, Incoming
+from models._http11 import Exchange, HttpRefusal, Incoming, ThreadedService
 from models._request_log import RequestLog, RequestRecord, request_ids
 from models._site_tls import ENGINEER_HEADER, Revocations, peer_identity, server_context
 
@@ -166,7 +166,7 @@ def _log(line: str) -> None:
     sys.stderr.flush()
 
 
-class ModelFront:
+class ModelFront(ThreadedService):
     """The front server; ``serve_forever`` until ``shutdown``; usable as a context manager."""
 
     def __init__(self, settings: FrontSettings, *, log: RequestLog | None = None,
@@ -206,8 +206,8 @@ class ModelFront:
             allow_reuse_address = True
             address_family = family
 
-        self._server = Server((settings.listen_host, settings.listen_port), Handler)
-        self._thread: threading.Thread | None = None
+        self._server: socketserver.TCPServer = Server((settings.listen_host, settings.listen_port), Handler)
+        self._thread_name = "model-front"
 
     @property
     def port(self) -> int:
@@ -362,30 +362,9 @@ class ModelFront:
         else:
             self._unrecorded = False
 
-    # -- running ---------------------------------------------------------------------------
-    def serve_forever(self) -> None:
-        self._server.serve_forever(poll_interval=0.2)
-
-    def start(self) -> ModelFront:
-        self._thread = threading.Thread(target=self.serve_forever, name="model-front",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def shutdown(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._http.close()
-        if self._thread is not None:
-            self._thread.join(10)
+    def _closed(self) -> None:
         if self._own_log:
             self.log.close()
-
-    def __enter__(self) -> ModelFront:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
 
 def _with_usage(body: bytes, call: _Call) -> tuple[bytes, bool]:

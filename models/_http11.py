@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, Self
 
 import h11
 
-__all__ = ["Exchange", "HttpRefusal", "Incoming"]
+__all__ = ["Exchange", "HttpRefusal", "Incoming", "ThreadedService"]
 
 _RECV = 64 * 1024
 
@@ -195,3 +198,44 @@ def _content_length(req: h11.Request) -> int | None:
 # Framing is h11's: a relayed response's own framing headers must not be copied.
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", "trailer",
                          "upgrade", "proxy-authenticate", "proxy-connection"})
+
+
+class ThreadedService:
+    """The lifecycle the relay and the front share: serve on a thread, stop in order.
+
+    Subclasses set ``_server`` (a threading socketserver), ``_http`` (their upstream
+    client) and ``_thread_name``, and may override :meth:`_closed`, which runs once the
+    server and its threads have stopped (the relay removes its socket there, the front
+    closes a record it opened itself).
+    """
+
+    _server: socketserver.BaseServer
+    _http: Any
+    _thread_name = "service"
+    _thread: threading.Thread | None = None
+
+    def serve_forever(self) -> None:
+        self._server.serve_forever(poll_interval=0.2)
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(target=self.serve_forever, name=self._thread_name,
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._http.close()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._closed()
+
+    def _closed(self) -> None:
+        """What a subclass releases after it has stopped."""
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models._enrolment import Enrolment
-from models._http11 import Exchange, HttpRefusal, Incoming
+from models._http11 import Exchange, HttpRefusal, Incoming, ThreadedService
 from models._site_tls import ATTRIBUTION_HEADERS, ENGINEER_HEADER, client_context
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def _log(line: str) -> None:
     sys.stderr.flush()
 
 
-class ModelRelay:
+class ModelRelay(ThreadedService):
     """The relay server; ``serve_forever`` until ``shutdown``; usable as a context manager."""
 
     def __init__(self, settings: RelaySettings,
@@ -118,7 +118,7 @@ class ModelRelay:
         path.unlink(missing_ok=True)
         self._server = Server(str(path), Handler)
         path.chmod(settings.socket_mode)  # world-connectable: the enrolment decides
-        self._thread: threading.Thread | None = None
+        self._thread_name = "model-relay"
 
     # -- one connection ----------------------------------------------------------------
     def handle(self, sock: socket.socket) -> None:
@@ -186,29 +186,8 @@ class ModelRelay:
                           f"({last}); if the reason names the certificate, ask the operator to "
                           "issue this host a new credential")
 
-    # -- running ---------------------------------------------------------------------------
-    def serve_forever(self) -> None:
-        self._server.serve_forever(poll_interval=0.2)
-
-    def start(self) -> ModelRelay:
-        self._thread = threading.Thread(target=self.serve_forever, name="model-relay",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def shutdown(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._http.close()
+    def _closed(self) -> None:
         self.settings.socket_path.unlink(missing_ok=True)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def __enter__(self) -> ModelRelay:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
 
 def _user_name(uid: int) -> str:
