@@ -1,5 +1,5 @@
 """Helpers every test folder may use: waiting on a condition with a deadline; a scratch
-directory another Unix user can pass through."""
+directory another Unix user can pass through; a hard-linked copy of a source tree."""
 
 from __future__ import annotations
 
@@ -45,3 +45,19 @@ def shared_scratch(prefix: str) -> Iterator[Path]:
         yield base
     finally:
         shutil.rmtree(base)
+
+
+def link_tree(src: str | os.PathLike[str], dst: Path) -> Path:
+    """A copy of the source tree ``src`` at ``dst`` (hard links where the file system allows,
+    copies elsewhere), without site-packages, bytecode or build configuration; made once
+    (an existing ``dst`` is kept).  The grep tests and benchmarks search such trees."""
+    if not dst.exists():
+        def cp(s: str, d: str) -> None:
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+
+        shutil.copytree(src, dst, symlinks=True, copy_function=cp,
+                        ignore=shutil.ignore_patterns("site-packages", "__pycache__", "config-*"))
+    return dst.resolve()
