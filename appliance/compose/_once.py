@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from appliance._home import abhed_home
 from appliance.compose._tooling import Notice
@@ -56,7 +57,7 @@ def terminal_session() -> str:
     return f"{tty}|{sid}|{start}"
 
 
-def _load(path: os.PathLike[str]) -> dict[str, list[str]]:
+def _load(path: Path) -> dict[str, list[str]]:
     """What was said, by terminal session; an unreadable, oversized or malformed file (a
     duplicate key included: foundation's one reader) is nothing said."""
     try:
