@@ -136,7 +136,7 @@ def test_a_tui_prompt_to_a_read_and_its_events(abhed_home: Path, workspace: Path
             link.close()
     assert sorted(rec.path("call")) == sorted(["tui/_link.py", *CALL]), rec.path("call")
     assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
-    assert _listed(["tui/_app.py", "tui/_link.py"]) == []
+    assert _listed(["tui/_message_box.py", "tui/_link.py"]) == []
 
 
 def _profiled(fn: Callable[[], Any]) -> tuple[Recorder, Any]:
