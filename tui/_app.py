@@ -48,6 +48,7 @@ from tui._messages import (
     LinkFailed,
     LinkPreparing,
     LinkStarted,
+    LinkWaiting,
     RunFinished,
 )
 from tui._notices import setup_notes
@@ -239,6 +240,9 @@ class AbhedApp(MessageBox, App[int]):
     def on_link_preparing(self, msg: LinkPreparing) -> None:
         self.preparing = msg.model or msg.provider
         self.show_status()
+
+    def on_link_waiting(self, msg: LinkWaiting) -> None:
+        self.note(msg.text)  # e.g. the local model service starting on demand, and its log
 
     def on_link_started(self, msg: LinkStarted) -> None:
         self.info = msg.info

@@ -518,3 +518,32 @@ async def test_a_demonstration_model_is_said_once_per_tui_session(abhed_home: Pa
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.info is not None, what="the agent to start")
             assert app.info is not None and app.info.model_note == ""
+
+
+async def test_a_local_model_service_started_on_demand_is_said_with_its_log(
+        abhed_home: Path, workspace: Path, tmp_path: Path) -> None:
+    # The demo's kind of provider: started on demand.  This checkout's Python has no vLLM, so
+    # the real keeper (`abhed serve`) exits; the wait is said first, then the failure, both
+    # naming the log.
+    import json
+
+    from models import CatalogEntry, hash_weights
+
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    entry = CatalogEntry(name="tiny", served_name="tiny-s", weights_dir=str(weights),
+                         files=hash_weights(weights), tool_call_parser="hermes", max_model_len=2048)
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    (abhed_home / "config.json").write_text(json.dumps({
+        "sandbox": {"backend": "bwrap"},
+        "custom_providers": [{"name": "local", "api": "openai", "base_url": "http://localhost/v1",
+                              "catalog_entry": "tiny", "start_on_demand": True}]}))
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", timeout_s=120.0,
+                    what="the keeper to exit and the error screen")
+        said = [n for n in notes(app) if "the local model service" in n]
+        assert said and said[0].startswith("starting the local model service for tiny"), notes(app)
+        assert "log: " in said[0] and str(abhed_home) in said[0]
+        assert "Full log" in app.transcript.entries[-1].text()
