@@ -1,7 +1,7 @@
 """The health gate's host check: the release's own ``abhed serve --check-host`` against the
 gate's model server, before its first prompt.  The real CLI and the real check
-(models._host_check) against the scripted server made to answer as another vLLM or with
-another vLLM and over altered weights.  Gather declares the step in every bundle's
+(models._host_check) against the scripted server made to answer as another vLLM, and
+over altered weights.  Gather declares the step in every bundle's
 abhed-serve.json (tests/bundle/test_gather.py)."""
 
 from __future__ import annotations
