@@ -225,3 +225,41 @@ def test_serve_with_a_python_that_has_no_vllm_says_where_the_checkouts_vllm_is(
     proc = serve()
     assert proc.returncode == 1
     assert f"`abhed serve --python {venv / 'bin' / 'python'}`" in proc.stderr
+
+
+def test_a_killed_abhed_serve_takes_its_vllm_with_it(tmp_path: Path, abhed_home: Path) -> None:
+    """The bug: vLLM runs in a session of its own, so ``abhed serve`` killed outright (no
+    handler runs) left it serving for ever, holding its port and its GPU memory."""
+    from tests.helpers import wait_for
+
+    e = _entry(tmp_path)
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
+    pid_file = tmp_path / "vllm.pid"
+    fake = _fake_python(tmp_path, f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))"
+                        + FAKE_VLLM)
+    serve = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--python", fake, "--port",
+                              str(_port())], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    try:
+        assert serve.stdout is not None
+        assert serve.stdout.readline().startswith("http://127.0.0.1:")  # serving
+        vllm = int(pid_file.read_text())
+        os.kill(vllm, 0)
+    finally:
+        serve.kill()
+        serve.wait(30)
+        if serve.stdout is not None:
+            serve.stdout.close()
+
+    def gone() -> bool:
+        try:
+            os.kill(vllm, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    try:
+        wait_for(gone, 30, what=f"vLLM (pid {vllm}) to end with its killed abhed serve")
+    finally:
+        if not gone():
+            os.kill(vllm, 9)
