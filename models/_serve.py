@@ -71,6 +71,10 @@ class ServeSettings(BaseModel):
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        # As vLLM's server binds (SO_REUSEADDR): a port another program listens on is still
+        # refused, but one a stopped vLLM's connections hold in TIME_WAIT is not (a model
+        # host restarted behind the router comes back on the port the router knows).
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

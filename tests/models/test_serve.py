@@ -72,6 +72,25 @@ def test_port_taken_is_refused_before_starting(tmp_path: Path) -> None:
     assert info.value.reason == "port_taken" and srv.proc is None
 
 
+def test_a_port_a_stopped_server_left_in_time_wait_is_not_taken(tmp_path: Path) -> None:
+    """The bug: a model host restarted behind the router (on the port the router knows) was
+    refused "port taken" for a minute, while its old connections sat in TIME_WAIT."""
+    from models._serve import _port_free
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as vLLM's server
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = listener.accept()
+    conn.close()  # the server closes first: its side waits in TIME_WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    assert _port_free("127.0.0.1", port)
+
+
 def test_altered_weights_are_refused_before_starting(tmp_path: Path) -> None:
     e = _entry(tmp_path)
     (tmp_path / "weights" / "config.json").write_text('{"evil": 1}')
