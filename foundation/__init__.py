@@ -18,7 +18,8 @@ Public surface:
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
 * :func:`digest_file` (SHA-256 and size, streamed);
-* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
+* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers), :func:`die_with_parent`
+  (a child that ends when its parent is killed) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
 * the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
@@ -50,7 +51,7 @@ from foundation._documents import (
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
-from foundation._process import OFFLINE_ENV, terminate_group
+from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Problem",
     "Syntax",
     "as_mode",
+    "die_with_parent",
     "digest_file",
     "canonical",
     "is_within",
