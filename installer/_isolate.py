@@ -62,7 +62,7 @@ from ._errors import HealthCheckFailed, Interrupted, StepFailed
 from ._health import HealthStep
 from ._layout import Layout
 
-__all__ = ["add_address", "isolated", "resolve_endpoints"]
+__all__ = ["add_address", "isolated", "private_dir", "resolve_endpoints"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
@@ -134,6 +134,15 @@ def add_address(address: str, index: int) -> None:
         for request, value in ((_SIOCSIFADDR, address), (_SIOCSIFNETMASK, "255.255.255.255")):
             sin = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(value))
             fcntl.ioctl(s, request, struct.pack("16s16s8x", name, sin))
+
+
+def private_dir(path: Path) -> None:
+    """Cover ``path`` with an empty tmpfs in this (the gate's private) mount namespace: the
+    gate's relay listens there (``installer._gate_relay``) where the host's own relay has
+    its socket, which stays untouched outside.  The directory is made on the host if
+    missing (as the relay's unit would make it: root 0755)."""
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _mount(_libc(), "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
 
 
 def _hosts_file(libc: Any, endpoints: Sequence[Endpoint]) -> None:

@@ -37,6 +37,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
     where it is current (``installer._isolate``), its model server on the service's port.
     On an agent host (``installer._roles``) there is no model server: the gate's agent asks
     the site's model endpoints, the only addresses its network reaches."""
+    from ._gate_relay import gate_relay
     from ._health import HealthStep, run_agent_check, run_health_check
     from ._isolate import isolated
     from ._roles import release_role
@@ -50,8 +51,14 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
 
     def check() -> list[HealthStep]:
         if role == "agent":
-            return run_agent_check(release, layout, endpoints,
-                                   on_step=lambda m: say(f"  gate: {m}"))
+            # The engineers' path: through the release's own relay when the settings use
+            # one (installer._gate_relay), recorded on the model side as the gate.
+            with gate_relay(release, layout, endpoints) as sock:
+                if sock is not None:
+                    say(f"  gate: through the release's model relay on {sock}, recorded as "
+                        "the gate")
+                return run_agent_check(release, layout, endpoints,
+                                       on_step=lambda m: say(f"  gate: {m}"))
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                                 current=current, accept_probe_failure=accept_probe_failure,
                                 port=DEFAULT_PORT if own else None)

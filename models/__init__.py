@@ -70,6 +70,7 @@ from models._signature import (
     signature_identity,
     verify_model,
 )
+from models._site_tls import GATE_ENGINEER
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "check_parallel_fit",
     "router_command",
     "weights_digest",
+    "GATE_ENGINEER",
     "KNOWN_SAMPLING",
     "LISTING_ENDPOINTS",
     "LocalService",
