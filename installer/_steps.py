@@ -57,7 +57,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
                 if sock is not None:
                     say(f"  gate: through the release's model relay on {sock}, recorded as "
                         "the gate")
-                return run_agent_check(release, layout, endpoints,
+                return run_agent_check(release, layout, endpoints, relay=sock,
                                        on_step=lambda m: say(f"  gate: {m}"))
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                                 current=current, accept_probe_failure=accept_probe_failure,
