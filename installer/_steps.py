@@ -17,7 +17,7 @@ from ._faults import fault_point
 from ._layout import Layout
 from ._ui import say
 
-__all__ = ["fail_preflight", "health_check_step", "post_switch"]
+__all__ = ["fail_preflight", "health_check_step", "post_switch", "restart_doors"]
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -94,17 +94,40 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
                         for s in steps])
 
 
+def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
+                  version: int) -> None:
+    """The model relay and front that are running are restarted, so they run the code of the
+    release now current (their units start ``PREFIX/bin/abhed``, which follows
+    ``current``); one that is not running is left so (``try-restart``): the operator
+    starts it once the host holds its credential (docs/model-service.md)."""
+    from ._services import FRONT_UNIT, RELAY_UNIT, role_units, systemctl
+
+    wanted = role_units(layout, role, ())
+    for unit in (RELAY_UNIT, FRONT_UNIT):
+        if unit not in wanted:
+            continue
+        said = systemctl("try-restart", unit)
+        if said is None:
+            return
+        state = systemctl("is-active", unit) or "unknown"
+        audit.append(action, "restart", "ok" if state in ("active", "inactive") else "failed",
+                     run=run, version=version, unit=unit, state=state)
+
+
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
-    """With systemd: restart the service on the new release and wait for its health."""
+    """With systemd: restart the service on the new release and wait for its health; restart
+    the role's relay and front that are running (:func:`restart_doors`)."""
     from ._health import loopback_get
     from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
-    if release_role(layout.release(version))[0] == "agent":
-        return  # an agent host runs no model service
+    role = release_role(layout.release(version))[0]
     if systemctl("daemon-reload") is None:
         return
+    restart_doors(layout, role, audit, action, run, version)
+    if role == "agent":
+        return  # an agent host runs no model service
     active = systemctl("is-active", UNIT_NAME)
     if active != "active":
         audit.append(action, "service", "skipped", run=run, version=version,
