@@ -330,3 +330,18 @@ def test_the_builder_adds_the_relay_provider_for_an_agent_site(tmp_path: Path) -
         build_bundle(_spec(tmp_path, roles=fronts, settings=clash), tmp_path / "o.abhed",
                      [SecretKey.generate()], check_settings=check_settings)
     assert not (tmp_path / "o.abhed").exists()
+
+
+def test_ipv6_model_endpoints_are_accepted() -> None:
+    """Sites use IPv6: a literal endpoint is valid, its address is the gate's to reach
+    (tests/installer/test_isolate.py, ipv6) and the relay's upstream keeps its brackets."""
+    from bundle._roles import check_endpoint, endpoint_address
+    from installer._services import relay_upstreams
+
+    url = "https://[fd00:213::5]:8443/v1"
+    assert check_endpoint(url + "/") == url
+    assert endpoint_address(url) == ("fd00:213::5", 8443)
+    assert endpoint_address("http://[fd00::5]/v1") == ("fd00::5", 80)
+    assert relay_upstreams([url]) == ["https://[fd00:213::5]:8443"]
+    with pytest.raises(ValueError, match="bad port"):
+        check_endpoint("https://[fd00::5]:99999/v1")
