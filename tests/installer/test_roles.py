@@ -305,3 +305,40 @@ def test_an_agent_hosts_gate_asks_through_the_releases_relay_recorded_as_the_gat
     assert stored and {(s.host, s.engineer, s.outcome) for s in stored} == {
         ("agent-1", GATE_ENGINEER, "ok")}
     assert any(s.endpoint == "/v1/chat/completions" for s in stored)
+
+
+def test_a_role_switch_and_a_rollback_by_role_work(
+        site: Site, keys: Keys, model_service: subprocess.Popen[bytes]) -> None:
+    """An engineers' host made a model host (--switch-role, recorded; its site layer
+    dropped as the operator says), then rolled back by role to the agent release it was,
+    whose gate asks the model host again. (The model gate itself: test_probe_gate.)"""
+    agent = site.agent
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    r = agent("upgrade", site.bundle(4), "--role", "model", "--switch-role", "--skip-gate")
+    assert r.returncode != 0 and "--drop-site-layer" in r.stderr, r.stderr  # says what it drops
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    r = agent("upgrade", site.bundle(4), "--role", "model", "--switch-role", "--skip-gate",
+              "--drop-site-layer")
+    assert r.returncode == 0, r.stderr
+    rel = agent.prefix / "releases/4"
+    assert os.readlink(agent.prefix / "current") == "releases/4"
+    assert (rel / "bundle/models/tiny/weights.bin").is_file() and (rel / "run-model-server").is_file()
+    assert list(rel.glob("venv/lib/python*/site-packages/vllm/engine.bin"))
+    assert not (rel / "site").exists() and not (rel / "bundle/image").exists()
+    assert json.loads(agent("status", "--json").stdout)["role"] == "model"
+    done = [e for e in agent.audit() if e["action"] == "upgrade" and e["step"] == "done"]
+    assert done[-1]["result"] == "ok" and done[-1]["role"] == "model"
+    # Rollback by role: refused unless said, then done, the gate an agent host's.
+    r = agent("rollback", "--to", "1")
+    assert r.returncode == 2 and "installed for role agent" in r.stderr
+    assert "--switch-role" in r.stderr and os.readlink(agent.prefix / "current") == "releases/4"
+    r = agent("rollback", "--to", "1", "--switch-role")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "network reaches the site's model endpoints only" in r.stderr
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    status = json.loads(agent("status", "--json").stdout)
+    assert (status["role"], status["model_endpoints"]) == ("agent", [site.endpoint])
+    gate = [e for e in agent.audit() if e["action"] == "rollback" and e["step"] == "gate"]
+    assert gate[-1]["result"] == "ok" and gate[-1]["role"] == "agent"
+    check = agent("check")
+    assert check.returncode == 0, check.stdout + check.stderr
