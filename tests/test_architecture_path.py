@@ -34,9 +34,9 @@ OURS = ("cli/", "appliance/", "tools/", "models/", "tui/")
 CALL = ["appliance/loop/_agent.py", "appliance/_dispatch.py", "appliance/policy/_gate.py",
         "appliance/policy/_engine.py", "tools/_tool.py", "tools/read.py", "appliance/_session.py",
         "appliance/events/_store.py"]
-SETUP = ["appliance/compose/_config.py", "appliance/compose/_layers.py",
-         "appliance/compose/_site_layer.py", "appliance/compose/_start.py",
-         "appliance/compose/_tooling.py"]
+SETUP = ["appliance/assembly/_config.py", "appliance/assembly/_layers.py",
+         "appliance/assembly/_site_layer.py", "appliance/compose/_start.py",
+         "appliance/assembly/_tooling.py"]
 
 
 class Recorder:

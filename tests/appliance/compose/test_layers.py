@@ -62,7 +62,7 @@ def refused(**data: Any) -> str:
 
 def test_every_setting_has_a_declared_direction() -> None:
     missing = [f for f in leaf_fields() if rule_for(f) is None]
-    assert missing == [], "classify these in appliance/compose/_layers.py DIRECTIONS"
+    assert missing == [], "classify these in appliance/assembly/_layers.py DIRECTIONS"
     assert all(rule.why for rule in DIRECTIONS.values())
 
 
