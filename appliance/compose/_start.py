@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance._dispatch import Dispatcher
-from appliance._errors import AbhedError, ConfigError
+from appliance._errors import ConfigError
 from appliance._home import abhed_home
 from appliance._session import Session
 from appliance.assembly import (
@@ -28,7 +28,6 @@ from appliance.assembly import (
     artifact_store,
     choose_mode,
     layers_of,
-    open_store,
     open_tooling,
 )
 from appliance.compose._local_model import open_reached
