@@ -5,7 +5,8 @@ the tools, the sandbox, extensions, MCP servers, the policy gate and the
 dispatcher, and nothing of an agent: no loop, no provider, no subagents.  That
 much lives here; :mod:`appliance.compose` builds whole agents on top of it and
 re-exports these names, so every door still has one assembly and each rule one
-home.  Kept apart so a tool call imports no agent loop (tests/cli/test_startup.py).
+home.  Kept apart so a tool call imports no agent assembly: no `start_agent`,
+provider reach or subagent spawner (tests/cli/test_startup.py).
 
 Public surface:
 

@@ -67,7 +67,7 @@ def test_every_setting_has_a_declared_direction() -> None:
 
 
 def test_an_unclassified_setting_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from appliance.compose import _layers
+    from appliance.assembly import _layers
 
     monkeypatch.delitem(_layers.DIRECTIONS, "loop.max_turns")
     assert rule_for("loop.max_turns") is None and "loop.max_turns" in leaf_fields()
