@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from appliance.compose import SiteRefused, find_site, load_config
 from appliance.assembly import _site_layer as site_module
+from appliance.compose import SiteRefused, find_site, load_config
 from appliance.events import EventStore
 from tests.appliance.compose.site_files import write_site
 from tests.helpers import shared_scratch
