@@ -42,6 +42,7 @@ pipe as JSON; an interrupt of the parent ends the child, which stops its model s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -54,7 +55,7 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,13 +155,25 @@ def add_address(address: str, index: int) -> None:
             fcntl.ioctl(s, request, struct.pack("16s16s8x", name, sin))
 
 
-def private_dir(path: Path) -> None:
-    """Cover ``path`` with an empty tmpfs in this (the gate's private) mount namespace: the
-    gate's relay listens there (``installer._gate_relay``) where the host's own relay has
-    its socket, which stays untouched outside.  The directory is made on the host if
-    missing (as the relay's unit would make it: root 0755)."""
-    path.mkdir(mode=0o755, parents=True, exist_ok=True)
-    _mount(_libc(), "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+@contextlib.contextmanager
+def private_dir(path: Path) -> Iterator[None]:
+    """While inside: ``path`` covered with an empty tmpfs in this (the gate's private)
+    mount namespace: the gate's relay listens there (``installer._gate_relay``) where the
+    host's own relay has its socket, which stays untouched outside.  A directory missing
+    on the host is made for the mount (root 0755) and removed after it."""
+    made = not path.is_dir()
+    if made:
+        path.mkdir(mode=0o755, parents=True)
+    libc = _libc()
+    try:
+        _mount(libc, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+        try:
+            yield
+        finally:
+            _check(libc.umount2(_enc(path), 0), f"umount {path}")
+    finally:
+        if made:
+            path.rmdir()
 
 
 def _hosts_file(libc: Any, endpoints: Sequence[Endpoint]) -> None:
