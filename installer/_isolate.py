@@ -55,6 +55,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -131,12 +132,29 @@ def resolve_endpoints(urls: Sequence[str]) -> list[Endpoint]:
 
 def _add_address6(address: str) -> None:
     """Loopback's IPv6 ``address`` (/128), by ``SIOCSIFADDR`` on an AF_INET6 socket (the
-    kernel's ``in6_ifreq``: address, prefix length, interface index).  Loopback runs no
-    duplicate address detection, so the address is usable at once."""
-    req = struct.pack("16sIi", socket.inet_pton(socket.AF_INET6, address), 128,
-                      socket.if_nametoindex("lo"))
+    kernel's ``in6_ifreq``: address, prefix length, interface index).  Duplicate address
+    detection is turned off for this namespace's loopback first (``accept_dad``: a
+    sysctl of the namespace, not the host's), else the address stays "tentative" and
+    cannot be bound for a moment; then it is waited for until usable."""
+    try:
+        Path("/proc/sys/net/ipv6/conf/lo/accept_dad").write_text("0\n")
+    except OSError:
+        pass  # no such knob: no DAD to wait for, or the wait below tells
+    packed = socket.inet_pton(socket.AF_INET6, address)
+    req = struct.pack("16sIi", packed, 128, socket.if_nametoindex("lo"))
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
         fcntl.ioctl(s, _SIOCSIFADDR, req)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address, 0))
+                return
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise
+        time.sleep(0.05)
+    raise OSError(errno.EADDRNOTAVAIL, f"{address} did not become usable on loopback")
 
 
 def add_address(address: str, index: int) -> None:
