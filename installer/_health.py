@@ -4,7 +4,9 @@ release's own model server and agent must work before it goes live.
 1. start the model-server command the release declares, from inside the
    release, on a free port on 127.0.0.1;
 2. wait until ``/health`` answers 200 and ``/v1/models`` lists the served
-   model (failing at once, with the log's tail, if the server exits);
+   model (failing at once, with the log's tail, if the server exits), then run the
+   declared host check (the release's ``abhed serve --check-host``): served name,
+   ``max_model_len``, vLLM version and weights' digest as the site declared;
 3. ask the known-answer prompt at temperature 0 and look for the expected text;
 4. run the declared agent probe: the release's ``abhed run``, configured by the
    declared ``agent_config`` to use this model server, works in a fresh
@@ -129,6 +131,23 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
 def _last_lines(text: str, n: int = 3) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()][-n:]
     return " | ".join(lines) or "(empty)"
+
+
+def _host_check(argv: list[str], env: dict[str, str], layout: Layout, release: Path,
+                timeout_s: float) -> str:
+    """The release's own host check (``abhed serve --check-host``, models._host_check):
+    the server must serve the declared model, max_model_len, vLLM version and weights
+    before the gate asks it anything; its refusal names the field."""
+    log = layout.logs / f"gate-{release.name}-host-check.log"
+    log.unlink(missing_ok=True)
+    done = run(argv, log=log, env=env, timeout_s=timeout_s, cwd=release)
+    if done.timed_out:
+        raise HealthCheckFailed(f"the host check did not finish within {timeout_s:g} s "
+                                f"(it hashes the weights). Log: {log}")
+    if done.returncode != 0:
+        raise HealthCheckFailed(f"the model server does not serve what the site declared: "
+                                f"{_last_lines(done.output, 2)}. Nothing was switched. Log: {log}")
+    return _last_lines(done.output, 1)
 
 
 def _known_answer(base: str, d: ServeDescriptor) -> str:
@@ -259,6 +278,13 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
         detail = _wait_healthy(proc, base, d, log)
         steps.append(HealthStep("health", time.monotonic() - t0, detail))
         on_step(f"healthy: {detail}")
+        if d.host_check is not None:
+            t = time.monotonic()
+            detail = _host_check(expand(d.host_check, values, release=release,
+                                        what="the host check"), env, layout, release,
+                                 d.startup_timeout_s)
+            steps.append(HealthStep("host_check", time.monotonic() - t, detail))
+            on_step(f"host check: {detail}")
         t1 = time.monotonic()
         detail = _known_answer(base, d)
         steps.append(HealthStep("known_answer", time.monotonic() - t1, detail))
