@@ -10,17 +10,33 @@ vLLM from the installed venv), then the installed ``abhed run`` answers the demo
 against the installed model server.  Then an upgrade bundle that references the weights by
 hash instead of carrying them, and a rollback.
 
-SmolLM2 fails the gate's capability probe (the bar its site spec declares: the steps family
-once; it fails wire and recovery too), so the operator passes ``--accept-probe-failure`` and the test checks
-that the failure and the reason are in the audit log; the upgrade, same model and stack,
-records the acceptance without proving the failure again, and the rollback keeps release
-1's own record.
+SmolLM2 fails the gate's capability probe (the bar its site spec declares: one named case of
+the steps family; it fails wire and recovery too), so the operator passes
+``--accept-probe-failure`` and the test checks that the failure and the reason are in the
+audit log; the upgrade, same model and stack, records the acceptance without proving the
+failure again, and the rollback keeps release 1's own record.
 
 Costs (2 cores): the first run on a machine downloads ~0.85 GiB of wheels and builds the
 image, the installer and the SmolLM2 directory (all cached under ~/.cache/abhed, keyed by
 their inputs); later runs spend their time in pip installing vLLM offline twice, in four vLLM
-start-ups and in one capability probe.  SmolLM2 rather than the tiny test model: it answers the demo question for
-real (the tiny model's random weights cannot), and its one-off conversion takes ~2 min.
+start-ups (~40 s quiet, ~75 s under load: imports, then the engine process is spawned and
+imports again), in four first agent turns (a ~4,100-token prompt, the agent's tools: ~60 s
+of prefill on vLLM's one CPU thread under load) and in one probe case.  SmolLM2 rather than
+the tiny test model: it answers the demo question for real (the tiny model's random weights
+cannot), and its one-off conversion takes ~2 min.  Each phase prints its time and the load
+(``-s``).  What was cut, and what was kept and why (measured under load 6-11, Dec 2026):
+
+* the probe runs one named case (``quick_cases``), not the steps family's four: every case
+  is a full prefill on vLLM's one CPU thread, so four took 242 s under load (run together
+  or apart, the engine computes the same ~17,000 prompt tokens); one case proves the same
+  thing here, a failure the operator accepts, recorded;
+* the upgrade's bundle is gathered while release 1 installs and answers (independent work,
+  mostly hashing and writing beside a model server that uses one core);
+* kept: the driver's own model-server start (the gate's server lives in the installer's
+  private network namespace and stops with the gate; the driver proves the installed
+  ``run-model-server`` and ``bin/abhed``, as an engineer meets them), and the rollback's
+  gate (docs/installer.md, "Why a rollback runs the gate": a release that passed its gate
+  here may no longer fit the host it is rolled back onto).
 """
 
 from __future__ import annotations
