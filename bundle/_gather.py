@@ -205,6 +205,10 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
             "catalog_entry": entry.name, **_gate_sampling(m)}], "default_provider": "gate",
             "catalog": "{model_dir}/abhed-catalog.json"},
         "agent_timeout_s": 600,
+        # Served name, max_model_len, vLLM version and weights against the catalog entry
+        # (models._host_check), before the gate's first prompt.
+        "host_check": ["{venv}/bin/abhed", "serve", "--catalog", "{model_dir}/abhed-catalog.json",
+                       "--model", entry.name, "--check-host", "{base_url}"],
         "min_gpu_memory_gib": 0.0,
     }
 

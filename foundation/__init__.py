@@ -10,13 +10,16 @@ document is validated), so the frozen installer carries it too.
 Public surface:
 
 * the strict loader (:func:`load_document`, :func:`parse_document`,
-  :func:`validate_document`, and :func:`load_if_present` for a record a program
-  keeps, which may not exist yet): read once, parse once,
+  :func:`validate_document`, :func:`read_document` (read and parsed, not yet
+  validated), :func:`parse_json_list` (a JSON array at the top), and
+  :func:`load_if_present` for a record a program keeps, which may not exist yet):
+  every JSON or TOML file of ours is read once, parsed once,
   every problem reported with its location (see ``foundation._documents``);
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
 * :func:`digest_file` (SHA-256 and size, streamed);
-* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers) and
+* :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers), :func:`die_with_parent`
+  (a child that ends when its parent is killed) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
 * :func:`is_within` (a path inside a root, compared as written);
 * the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
@@ -41,12 +44,14 @@ from foundation._documents import (
     load_document,
     load_if_present,
     parse_document,
+    parse_json_list,
+    read_document,
     validate_document,
 )
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
-from foundation._process import OFFLINE_ENV, terminate_group
+from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
@@ -63,6 +68,7 @@ __all__ = [
     "Problem",
     "Syntax",
     "as_mode",
+    "die_with_parent",
     "digest_file",
     "canonical",
     "is_within",
@@ -74,6 +80,8 @@ __all__ = [
     "open_regular",
     "open_regular_fd",
     "parse_document",
+    "parse_json_list",
+    "read_document",
     "read_regular",
     "stricter_or_equal",
     "terminate_group",

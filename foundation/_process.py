@@ -13,8 +13,9 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 
-__all__ = ["OFFLINE_ENV", "terminate_group"]
+__all__ = ["OFFLINE_ENV", "die_with_parent", "terminate_group"]
 
 # What a child that may load models or phone home (vLLM, transformers, the agent
 # the installer probes) gets, so that it never tries to reach a hub or send usage
@@ -27,6 +28,33 @@ OFFLINE_ENV: dict[str, str] = {
     "VLLM_DO_NOT_TRACK": "1",
     "DO_NOT_TRACK": "1",
 }
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` after which the child gets ``sig`` when its parent dies.
+
+    A child in a session of its own (``start_new_session=True``) is out of reach of a
+    terminal's signals, so a parent killed with SIGKILL (no handler runs) would leave it
+    running for ever, holding its port and its GPU memory: the kernel's
+    ``PR_SET_PDEATHSIG`` ends it instead.  The signal follows the *thread* that started
+    the child, so start it from a thread that lives as long as the child should (the
+    main thread).  A parent that died before the child got here is caught too.
+    """
+    import ctypes
+
+    parent = os.getpid()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the parent was gone before the prctl
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 def terminate_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s: float = 10.0,

@@ -64,6 +64,10 @@ class ServeDescriptor(_Model):
     startup_timeout_s: float = Field(default=900.0, gt=0, le=7200)
     known_answer: KnownAnswer
     agent_probe: tuple[str, ...] = Field(min_length=1, max_length=256)
+    host_check: tuple[str, ...] | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Exits 0 when the server at {base_url} serves what the site declared "
+                    "(the release's `abhed serve --check-host`); run once it is healthy.")
     agent_timeout_s: float = Field(default=300.0, gt=0, le=7200)
     probe_timeout_s: float = Field(default=1800.0, gt=0, le=14400,
                                    description="`abhed probe --quick` must finish within this.")

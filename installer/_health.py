@@ -4,7 +4,9 @@ release's own model server and agent must work before it goes live.
 1. start the model-server command the release declares, from inside the
    release, on a free port on 127.0.0.1;
 2. wait until ``/health`` answers 200 and ``/v1/models`` lists the served
-   model (failing at once, with the log's tail, if the server exits);
+   model (failing at once, with the log's tail, if the server exits), then run the
+   declared host check (the release's ``abhed serve --check-host``): served name,
+   ``max_model_len``, vLLM version and weights' digest as the site declared;
 3. ask the known-answer prompt at temperature 0 and look for the expected text;
 4. run the declared agent probe: the release's ``abhed run``, configured by the
    declared ``agent_config`` to use this model server, works in a fresh
@@ -129,6 +131,23 @@ def _wait_healthy(proc: subprocess.Popen[bytes], base: str, d: ServeDescriptor,
 def _last_lines(text: str, n: int = 3) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()][-n:]
     return " | ".join(lines) or "(empty)"
+
+
+def _host_check(argv: list[str], env: dict[str, str], layout: Layout, release: Path,
+                timeout_s: float) -> str:
+    """The release's own host check (``abhed serve --check-host``, models._host_check):
+    the server must serve the declared model, max_model_len, vLLM version and weights
+    before the gate asks it anything; its refusal names the field."""
+    log = layout.logs / f"gate-{release.name}-host-check.log"
+    log.unlink(missing_ok=True)
+    done = run(argv, log=log, env=env, timeout_s=timeout_s, cwd=release)
+    if done.timed_out:
+        raise HealthCheckFailed(f"the host check did not finish within {timeout_s:g} s "
+                                f"(it hashes the weights). Log: {log}")
+    if done.returncode != 0:
+        raise HealthCheckFailed(f"the model server does not serve what the site declared: "
+                                f"{_last_lines(done.output, 2)}. Nothing was switched. Log: {log}")
+    return _last_lines(done.output, 1)
 
 
 def _known_answer(base: str, d: ServeDescriptor) -> str:
@@ -259,6 +278,13 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
         detail = _wait_healthy(proc, base, d, log)
         steps.append(HealthStep("health", time.monotonic() - t0, detail))
         on_step(f"healthy: {detail}")
+        if d.host_check is not None:
+            t = time.monotonic()
+            detail = _host_check(expand(d.host_check, values, release=release,
+                                        what="the host check"), env, layout, release,
+                                 d.startup_timeout_s)
+            steps.append(HealthStep("host_check", time.monotonic() - t, detail))
+            on_step(f"host check: {detail}")
         t1 = time.monotonic()
         detail = _known_answer(base, d)
         steps.append(HealthStep("known_answer", time.monotonic() - t1, detail))
@@ -308,14 +334,42 @@ def _reach(endpoints: tuple[str, ...], timeout_s: float) -> str:
     return f"{len(endpoints)} model endpoint(s) answer: {', '.join(endpoints)}"
 
 
+def _reach_relay(sock: str, timeout_s: float) -> str:
+    """The model service answers ``GET /v1/models`` through the gate's relay at ``sock``
+    (``installer._gate_relay``); HealthCheckFailed quotes the refusal the relay or the
+    front gave (a certificate problem, a revoked host, no front answering)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout_s)
+            conn.connect(sock)
+            conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: model-service\r\n"
+                         b"Connection: close\r\n\r\n")
+            data = b""
+            while len(data) < 65536 and (chunk := conn.recv(65536)):
+                data += chunk
+    except OSError as exc:
+        raise HealthCheckFailed(f"the release's model relay on {sock} did not answer ({exc})") \
+            from None
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b" ", 2)[1:2]
+    if status != [b"200"]:
+        said = body.decode("utf-8", "replace").strip()[:1000]
+        raise HealthCheckFailed(f"the site's model service did not answer this host through "
+                                f"its relay (status {status[0].decode() if status else '?'}): "
+                                f"{said}")
+    return f"the site's model service answers through the release's model relay on {sock}"
+
+
 def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *,
-                    on_step: Callable[[str], None]) -> list[HealthStep]:
+                    on_step: Callable[[str], None],
+                    relay: str | None = None) -> list[HealthStep]:
     """The gate of an agent host (role agent: no model server of its own): the release's
     ``abhed run``, with the site's settings alone (as engineers get them, so its provider
     is the site's model service), must make a tool call that finds the probe file.
 
     Called inside ``installer._isolate.isolated`` with ``endpoints``: the network reaches
-    the declared model endpoints and nothing else.  The known-answer prompt and the
+    the declared model endpoints and nothing else.  With ``relay`` (the socket of the
+    gate's own relay, ``installer._gate_relay``) the settings' provider goes through it.  The known-answer prompt and the
     capability probe are the model host's gate's (it serves the model this one asks).
     """
     d, model_dir = release_descriptor(release)
@@ -335,7 +389,9 @@ def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *
         probe = expand(d.agent_probe, values, release=release, what="the agent probe")
         steps: list[HealthStep] = []
         t0 = time.monotonic()
-        detail = _reach(endpoints, 10.0)
+        # Through the gate's relay (``relay``) as engineers reach it, else straight to the
+        # endpoints as the settings' provider dials them.
+        detail = _reach_relay(relay, 30.0) if relay else _reach(endpoints, 10.0)
         steps.append(HealthStep("model_endpoints", time.monotonic() - t0, detail))
         on_step(detail)
         t1 = time.monotonic()

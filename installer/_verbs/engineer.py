@@ -15,28 +15,25 @@ import datetime
 import json
 import pwd
 import secrets
+from pathlib import Path
 from typing import Any
 
 from .._audit import AuditLog
-from .._errors import StepFailed, UsageError
-from .._layout import Layout, atomic_write, lock_prefix
+from .._errors import UsageError
+from .._layout import Layout, atomic_write, lock_prefix, read_kept
 from .._site_ca import host_paths
 from .._ui import out
 
 FORMAT = "abhed-engineers/1"
+GATE_ENGINEER = "_abhed-gate"
+"""As ``models.GATE_ENGINEER`` (tests/installer/test_model_access.py keeps them equal): the
+name the health gate's requests are recorded under; the installer does not import models."""
 
 
-def _load(path: Any) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {"format": FORMAT, "engineers": {}}
-    except ValueError:
-        raise StepFailed(f"{path} is not JSON: the list of enrolled engineers was damaged; "
-                         "move it away and enroll them again") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise StepFailed(f"{path} is not an {FORMAT} file")
-    return raw
+def _load(path: Path) -> dict[str, Any]:
+    raw = read_kept(path, FORMAT, what="enrolled engineers",
+                    hint="The list was damaged; move it away and enroll them again.")
+    return raw if raw is not None else {"format": FORMAT, "engineers": {}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         listing = _load(path)
         engineers: dict[str, Any] = listing.setdefault("engineers", {})
         if args.eng_verb == "enroll":
+            if user == GATE_ENGINEER:
+                audit.append("engineer", "enroll", "refused", **base, detail="reserved name")
+                raise UsageError(f"{user!r} is the name the installer's health gate is "
+                                 "recorded under on the model side; no engineer may take it")
             try:
                 uid = pwd.getpwnam(user).pw_uid
             except KeyError:

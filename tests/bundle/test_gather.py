@@ -139,6 +139,9 @@ def test_an_offline_gather_builds_a_verified_bundle_and_resumes(tmp_path: Path) 
     assert argv[argv.index("--model") + 1] == "{model_dir}"
     assert argv[argv.index("--chat-template") + 1] == "{model_dir}/chat_template.jinja"
     assert serve["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert serve["host_check"] == ["{venv}/bin/abhed", "serve", "--catalog",
+                                   "{model_dir}/abhed-catalog.json", "--model", "tiny",
+                                   "--check-host", "{base_url}"]
     catalog = json.loads((tmp_path / "stage/models/tiny/abhed-catalog.json").read_text())
     entry = catalog["models"][0]
     assert entry["weights_dir"] == "." and entry["tool_call_parser"] == "hermes"

@@ -531,3 +531,116 @@ def test_a_model_server_that_is_down_is_a_503_the_agent_retries_and_it_is_record
     (rec,) = read_requests(tmp_path / "r.sqlite")
     assert (rec.record.outcome, rec.record.status, rec.record.engineer) == ("refused", 503,
                                                                            "eng-a")
+
+
+def _front_over(site: Site, tmp_path: Path, upstream: str, replicas: tuple[str, ...] = (),
+                record: str = "r.sqlite", **declared: Any) -> ModelFront:
+    from models import HostDeclaration
+
+    return ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
+        credential=site.creds["model"], crl=site.base / "model/crl.pem", upstream=upstream,
+        record=tmp_path / record, api_key_file=site.base / "model/vllm.key",
+        declared=HostDeclaration(**{"served_name": "site-model", "max_model_len": 4096,
+                                    "vllm_version": "0.11.0", **declared}),
+        replicas=replicas))
+
+
+def test_the_front_checks_each_model_host_behind_it_before_it_takes_traffic(
+        site: Site, tmp_path: Path) -> None:
+    """A replica answering with another model, context length or vLLM version stops the
+    front before its port is bound, naming the replica and the field; a replica that is down
+    is the router's to route around, but a router with none answering is refused."""
+    from models import HostMismatch, ServeError
+
+    def host(**kw: Any) -> ScriptedServer:
+        return ScriptedServer(**{"model": "site-model", "max_model_len": 4096,
+                                 "vllm_version": "0.11.0", "api_key": VLLM_KEY, **kw})
+
+    import socket as so
+
+    with so.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with host() as good, host(vllm_version="0.12.0") as newer, \
+            host(model="other-model") as other, host(max_model_len=8192) as longer:
+        roots = {n: s.base_url.removesuffix("/v1")
+                 for n, s in (("good", good), ("newer", newer), ("other", other),
+                              ("longer", longer))}
+        with _front_over(site, tmp_path, roots["good"]) as front:  # no router: vLLM itself
+            assert front.port > 0
+        with _front_over(site, tmp_path, "http://127.0.0.1:1", (roots["good"], down)):
+            pass  # one replica down: the router's health checks route around it
+        for name, field in (("newer", "vllm_version"), ("other", "served_name"),
+                            ("longer", "max_model_len")):
+            with pytest.raises(HostMismatch) as info:
+                _front_over(site, tmp_path, "http://127.0.0.1:1", (roots["good"], roots[name]),
+                            "refused.sqlite")
+            assert info.value.field == field and roots[name] in str(info.value)
+        with pytest.raises(ServeError, match="no model host behind the router answers"):
+            _front_over(site, tmp_path, "http://127.0.0.1:1", (down,), "refused.sqlite")
+        with pytest.raises(HostMismatch, match="vllm_version"):  # one host, no router
+            _front_over(site, tmp_path, roots["newer"], record="refused.sqlite")
+    assert not (tmp_path / "refused.sqlite").exists()  # refused before the record was opened
+
+
+def test_abhed_model_front_refuses_a_replica_of_another_vllm(site: Site, tmp_path: Path) -> None:
+    from models import CatalogEntry
+
+    (tmp_path / "w").mkdir()
+    entry = CatalogEntry(name="m", served_name="site-model", weights_dir=str(tmp_path / "w"),
+                         max_model_len=4096, vllm_version="0.11.0")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.12.0",
+                        api_key=VLLM_KEY) as newer:
+        proc = subprocess.run(
+            [str(ABHED), "model-front", "--host", "127.0.0.1", "--port", "0",
+             "--ca", str(site.ca.cert_path), "--credential", str(site.creds["model"]),
+             "--crl", str(site.base / "model/crl.pem"), "--upstream", "http://127.0.0.1:1",
+             "--api-key-file", str(site.base / "model/vllm.key"),
+             "--record", str(tmp_path / "r.sqlite"), "--catalog", str(catalog),
+             "--replica", newer.base_url.removesuffix("/v1")],
+            capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "vllm_version is '0.12.0', the site declared '0.11.0'" in proc.stderr
+    assert "listening" not in proc.stdout
+
+def test_the_gates_relay_admits_only_its_own_uid_and_is_recorded_as_the_gate(
+        site: Site) -> None:
+    """The installer's gate on an agent host (installer._gate_relay) asks through a relay of
+    its own, as root: recorded as the gate, never as an engineer, and no engineer gets in."""
+    from models import GATE_ENGINEER, ModelRelay, RelaySettings
+
+    where = site.base / "gate"
+    where.mkdir(mode=0o755)
+    sock = where / "model.sock"
+    before = len(site.records())
+    with ModelRelay(RelaySettings(socket_path=sock, upstreams=[site.front_url],
+                                  ca=site.ca.cert_path, credential=site.credential,
+                                  enrolment=None, gate=True)), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      headers={"X-Abhed-Engineer": "eng-a"},
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+        assert resp.status_code == 200, resp.text
+        done = site.as_engineer("eng-a", RAW.replace("sys.argv[1]", repr(str(sock)), 1),
+                                "unused", json.dumps({"model": "scripted", "messages": []}), "{}")
+    (rec,) = site.new_records(before, 1)
+    assert (rec.engineer, rec.host, rec.outcome) == (GATE_ENGINEER, "agent-1", "ok")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == 403 and json.loads(got["body"])["error"]["code"] == "not_gate"
+    # A user who happens to be called so is not the gate: the host's relay refuses the name
+    # (and `abhed-installer engineer enroll` will not write it: test_model_access).
+    from models._enrolment import Enrolment
+
+    listing = where / "engineers.json"
+    listing.write_text(json.dumps({"format": "abhed-engineers/1",
+                                   "engineers": {GATE_ENGINEER: {"uid": 4242}}}))
+    why = Enrolment(listing).check(GATE_ENGINEER, 4242)
+    assert why is not None and "health gate" in why
+    with pytest.raises(ValueError, match="--engineers"):
+        ModelRelay(RelaySettings(socket_path=where / "x.sock", upstreams=[site.front_url],
+                                 ca=site.ca.cert_path, credential=site.credential,
+                                 enrolment=None))

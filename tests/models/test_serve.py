@@ -72,6 +72,25 @@ def test_port_taken_is_refused_before_starting(tmp_path: Path) -> None:
     assert info.value.reason == "port_taken" and srv.proc is None
 
 
+def test_a_port_a_stopped_server_left_in_time_wait_is_not_taken(tmp_path: Path) -> None:
+    """The bug: a model host restarted behind the router (on the port the router knows) was
+    refused "port taken" for a minute, while its old connections sat in TIME_WAIT."""
+    from models._serve import _port_free
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as vLLM's server
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = listener.accept()
+    conn.close()  # the server closes first: its side waits in TIME_WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    assert _port_free("127.0.0.1", port)
+
+
 def test_altered_weights_are_refused_before_starting(tmp_path: Path) -> None:
     e = _entry(tmp_path)
     (tmp_path / "weights" / "config.json").write_text('{"evil": 1}')
@@ -225,3 +244,41 @@ def test_serve_with_a_python_that_has_no_vllm_says_where_the_checkouts_vllm_is(
     proc = serve()
     assert proc.returncode == 1
     assert f"`abhed serve --python {venv / 'bin' / 'python'}`" in proc.stderr
+
+
+def test_a_killed_abhed_serve_takes_its_vllm_with_it(tmp_path: Path, abhed_home: Path) -> None:
+    """The bug: vLLM runs in a session of its own, so ``abhed serve`` killed outright (no
+    handler runs) left it serving for ever, holding its port and its GPU memory."""
+    from tests.helpers import wait_for
+
+    e = _entry(tmp_path)
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [e.model_dump(mode="json")]}))
+    pid_file = tmp_path / "vllm.pid"
+    fake = _fake_python(tmp_path, f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))"
+                        + FAKE_VLLM)
+    serve = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--python", fake, "--port",
+                              str(_port())], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True)
+    try:
+        assert serve.stdout is not None
+        assert serve.stdout.readline().startswith("http://127.0.0.1:")  # serving
+        vllm = int(pid_file.read_text())
+        os.kill(vllm, 0)
+    finally:
+        serve.kill()
+        serve.wait(30)
+        if serve.stdout is not None:
+            serve.stdout.close()
+
+    def gone() -> bool:
+        try:
+            os.kill(vllm, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    try:
+        wait_for(gone, 30, what=f"vLLM (pid {vllm}) to end with its killed abhed serve")
+    finally:
+        if not gone():
+            os.kill(vllm, 9)
