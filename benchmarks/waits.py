@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks" / "grep"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _bench import bundle_input, measure  # noqa: E402
 
 ROWS: list[tuple[str, str, str, str]] = []  # (what, ours, reference, verdict)
 
@@ -55,25 +57,6 @@ def load() -> str:
 def row(what: str, ours: str, reference: str, verdict: str) -> None:
     ROWS.append((what, ours, reference, verdict))
     print(f"  {what}: {ours} | {reference} | {verdict}", flush=True)
-
-
-def cpu_now() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def measure(fn: Callable[[], object], repeat: int, warm: bool = True) -> tuple[float, float]:
-    """(median CPU s, median wall s)."""
-    if warm:
-        fn()
-    cpu, wall = [], []
-    for _ in range(repeat):
-        c, w = cpu_now(), time.perf_counter()
-        fn()
-        cpu.append(cpu_now() - c)
-        wall.append(time.perf_counter() - w)
-    return statistics.median(cpu), statistics.median(wall)
 
 
 def child(argv: list[str], repeat: int) -> tuple[float, float]:
@@ -106,7 +89,7 @@ def startup(repeat: int) -> None:
         finally:
             del os.environ["ABHED_HOME"]
     row("abhed tool read", f"{w * 1000:.0f} ms wall, {c * 1000:.0f} ms CPU", "-",
-        "CPU " + verdict(c * 1000, 250, "pydantic event models and sqlite_utils") +
+        "CPU " + verdict(c * 1000, 250, "imports: pydantic models, settings, tools") +
         f", {load()}")
 
 
@@ -251,16 +234,7 @@ def bundle_build(repeat: int, mib: int = 256) -> None:
     size = mib << 20
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "m").mkdir()
-        text = (b"the quick brown fox jumps over the lazy dog %d\n" * 20000)[: 1 << 20]
-        with open(root / "m" / "weights.bin", "wb") as f:
-            f.writelines(os.urandom(1 << 20) if i % 2 else text for i in range(size >> 20))
-        spec = root / "spec.json"
-        spec.write_text(json.dumps({
-            "format": "abhed-bundle-spec/1", "name": "bench", "version": 1,
-            "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.36", "python": "3.11",
-                         "accelerator": "cpu"},
-            "model": [{"name": "m", "dir": "m", "licence": "none", "source": "bench"}]}))
+        spec = bundle_input(root, size)
         zc, zw = measure(lambda: subprocess.run(
             ["zstd", "-q", "-3", "-T1", "-f", "-o", str(root / "w.zst"),
              str(root / "m" / "weights.bin")], check=True), repeat)

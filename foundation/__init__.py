@@ -10,8 +10,10 @@ document is validated), so the frozen installer carries it too.
 Public surface:
 
 * the strict loader (:func:`load_document`, :func:`parse_document`,
-  :func:`validate_document`, and :func:`load_if_present` for a record a program
-  keeps, which may not exist yet): read once, parse once,
+  :func:`validate_document`, :func:`read_document` (read and parsed, not yet
+  validated), :func:`parse_json_list` (a JSON array at the top), and
+  :func:`load_if_present` for a record a program keeps, which may not exist yet):
+  every JSON or TOML file of ours is read once, parsed once,
   every problem reported with its location (see ``foundation._documents``);
 * regular files (:func:`open_regular`, :func:`read_regular`,
   :func:`open_regular_fd`): never block on a FIFO, refuse devices, cap sizes;
@@ -42,6 +44,8 @@ from foundation._documents import (
     load_document,
     load_if_present,
     parse_document,
+    parse_json_list,
+    read_document,
     validate_document,
 )
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
@@ -76,6 +80,8 @@ __all__ = [
     "open_regular",
     "open_regular_fd",
     "parse_document",
+    "parse_json_list",
+    "read_document",
     "read_regular",
     "stricter_or_equal",
     "terminate_group",

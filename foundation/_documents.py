@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from foundation._errors import DocumentError, FileMissing, Problem
 from foundation._regular import read_regular
 
-__all__ = ["Syntax", "load_document", "parse_document", "problems_of", "validate_document"]
+__all__ = ["Syntax", "load_document", "parse_document", "parse_json_list", "problems_of",
+           "read_document", "validate_document"]
 
 Syntax = Literal["json", "toml"]
 if TYPE_CHECKING:  # pydantic is imported where a document is validated: the doors that only
@@ -111,6 +112,45 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
             duplicate JSON key, ``NaN``, nesting too deep, or not a table at the top.
     """
     syntax = syntax or _syntax_of(source)
+    raw = _parse(data, what, source, syntax, hint)
+    if not isinstance(raw, dict):
+        raise DocumentError(what, str(source), [Problem(_TOP, (
+            f"must be a {'table' if syntax == 'toml' else 'JSON object'}, "
+            f"not {type(raw).__name__}"))], hint)
+    return raw
+
+
+def parse_json_list(data: bytes, *, what: str, source: str | Path, hint: str = "") -> list[Any]:
+    """``data`` parsed as JSON with :func:`parse_document`'s strictness: a list at the top
+    (a script of steps, a list of records).
+
+    Raises:
+        DocumentError: as :func:`parse_document`, or not a list at the top.
+    """
+    raw = _parse(data, what, source, "json", hint)
+    if not isinstance(raw, list):
+        raise DocumentError(what, str(source), [Problem(
+            _TOP, f"must be a JSON array, not {type(raw).__name__}")], hint)
+    return raw
+
+
+def read_document(path: str | Path, *, what: str, cap: int, syntax: Syntax | None = None,
+                  hint: str = "") -> dict[str, Any]:
+    """The file at ``path`` read (:func:`~foundation.read_regular`, at most ``cap`` bytes) and
+    parsed (:func:`parse_document`): a table, not yet validated.
+
+    Raises:
+        FileMissing: no such file.
+        FileRefused: unreadable, not a regular file, or over ``cap`` bytes.
+        DocumentError: it does not parse.
+    """
+    return parse_document(read_regular(path, cap, what), what=what, source=path, syntax=syntax,
+                          hint=hint)
+
+
+def _parse(data: bytes, what: str, source: str | Path, syntax: Syntax, hint: str) -> Any:
+    """``data`` as plain data, any JSON value at the top; :func:`parse_document`'s checks
+    but the top's type."""
 
     def refuse(where: str, message: str) -> DocumentError:
         return DocumentError(what, str(source), [Problem(where, message)], hint)
@@ -146,9 +186,6 @@ def parse_document(data: bytes, *, what: str, source: str | Path,
         raise refuse(_TOP, f"holds a number too long to read: {str(exc)[:120]}") from None
     if problems:
         raise DocumentError(what, str(source), problems, hint)
-    if not isinstance(raw, dict):
-        raise refuse(_TOP, f"must be a {'table' if syntax == 'toml' else 'JSON object'}, "
-                     f"not {type(raw).__name__}")
     return raw
 
 
@@ -207,8 +244,7 @@ def load_document(path: str | Path, model: type[M], *, what: str, cap: int,
         FileRefused: unreadable, not a regular file, or over ``cap`` bytes.
         DocumentError: it does not parse or is invalid; every problem, located.
     """
-    raw = parse_document(read_regular(path, cap, what), what=what, source=path, syntax=syntax,
-                         hint=hint)
+    raw = read_document(path, what=what, cap=cap, syntax=syntax, hint=hint)
     if prepare is not None:
         prepare(raw)
     return validate_document(raw, model, what=what, source=path, hint=hint)

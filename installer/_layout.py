@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import Busy, StepFailed, UsageError
+from foundation import DocumentError, FileMissing, FoundationError, read_document
+
+from ._errors import Busy, InstallerError, StepFailed, UsageError
 
 __all__ = ["DEFAULT_PREFIX", "Layout", "State", "atomic_write", "lock_prefix"]
 
@@ -117,6 +119,32 @@ class Layout:
                       if n.isdigit() and (self.releases / n / ".complete").is_file())
 
 
+#: The most a record the installer keeps (its state, the CA's index, the engineers) may hold.
+MAX_KEPT_BYTES = 16 << 20
+
+
+def read_kept(path: Path, fmt: str, *, what: str, hint: str,
+              error: type[InstallerError] = StepFailed) -> dict[str, Any] | None:
+    """A JSON record the installer keeps under its prefix, tagged ``"format": fmt``, read by
+    foundation's one reader (a duplicate key, a cut file, one over :data:`MAX_KEPT_BYTES`
+    refused, each in its words, then ``hint``); None when there is none yet.
+
+    Raises:
+        error: it is there but unreadable, malformed, or of another format.
+    """
+    try:
+        raw = read_document(path, what=what, cap=MAX_KEPT_BYTES, syntax="json", hint=hint)
+    except FileMissing:
+        return None
+    except DocumentError as exc:  # its message ends with the hint
+        raise error(str(exc)) from None
+    except FoundationError as exc:
+        raise error(f"{exc}. {hint}") from None
+    if raw.get("format") != fmt:
+        raise error(f"{what} {path}: not an {fmt} file. {hint}")
+    return raw
+
+
 @dataclass
 class State:
     """``state/installed.json``: what the installer believes, beside the symlink's truth."""
@@ -131,16 +159,11 @@ class State:
 
     @classmethod
     def load(cls, layout: Layout) -> State:
-        path = layout.state_dir / "installed.json"
-        try:
-            raw: Any = json.loads(path.read_bytes())
-        except FileNotFoundError:
+        raw = read_kept(layout.state_dir / "installed.json", STATE_FORMAT, what="installer state",
+                        hint="Restore it from a backup, or run `check` and `audit verify` to "
+                             "see what happened.")
+        if raw is None:
             return cls()
-        except ValueError:
-            raise StepFailed(f"{path} is not JSON; restore it from a backup or run `check` "
-                             "and `audit verify` to see what happened") from None
-        if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
-            raise StepFailed(f"{path} is not an {STATE_FORMAT} file")
         return cls(name=raw.get("name"), current=raw.get("current"),
                    previous=raw.get("previous"), highest=raw.get("highest"),
                    host_link=raw.get("host_link"), bin_link=raw.get("bin_link"),

@@ -31,7 +31,7 @@ from typing import Any
 
 from ._audit import AuditLog
 from ._errors import UsageError
-from ._layout import Layout, atomic_write
+from ._layout import Layout, atomic_write, read_kept
 
 __all__ = ["ROLES", "HostPaths", "Issued", "SiteCA", "check_credential", "check_crl",
            "host_paths", "split_credential"]
@@ -100,15 +100,11 @@ class SiteCA:
         return self.key_path.is_file() and self.cert_path.is_file()
 
     def _index(self) -> dict[str, Any]:
-        try:
-            raw = json.loads(self.index_path.read_bytes())
-        except FileNotFoundError:
+        raw = read_kept(self.index_path, _INDEX_FORMAT, what="CA index", error=UsageError,
+                        hint="The CA's record of issued credentials was damaged; restore it "
+                             "from your backup.")
+        if raw is None:
             return {"format": _INDEX_FORMAT, "site": None, "crl_number": 0, "issued": []}
-        except ValueError:
-            raise UsageError(f"{self.index_path} is not JSON: the CA's record of issued "
-                             "credentials was damaged; restore it from your backup") from None
-        if not isinstance(raw, dict) or raw.get("format") != _INDEX_FORMAT:
-            raise UsageError(f"{self.index_path} is not an {_INDEX_FORMAT} file")
         return raw
 
     def _save_index(self, index: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
 (:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
 :func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`), the model service's request record
+(:class:`ScriptedServer`, its steps read by :func:`read_script`), the model service's request record
 (:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
 :func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
 :data:`REQUEST_HEADER`), and the site's model service: the relay on every
@@ -60,7 +60,13 @@ from models._request_log import (
 )
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scale import RouterSettings, check_parallel_fit, router_command
-from models._scripted import ScriptedCall, ScriptedServer, ScriptStep, serve_until_interrupted
+from models._scripted import (
+    ScriptedCall,
+    ScriptedServer,
+    ScriptStep,
+    read_script,
+    serve_until_interrupted,
+)
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
 from models._signature import (
     MODEL_SIGNATURE,
@@ -142,6 +148,7 @@ __all__ = [
     "open_provider",
     "public_key_pem",
     "read_requests",
+    "read_script",
     "request_ids",
     "serve_until_interrupted",
     "sign_model",

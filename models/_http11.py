@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-import h11
+if TYPE_CHECKING:  # imported where an exchange runs: a tool call loads this module, never a server
+    import h11
 
 __all__ = ["Exchange", "HttpRefusal", "Incoming", "ThreadedService"]
 
@@ -63,6 +64,7 @@ class Exchange:
 
     def __init__(self, sock: socket.socket, *, max_head_bytes: int = 64 * 1024,
                  max_body_bytes: int = 32 * 1024 * 1024, read_timeout_s: float = 30.0) -> None:
+        import h11  # heavy third-party: loaded on the first exchange
         self.sock = sock
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s
@@ -75,6 +77,7 @@ class Exchange:
 
         Raises HttpRefusal for a malformed, oversized or too slow request (the
         caller answers it with :meth:`refuse`)."""
+        import h11
         deadline = time.monotonic() + self.read_timeout_s
         req: h11.Request | None = None
         body = bytearray()
@@ -134,6 +137,7 @@ class Exchange:
 
     def start(self, status: int, headers: Iterable[tuple[str, str]]) -> None:
         """Send the response head; the body follows by :meth:`send` and :meth:`end`."""
+        import h11
         self.status = status
         hs = [(k, v) for k, v in headers if k.lower() not in _HOP_BY_HOP]
         hs.append(("connection", "close"))
@@ -141,10 +145,12 @@ class Exchange:
         self._send(h11.Response(status_code=status, headers=hs))
 
     def send(self, data: bytes) -> None:
+        import h11
         if data:
             self._send(h11.Data(data=data))
 
     def end(self) -> None:
+        import h11
         self._send(h11.EndOfMessage())
 
     def reply_json(self, status: int, body: object) -> None:
@@ -156,6 +162,7 @@ class Exchange:
 
     def refuse(self, refusal: HttpRefusal) -> None:
         """Answer a refusal as an OpenAI-shaped JSON error, if a head was not sent already."""
+        import h11
         if self.conn.our_state is not h11.IDLE and self.conn.our_state is not h11.SEND_RESPONSE:
             return
         try:

@@ -27,11 +27,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from foundation import FoundationError, parse_json_list, read_regular
 from models._request_log import REQUEST_HEADER, SESSION_HEADER
 
 __all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer", "serve_until_interrupted"]
 
 _MAX_BODY = 64 * 1024 * 1024
+_MAX_SCRIPT_BYTES = 16 << 20
 
 
 class ScriptedCall(BaseModel):
@@ -299,8 +301,22 @@ def _main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--model", default="scripted")
     ns = ap.parse_args(argv)
-    steps = json.loads(ns.script.read_text(encoding="utf-8"))
+    try:
+        steps = read_script(ns.script)
+    except FoundationError as exc:
+        ap.error(str(exc))
     serve_until_interrupted(ScriptedServer(steps, model=ns.model, port=ns.port).start())
+
+
+def read_script(path: Path) -> list[Any]:
+    """The steps of a ``--script`` file (a JSON list of ScriptStep fields), read strictly
+    (foundation's one reader: a duplicate key, a cut file or one over 16 MiB is refused).
+
+    Raises:
+        foundation.FoundationError: missing, unreadable, oversized or malformed, in its words.
+    """
+    return parse_json_list(read_regular(path, _MAX_SCRIPT_BYTES, "script"), what="script",
+                           source=path, hint="Give a JSON list of steps (ScriptStep fields).")
 
 
 def serve_until_interrupted(server: ScriptedServer) -> None:

@@ -1,13 +1,17 @@
 """Helpers every test folder may use: waiting on a condition with a deadline; a scratch
-directory another Unix user can pass through."""
+directory another Unix user can pass through; a hard-linked copy of a source tree; a real
+wheel."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import shutil
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,3 +49,41 @@ def shared_scratch(prefix: str) -> Iterator[Path]:
         yield base
     finally:
         shutil.rmtree(base)
+
+
+def link_tree(src: str | os.PathLike[str], dst: Path) -> Path:
+    """A copy of the source tree ``src`` at ``dst`` (hard links where the file system allows,
+    copies elsewhere), without site-packages, bytecode or build configuration; made once
+    (an existing ``dst`` is kept).  The grep tests and benchmarks search such trees."""
+    if not dst.exists():
+        def cp(s: str, d: str) -> None:
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+
+        shutil.copytree(src, dst, symlinks=True, copy_function=cp,
+                        ignore=shutil.ignore_patterns("site-packages", "__pycache__", "config-*"))
+    return dst.resolve()
+
+
+def make_wheel(directory: Path, name: str, version: str, files: dict[str, bytes], *,
+               requires: tuple[str, ...] = ()) -> Path:
+    """A real, installable pure-Python wheel of ``files`` (path in the wheel -> bytes) with
+    its METADATA (and Requires-Dist ``requires``), WHEEL and RECORD, written reproducibly
+    into ``directory``; its path."""
+    dist = f"{name}-{version}"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
+    files = {**files, f"{dist}.dist-info/METADATA": meta.encode(),
+             f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+                                        b"Tag: py3-none-any\n"}
+    record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+              for p, d in files.items()]
+    files[f"{dist}.dist-info/RECORD"] = ("\n".join([*record, f"{dist}.dist-info/RECORD,,"])
+                                         + "\n").encode()
+    out = directory / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(out, "w") as zf:
+        for p, d in files.items():
+            zf.writestr(zipfile.ZipInfo(p, date_time=(1980, 1, 1, 0, 0, 0)), d)
+    return out

@@ -32,14 +32,15 @@ if TYPE_CHECKING:  # imported on the link's start thread, after the first frame
     from appliance.compose import Config
     from appliance.events import EventStore
 from tui._approval import GUARD_S, ApprovalCard
-from tui._commands import COMMANDS, SlashCommands, complete_command
-from tui._composer import MAX_PROMPT_CHARS, Composer
+from tui._commands import SlashCommands
+from tui._composer import Composer
 from tui._copy import copy_text
 from tui._entries import NoticeEntry, ToolEntry
 from tui._event_map import EventMap
 from tui._history import PromptHistory
 from tui._link import AgentLink, LinkInfo, PendingApproval, Sink
 from tui._memory import trim
+from tui._message_box import MessageBox
 from tui._messages import (
     ApprovalAsked,
     AppSink,
@@ -47,6 +48,7 @@ from tui._messages import (
     LinkFailed,
     LinkPreparing,
     LinkStarted,
+    LinkWaiting,
     RunFinished,
 )
 from tui._notices import setup_notes
@@ -66,14 +68,15 @@ QUIT_WINDOW_S = 2.0
 LinkFactory = Callable[..., AgentLink]
 
 
-class AbhedApp(App[int]):
+class AbhedApp(MessageBox, App[int]):
     """One workspace, one session at a time.
 
     The app holds the session's state (the link, what it is doing, the
     queue) and routes: recorded events and streamed text to
     :class:`~tui._event_map.EventMap`, slash commands to
     :class:`~tui._commands.SlashCommands`, its state to the
-    :class:`~tui._status.StatusLine`; keys and the message box are its own.
+    :class:`~tui._status.StatusLine`, the composer's messages to
+    :class:`~tui._message_box.MessageBox` (a mixin); the keys are its own.
     """
 
     TITLE = "Abhed"
@@ -144,6 +147,8 @@ class AbhedApp(App[int]):
         # (a query then raised NoMatches out of run_test, now and then).
         self._transcript = Transcript(id="transcript")
         self._composer = Composer(id="composer")
+        self.queue_view = Static("", id="queue")
+        self.suggest_view = Static("", id="suggest")
         self.exit_code = 0
 
     # -- layout -------------------------------------------------------------------
@@ -155,8 +160,8 @@ class AbhedApp(App[int]):
                                 "follow", id="below")
             yield SidePanel("", id="panel")
         with Vertical(id="bottom"):
-            yield Static("", id="queue")
-            yield Static("", id="suggest")
+            yield self.queue_view
+            yield self.suggest_view
             yield self._composer
             yield StatusLine("", id="status")
 
@@ -235,6 +240,9 @@ class AbhedApp(App[int]):
     def on_link_preparing(self, msg: LinkPreparing) -> None:
         self.preparing = msg.model or msg.provider
         self.show_status()
+
+    def on_link_waiting(self, msg: LinkWaiting) -> None:
+        self.note(msg.text)  # e.g. the local model service starting on demand, and its log
 
     def on_link_started(self, msg: LinkStarted) -> None:
         self.info = msg.info
@@ -389,133 +397,8 @@ class AbhedApp(App[int]):
             return  # before the first frame
         line.show(self)
 
-    def show_queue(self) -> None:
-        view = self.query_one("#queue", Static)
-        view.display = bool(self.queue)
-        view.update(plain("\n".join(f"queued {i + 1}: {q.splitlines()[0][:100] if q else ''}"
-                                    for i, q in enumerate(self.queue))
-                          + "\n(Up on an empty input takes the last one back to edit)"))
-
     def note(self, text: str, *, error: bool = False) -> None:
         self.transcript.add(NoticeEntry(text, "error" if error else "info"))
-
-    # -- the composer --------------------------------------------------------------------
-    def on_composer_send(self, msg: Composer.Send) -> None:
-        text = msg.text
-        if self._suggestions and text.startswith("/") and " " not in text.strip() \
-                and text.strip() not in COMMANDS:
-            text = self._suggestions[self._suggest_index % len(self._suggestions)]
-        if not text.strip():
-            return
-        self.composer.text = ""
-        self._suggest([])
-        if text.startswith("/"):
-            self.commands.run(text.strip())
-            return
-        if self.history is not None:
-            self.history.add(text)
-        if self.running:
-            if self.link is not None and self.link.steer(text):
-                self.notify("steering: the message reaches the model before its next step")
-            else:
-                self.queue.append(text)
-                self.show_queue()
-            return
-        self.submit(text)
-
-    def submit(self, text: str) -> None:
-        """Send a prompt: now, or once the agent has started (Enter during ● starting)."""
-        if self.link is None or self.link.agent is None:
-            if self.state == "starting":
-                self.waiting.append(text)
-                self.notify("the agent is starting; the message is sent as soon as it is ready")
-                self.show_status()
-                return
-            self.note("the agent is not running, so the message was not sent; the error above "
-                      "says why. Press Ctrl+R to try again once it is fixed", error=True)
-            self.composer.text = text
-            self.composer.move_cursor(self.composer.document.end)
-            return
-        if not self.link.submit(text):
-            self.queue.insert(0, text)  # the agent is still busy: kept, sent after this turn
-            self.show_queue()
-        else:
-            self.running = True
-            self.state = "thinking"
-            self.transcript.follow_end()  # a new prompt brings the conversation back into view
-            if self._clock_timer is not None:
-                self._clock_timer.resume()
-        self.show_status()
-
-    def on_composer_tabbed(self, msg: Composer.Tabbed) -> None:
-        text = self.composer.text
-        if text.startswith("/") and "\n" not in text:
-            options = complete_command(text)
-            if options:
-                pick = options[self._suggest_index % len(options)] if self._suggestions else options[0]
-                self._suggest_index += 1
-                self.composer.text = pick + " "
-                self.composer.move_cursor(self.composer.document.end)
-                self._suggest(options)
-            return
-        word = text.rsplit(None, 1)[-1] if text.strip() else ""
-        if word.startswith("@") and self.link is not None:
-            options = self.link.complete_paths(word[1:])
-            if options:
-                self.composer.text = text[: len(text) - len(word)] + "@" + options[0]
-                self.composer.move_cursor(self.composer.document.end)
-            self._suggest(options)
-            return
-        if self.running and text.strip():
-            self.queue.append(text)
-            self.composer.text = ""
-            self.show_queue()
-            self.show_status()
-
-    def on_composer_up_on_empty(self, msg: Composer.UpOnEmpty) -> None:
-        if self.queue:
-            self.composer.text = self.queue.pop()
-            self.composer.move_cursor(self.composer.document.end)
-            self.show_queue()
-            self.show_status()
-            return
-        self.on_composer_recall(Composer.Recall(-1))
-
-    def on_composer_recall(self, msg: Composer.Recall) -> None:
-        if self.history is None:
-            return
-        text = self.history.step(msg.step, self.composer.text)
-        if text is None:
-            return
-        self.composer.text = text
-        self.composer.move_cursor(self.composer.document.end)
-
-    def on_composer_scroll(self, msg: Composer.Scroll) -> None:
-        if msg.where == "home":
-            self.transcript.home()
-        else:
-            self.transcript.follow_end()
-
-    def on_composer_paste_refused(self, msg: Composer.PasteRefused) -> None:
-        self.note(f"paste refused: it is {msg.size:,} characters and a message may hold "
-                  f"{MAX_PROMPT_CHARS:,}; nothing was pasted. Put it in a file in the workspace "
-                  "and ask the agent to read it.", error=True)
-
-    def on_text_area_changed(self, event: Composer.Changed) -> None:
-        text = self.composer.text
-        if text.startswith("/") and "\n" not in text and " " not in text:
-            self._suggest(complete_command(text))
-        elif not text:
-            self._suggest([])
-
-    def _suggest(self, options: list[str]) -> None:
-        if options != self._suggestions:
-            self._suggest_index = 0
-        self._suggestions = options
-        view = self.query_one("#suggest", Static)
-        view.display = bool(options)
-        lines = [f"{o}  {COMMANDS.get(o, '')}" for o in options[:8]]
-        view.update(plain("\n".join(lines) + ("\n(Tab completes)" if options else "")))
 
     # -- keys ------------------------------------------------------------------------------------
     def action_interrupt(self) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tui._export import export_markdown
 from tui._link import MODES
+from tui._report import DoctorEntry
 from tui._screens import SessionPicker
 
 if TYPE_CHECKING:
@@ -148,8 +149,8 @@ class SlashCommands:
         threading.Thread(target=work, name="abhed-tui-doctor", daemon=True).start()
 
     def _doctored(self, report: Report) -> None:
-        """Show the report as ``abhed doctor`` prints it; red when something needs a fix."""
-        self.app.note("\n".join(report.lines()), error=report.exit_code != 0)
+        """Show the report (``abhed doctor``'s findings, a row each); red when something needs a fix."""
+        self.app.transcript.add(DoctorEntry(report))
 
     def compact(self) -> None:
         app = self.app

@@ -83,6 +83,10 @@ class Sink(Protocol):
 
     def preparing(self, provider: str, model: str) -> None: ...
 
+    def waiting(self, text: str) -> None:
+        """A sentence about a wait start-up must sit through (the local model service being
+        started on demand, and its log), so the user is not left before a silent screen."""
+
     def progress(self, call_id: str, text: str) -> None: ...
 
     def started(self, info: LinkInfo) -> None: ...
@@ -206,7 +210,8 @@ class AgentLink:
             started = start_agent(
                 self.config, self.store, self.workspace, door="abhed tui --mode",
                 provider_name=self.provider_name, model=self.model, mode=self.mode,
-                approver=CallbackApprover(self._ask), session_id=self.session_id)
+                approver=CallbackApprover(self._ask), session_id=self.session_id,
+                say=self.sink.waiting)
         except (AbhedError, ModelsError) as exc:
             self.sink.failed(str(exc))
             return

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from models import Delta
 
 __all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkPreparing", "LinkStarted",
-           "RunFinished"]
+           "LinkWaiting", "RunFinished"]
 
 
 class EventArrived(Message):
@@ -47,6 +47,12 @@ class LinkPreparing(Message):
         super().__init__()
         self.provider = provider
         self.model = model
+
+
+class LinkWaiting(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
 
 
 class LinkFailed(Message):
@@ -84,6 +90,9 @@ class AppSink:
 
     def preparing(self, provider: str, model: str) -> None:
         self.target.post_message(LinkPreparing(provider, model))
+
+    def waiting(self, text: str) -> None:
+        self.target.post_message(LinkWaiting(text))
 
     def started(self, info: LinkInfo) -> None:
         self.target.post_message(LinkStarted(info))

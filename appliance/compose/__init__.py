@@ -22,7 +22,8 @@ Public surface:
 - :func:`to_say`: which start-up notices a door prints now (a note about the
   installation once per terminal session: :func:`first_in_terminal`);
 - :func:`reach_provider`: a provider marked ``start_on_demand`` started if need be
-  (:func:`local_service`, :func:`keeper_command`).
+  (:func:`local_service`, :func:`keeper_command`); :func:`open_reached`: that, then the
+  provider opened, with the one call that closes it and releases the service.
 
 Errors: :class:`appliance.ConfigError` (and the other ``AbhedError`` branches
 the parts raise); a refused mode is ``appliance.policy.ModeRefused``.
@@ -42,7 +43,12 @@ from appliance.compose._layers import (
     load_config,
     rule_for,
 )
-from appliance.compose._local_model import keeper_command, local_service, reach_provider
+from appliance.compose._local_model import (
+    keeper_command,
+    local_service,
+    open_reached,
+    reach_provider,
+)
 from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
 from appliance.compose._site_layer import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
@@ -95,6 +101,7 @@ __all__ = [
     "load_config_catalog",
     "open_store",
     "open_tooling",
+    "open_reached",
     "reach_provider",
     "terminal_session",
     "to_say",

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from appliance._home import abhed_home
 from appliance.compose._config import Config
-from models import LocalService, ProviderConfig, ServiceHold
+from models import LocalService, OpenAIProvider, ProviderConfig, ServiceHold, open_provider
 
-__all__ = ["SERVE_MODULE", "keeper_command", "local_service", "reach_provider"]
+__all__ = ["SERVE_MODULE", "keeper_command", "local_service", "open_reached", "reach_provider"]
 
 #: The module that runs the ``abhed`` command; the keeper is ``abhed serve`` run through it
 #: (a process started by name, not an import: the composition does not import its doors).
@@ -63,3 +64,31 @@ def reach_provider(config: Config, pconf: ProviderConfig, *,
         hold.release()
         raise
     return pconf.model_copy(update={"unix_socket": str(svc.socket)}), hold
+
+
+def open_reached(config: Config, pconf: ProviderConfig, *, say: Callable[[str], None] | None = None,
+                 **open_args: Any) -> tuple[ProviderConfig, OpenAIProvider, Callable[[], None]]:
+    """:func:`reach_provider`, then ``models.open_provider(pconf, **open_args)``: the reached
+    settings, the provider, and the one call that closes it and then releases the service
+    hold (nothing is left held when the provider cannot be opened).
+
+    Raises:
+        models.ServeError: as :func:`reach_provider`.
+        models.ModelsError: as ``open_provider``.
+    """
+    pconf, hold = reach_provider(config, pconf, say=say)
+    try:
+        provider = open_provider(pconf, **open_args)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
+    if hold is None:
+        return pconf, provider, provider.close
+
+    def close_and_release() -> None:
+        try:
+            provider.close()
+        finally:
+            hold.release()
+    return pconf, provider, close_and_release

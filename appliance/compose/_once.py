@@ -13,7 +13,8 @@ A terminal session is the controlling terminal (of stderr, else stdin or
 stdout; ``-`` without one) with its session leader: its process id and its
 start time, so a reused process id is a new session.  What was said is kept in
 ``ABHED_HOME/state/said-once.json`` (0600), for the 64 newest terminal sessions.
-A file that cannot be read or written costs a repeat, never a silence.
+A file that cannot be read (or is over 256 KiB, or is not strict JSON) or written costs a
+repeat, never a silence.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from appliance._home import abhed_home
 from appliance.compose._tooling import Notice
+from foundation import FoundationError, read_document
 
 __all__ = ["ONCE_KINDS", "first_in_terminal", "terminal_session", "to_say"]
 
@@ -54,16 +57,15 @@ def terminal_session() -> str:
     return f"{tty}|{sid}|{start}"
 
 
-def _load(path: os.PathLike[str]) -> dict[str, list[str]]:
+def _load(path: Path) -> dict[str, list[str]]:
+    """What was said, by terminal session; an unreadable, oversized or malformed file (a
+    duplicate key included: foundation's one reader) is nothing said."""
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read(_MAX_BYTES))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
+        data = read_document(path, what="said-once record", cap=_MAX_BYTES, syntax="json")
+    except FoundationError:
         return {}
     return {k: [x for x in v if isinstance(x, str)] for k, v in data.items()
-            if isinstance(k, str) and isinstance(v, list)}
+            if isinstance(v, list)}
 
 
 def first_in_terminal(message: str) -> bool:

@@ -22,7 +22,7 @@ from appliance._home import abhed_home, events_db_path
 from appliance._session import Session
 from appliance.compose._config import ABSENT, Config
 from appliance.compose._layers import layers_of
-from appliance.compose._local_model import reach_provider
+from appliance.compose._local_model import open_reached
 from appliance.compose._tooling import Notice, Tooling, artifact_store, choose_mode, open_tooling
 from appliance.events import EventStore
 from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_prompt
@@ -35,7 +35,6 @@ from models import (
     ProviderConfig,
     ProviderConfigError,
     load_catalog,
-    open_provider,
     signature_identity,
 )
 from tools import FileLedger, Tool, ToolContext, Workspace
@@ -200,25 +199,8 @@ def start_agent(config: Config, store: EventStore, workspace: Path, *, door: str
     pconf = choose_provider(config, provider_name)
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
     limits = _limits(config, pconf, catalog)
-    pconf, hold = reach_provider(config, pconf, say=say)
-    try:
-        provider = open_provider(pconf, catalog=catalog, model=model, sampling=sampling,
-                                 check_model=check_model)
-    except BaseException:
-        if hold is not None:
-            hold.release()
-        raise
-    if hold is not None:
-        provider_close = provider.close
-
-        def close_and_release() -> None:
-            try:
-                provider_close()
-            finally:
-                hold.release()
-        closer: Callable[[], None] = close_and_release
-    else:
-        closer = provider.close
+    pconf, provider, closer = open_reached(config, pconf, say=say, catalog=catalog, model=model,
+                                           sampling=sampling, check_model=check_model)
     try:
         ws = Workspace(str(workspace), config.tools.secret_paths)
         if session_id:

@@ -71,7 +71,7 @@ def now_iso() -> str:
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     schema_version: int = SCHEMA_VERSION
     session_id: str
@@ -108,7 +108,7 @@ class ActionEvent(_Base):
 class ArtifactRef(BaseModel):
     """A blob kept beside the log (a cut output, a file's preimage), named by its digest."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     sha256: str
     bytes: int
@@ -195,7 +195,7 @@ class UserMessage(_Base):
 
 
 class TurnToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
     name: str
@@ -203,7 +203,7 @@ class TurnToolCall(BaseModel):
 
 
 class TurnUsage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -267,7 +267,7 @@ class RunEnded(_Base):
 
 
 class TodoEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str
     content: str
@@ -283,7 +283,7 @@ class TodoUpdated(_Base):
 
 
 class PlanStepState(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     step: str
     status: Literal["pending", "in_progress", "done", "skipped"]
@@ -317,7 +317,7 @@ class Compacted(_Base):
 
 
 class FileRestore(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     path: str
     action: Literal["restored", "deleted", "refused", "skipped"]
@@ -519,7 +519,7 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 
 EVENT_CLASSES: tuple[type[BaseModel], ...] = get_args(get_args(Event)[0])
 """Every event class, derived from the union: the one roster (tests hold each renderer and

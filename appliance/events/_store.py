@@ -39,8 +39,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from appliance._errors import EventLogDamaged, EventLogError, EventLogFull, SessionNotFound
 from appliance.events._forward import Forwarder
 from appliance.events._guards import (
@@ -143,7 +141,6 @@ class EventStore:
                 os.pwrite(self._lock_fd, _KEPT, 0)
             conn = sqlite3.connect(path, isolation_level=None, timeout=30.0,
                                    check_same_thread=False)
-            self.db = sqlite_utils.Database(conn)
             conn.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode: a commit survives a process crash; FULL also
             # survives power loss at the cost of an fsync per event.
@@ -364,17 +361,18 @@ class EventStore:
 
     # -- writing ---------------------------------------------------------
     def create_session(self, session_id: str, workspace: str, created_at: str) -> None:
-        # Under the append lock: sqlite_utils' insert issues its own BEGIN on the shared
-        # connection, which raced a subagent's append ("cannot start a transaction
-        # within a transaction") when a child session was created mid-append.
+        # Under the append lock: the connection is shared with appends, whose BEGIN
+        # IMMEDIATE ... COMMIT must not interleave with this insert (a child session
+        # created mid-append once failed with "cannot start a transaction within a
+        # transaction").
         with self._append_lock:
             self._create_session(session_id, workspace, created_at)
 
     def _create_session(self, session_id: str, workspace: str, created_at: str) -> None:
         try:
-            self.db.table("sessions").insert(
-                {"id": session_id, "workspace": workspace, "created_at": created_at}
-            )
+            # One autocommitted statement (the connection has isolation_level=None).
+            self.conn.execute("INSERT INTO sessions (id, workspace, created_at) VALUES (?, ?, ?)",
+                              (session_id, workspace, created_at))
         except sqlite3.IntegrityError:
             raise EventLogError(f"session {session_id} already exists") from None
         except sqlite3.Error as exc:

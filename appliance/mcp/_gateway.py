@@ -26,10 +26,12 @@ from appliance._home import abhed_home
 from appliance.mcp._errors import McpError
 from appliance.mcp._settings import McpServerSpec
 from appliance.mcp._tools import McpTool, make_mcp_tool
+from foundation import FoundationError, parse_json_list, read_regular
 
 __all__ = ["McpGateway", "canonical_tools", "describe_changes", "reviewed_path", "tools_sha256"]
 
 _FIELDS = ("name", "description", "inputSchema", "outputSchema", "annotations")
+_MAX_REVIEWED_BYTES = 16 << 20  # a reviewed tool list: far more than any server lists
 
 
 def canonical_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -153,9 +155,11 @@ class McpGateway:
                 "model (tool-definition poisoning), so none of its tools are offered.")
         assert spec.tools_sha256 is not None
         saved = reviewed_path(spec.name, spec.tools_sha256)
-        try:
-            old = json.loads(saved.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # foundation's one reader: a damaged, oversized or doctored file is not on file
+            old: list[Any] | None = parse_json_list(
+                read_regular(saved, _MAX_REVIEWED_BYTES, "reviewed tool list"),
+                what="reviewed tool list", source=saved)
+        except FoundationError:
             old = None
         if isinstance(old, list) and tools_sha256(old) == spec.tools_sha256:
             changes = describe_changes(old, canon)

@@ -11,6 +11,7 @@ its answer stricter.
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -117,6 +118,17 @@ def _command_matches(rule: Rule, cmd: SimpleCommand, args: Mapping[str, Any]) ->
         if not isinstance(value, str) or not fnmatch.fnmatchcase(value, pattern):
             return False
     return True
+
+
+# Programs whose first operand names one of their own commands (``git status``, ``docker
+# run``, ``npm test``, ``make check``): an "always allow" for them names that subcommand.
+SUBCOMMAND_PROGRAMS = frozenset({
+    "git", "gh", "hg", "svn", "docker", "podman", "kubectl", "helm", "npm", "pnpm", "yarn",
+    "bun", "deno", "cargo", "rustup", "go", "pip", "pip3", "pipx", "uv", "poetry", "pdm",
+    "hatch", "conda", "mamba", "apt", "apt-get", "dnf", "yum", "brew", "systemctl",
+    "journalctl", "make", "just", "cmake", "ctest", "dotnet", "mvn", "gradle", "terraform",
+    "ansible-galaxy", "gem", "bundle", "composer", "mix", "stack", "cabal", "nix", "zig",
+})
 
 
 @dataclass
@@ -273,11 +285,26 @@ class PolicyEngine:
 
     @staticmethod
     def _bash_always(cmds: list[SimpleCommand]) -> tuple[Rule, ...]:
+        """The rules an "always allow" answer stores: one per command that asked.
+
+        A program with subcommands of its own gets program and subcommand (``git
+        status``: every ``git status``, no other git).  For any other program the first
+        operand is data, not a subcommand (``echo done``, ``cat README.md``, ``python
+        x.py``): a rule naming it as one would read as nonsense, so the rule is the
+        command exactly as written (``command``, glob characters escaped); a command
+        with options only (``ls -la``) gets its program.
+        """
         out: list[Rule] = []
         for cmd in cmds:
             if cmd.program is None or cmd.dynamic_program:
                 return ()
-            rule = Rule(tool="bash", program=cmd.program, subcommand=cmd.subcommand)
+            sub = cmd.subcommand
+            if sub is None:
+                rule = Rule(tool="bash", program=cmd.program)
+            elif cmd.program_name in SUBCOMMAND_PROGRAMS:
+                rule = Rule(tool="bash", program=cmd.program, subcommand=sub)
+            else:
+                rule = Rule(tool="bash", command=glob.escape(cmd.text))
             if rule not in out:
                 out.append(rule)
         return tuple(out)

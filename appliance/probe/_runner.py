@@ -37,8 +37,8 @@ from appliance.compose import (
     choose_provider,
     layers_of,
     load_config_catalog,
+    open_reached,
     open_tooling,
-    reach_provider,
 )
 from appliance.events import EventStore, SessionEnded
 from appliance.loop import build_system_prompt, tool_specs
@@ -60,7 +60,6 @@ from models import (
     ProbeBar,
     ProviderError,
     RequestCancelled,
-    open_provider,
 )
 from tools import Workspace, native_tools
 
@@ -171,14 +170,10 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     if not cases:
         raise ProbeError(f"no probe cases in families {', '.join(families)}")
     catalog = load_config_catalog(config) if pconf.catalog_entry else None
-    pconf, hold = reach_provider(config, pconf, say=say)  # the user's own service: started if need be
-    try:
-        provider = open_provider(pconf, catalog=catalog, model=model, check_model=True,
-                                 transport=transport)
-    except BaseException:
-        if hold is not None:
-            hold.release()
-        raise
+    # The user's own service: started if need be, and held until the provider is closed.
+    pconf, provider, close_provider = open_reached(config, pconf, say=say, catalog=catalog,
+                                                   model=model, check_model=True,
+                                                   transport=transport)
     extra: dict[str, Any] = {}
     if "seed" in pconf.sampling and "seed" not in provider.sampling:
         extra["seed"] = _SEED
@@ -231,9 +226,7 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
             ran = list(pool.map(one, jobs))
         ended = f"probe interrupted ({cancel.reason})" if cancel.cancelled else "probe done"
     finally:
-        provider.close()
-        if hold is not None:
-            hold.release()
+        close_provider()
         if not options.keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
         session.append(SessionEnded(session_id=session.id, reason=ended))

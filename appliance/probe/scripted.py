@@ -36,7 +36,8 @@ from typing import Any
 
 from appliance.probe._cases import Case, RefCall, RefTurn, load_cases
 from appliance.probe._fixture import render
-from models import ScriptedCall, ScriptedServer, ScriptStep, serve_until_interrupted
+from foundation import FoundationError
+from models import ScriptedCall, ScriptedServer, ScriptStep, read_script, serve_until_interrupted
 
 __all__ = ["BEHAVIOURS", "ReferenceModel", "serve"]
 
@@ -139,7 +140,7 @@ def _as_xml(call: ScriptedCall) -> str:
 def serve(behaviour: str, *, script: Path | None = None, port: int = 0,
           model: str = "scripted") -> ScriptedServer:
     """Start a scripted server answering as ``behaviour`` (steps from ``script`` for anything else)."""
-    steps = json.loads(script.read_text("utf-8")) if script is not None else []
+    steps = read_script(script) if script is not None else []
     return ScriptedServer(responder=ReferenceModel(behaviour, fallback=steps), model=model,
                           port=port).start()
 
@@ -153,7 +154,11 @@ def _main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--model", default="scripted")
     ns = ap.parse_args(argv)
-    serve_until_interrupted(serve(ns.behaviour, script=ns.script, port=ns.port, model=ns.model))
+    try:
+        server = serve(ns.behaviour, script=ns.script, port=ns.port, model=ns.model)
+    except FoundationError as exc:
+        ap.error(str(exc))
+    serve_until_interrupted(server)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,7 @@ shared machine; the build's zstd workers count in it).  Not collected by pytest.
 
 from __future__ import annotations
 
-import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -22,18 +20,16 @@ from pathlib import Path
 
 from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _bench import bundle_input, cpu_now
+
 CPU: dict[str, float] = {}
 
 
-def _cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def _time(fn: object, label: str = "") -> float:
-    start, cpu = time.perf_counter(), _cpu()
+    start, cpu = time.perf_counter(), cpu_now()
     fn()  # type: ignore[operator]
-    CPU[label] = _cpu() - cpu
+    CPU[label] = cpu_now() - cpu
     return time.perf_counter() - start
 
 
@@ -43,17 +39,7 @@ def main() -> None:
     trust = TrustPolicy(keys=(key.public_key(),))
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         root = Path(tmp)
-        (root / "m").mkdir()
-        # Half random (incompressible), half text-like (compressible): like weights + docs.
-        with open(root / "m" / "weights.bin", "wb") as f:
-            text = (b"the quick brown fox jumps over the lazy dog %d\n" * 20000)[: 1 << 20]
-            f.writelines(os.urandom(1 << 20) if i % 2 else text for i in range(size >> 20))
-        spec = root / "spec.json"
-        spec.write_text(json.dumps({
-            "format": "abhed-bundle-spec/1", "name": "bench", "version": 1,
-            "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.36", "python": "3.11",
-                         "accelerator": "cpu"},
-            "model": [{"name": "m", "dir": "m", "licence": "none", "source": "bench"}]}))
+        spec = bundle_input(root, size)  # half random, half text-like: like weights + docs
         out = root / "b.abhed"
         zstd = _time(lambda: subprocess.run(["zstd", "-q", "-3", "-T1", "-f", "-o",
                                              str(root / "w.zst"), str(root / "m" / "weights.bin")],

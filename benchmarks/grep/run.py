@@ -43,7 +43,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _bench import cpu_now  # noqa: E402
+
+from tests.helpers import link_tree  # noqa: E402
 from tools import ToolSettings, Workspace  # noqa: E402 (after the sys.path line)
 from tools.grep import (  # noqa: E402
     Engine,
@@ -70,16 +74,7 @@ PATTERNS = {
 
 
 def stdlib_tree() -> Path:
-    dst = CACHE / "stdlib"
-    if not dst.exists():
-        def cp(s: str, d: str) -> None:
-            try:
-                os.link(s, d)
-            except OSError:
-                shutil.copy2(s, d)
-        shutil.copytree(sysconfig.get_paths()["stdlib"], dst, symlinks=True, copy_function=cp,
-                        ignore=shutil.ignore_patterns("site-packages", "__pycache__", "config-*"))
-    return dst.resolve()
+    return link_tree(sysconfig.get_paths()["stdlib"], CACHE / "stdlib")
 
 
 def drop_caches() -> bool:
@@ -112,13 +107,6 @@ def rg_peak_mib(cmd: list[str]) -> float | None:
 
 def show_mib(v: float | None) -> str:
     return "n/a (no /usr/bin/time)" if v is None else f"{v:.0f} MiB"
-
-
-def cpu_now() -> float:
-    """CPU seconds (user + system) of this process, its threads and its waited-for children."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def timed(fn, repeat: int, cold: bool) -> tuple[float, float]:  # type: ignore[no-untyped-def]

@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import sysconfig
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _bench import measure  # noqa: E402
+
+from tests.helpers import link_tree  # noqa: E402
 from tools import ToolContext, ToolSettings, Workspace, run_tool  # noqa: E402
 from tools.grep import Grep, find_rg  # noqa: E402
 
@@ -50,23 +50,11 @@ PATTERNS = {
 }
 
 
-def _link_tree(src: str, dst: Path) -> Path:
-    if not dst.exists():
-        def cp(s: str, d: str) -> None:
-            try:
-                os.link(s, d)
-            except OSError:
-                shutil.copy2(s, d)
-        shutil.copytree(src, dst, symlinks=True, copy_function=cp,
-                        ignore=shutil.ignore_patterns("site-packages", "__pycache__", "config-*"))
-    return dst.resolve()
-
-
 def tree(name: str, git: bool) -> Path | None:
     if name == "stdlib":
-        base = _link_tree(sysconfig.get_paths()["stdlib"], CACHE / "stdlib")
+        base = link_tree(sysconfig.get_paths()["stdlib"], CACHE / "stdlib")
     elif name == "site":
-        base = _link_tree(sysconfig.get_paths()["purelib"], CACHE / "site")
+        base = link_tree(sysconfig.get_paths()["purelib"], CACHE / "site")
     else:
         base = CACHE / "linux"
         if not base.is_dir():
@@ -77,27 +65,10 @@ def tree(name: str, git: bool) -> Path | None:
     if not (dst / ".git").is_dir():
         if dst.exists():
             shutil.rmtree(dst)
-        _link_tree(str(base), dst) if name != "linux" else subprocess.run(
+        link_tree(str(base), dst) if name != "linux" else subprocess.run(
             ["cp", "-al", str(base), str(dst)], check=True)
         subprocess.run(["git", "init", "-q", str(dst)], check=True)
     return dst.resolve()
-
-
-def cpu_now() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def measure(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    fn()  # warm the page cache and the interpreter
-    cpu, wall = [], []
-    for _ in range(repeat):
-        c, w = cpu_now(), time.perf_counter()
-        fn()
-        cpu.append(cpu_now() - c)
-        wall.append(time.perf_counter() - w)
-    return statistics.median(cpu), statistics.median(wall)
 
 
 def run_cells(name: str, root: Path, git: bool, patterns: list[str], repeat: int, rg: str) -> None:

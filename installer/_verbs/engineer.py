@@ -15,28 +15,22 @@ import datetime
 import json
 import pwd
 import secrets
+from pathlib import Path
 from typing import Any
 
 from .._audit import AuditLog
-from .._errors import StepFailed, UsageError
-from .._layout import Layout, atomic_write, lock_prefix
+from .._errors import UsageError
+from .._layout import Layout, atomic_write, lock_prefix, read_kept
 from .._site_ca import host_paths
 from .._ui import out
 
 FORMAT = "abhed-engineers/1"
 
 
-def _load(path: Any) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {"format": FORMAT, "engineers": {}}
-    except ValueError:
-        raise StepFailed(f"{path} is not JSON: the list of enrolled engineers was damaged; "
-                         "move it away and enroll them again") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise StepFailed(f"{path} is not an {FORMAT} file")
-    return raw
+def _load(path: Path) -> dict[str, Any]:
+    raw = read_kept(path, FORMAT, what="enrolled engineers",
+                    hint="The list was damaged; move it away and enroll them again.")
+    return raw if raw is not None else {"format": FORMAT, "engineers": {}}
 
 
 def run(args: argparse.Namespace) -> int:

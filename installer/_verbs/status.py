@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
-from foundation import FoundationError, digest_file, read_regular
+from foundation import FoundationError, digest_file, read_document, read_regular
 from foundation.site_files import MAX_SITE_BYTES, ORIGIN_FILE, SiteOrigin, read_origin
 
 from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
-from .._layout import Layout, State
+from .._layout import MAX_KEPT_BYTES, Layout, State
 from .._local import local_overlay
 from .._roles import release_role
 from .._site_install import SITE_DIR, HostLinks, link_problems, settings_digest
@@ -22,20 +21,19 @@ from .._ui import emit_json, out
 def _release_info(layout: Layout, v: int) -> dict[str, Any]:
     rel = layout.release(v)
     info: dict[str, Any] = {"version": v, "path": str(rel)}
-    try:
-        body = json.loads((rel / "release.json").read_bytes())
-        if not isinstance(body, dict):
-            raise ValueError("not an object")
+    try:  # foundation's one reader: a duplicate key, a cut or oversized file is unreadable
+        body = read_document(rel / "release.json", what="release record", cap=MAX_KEPT_BYTES,
+                             syntax="json")
         info.update(installed_at=body.get("installed_at"), downgrade=body.get("downgrade"),
                     name=body.get("name"), role=body.get("role") or "all")
-    except (OSError, ValueError):
+    except (OSError, FoundationError):
         info["problem"] = "release.json unreadable"
     served = sorted(rel.glob("bundle/models/*/abhed-serve.json"))
     if served:
         try:
-            serve = json.loads(served[0].read_bytes())
-            info["model"] = serve.get("served_name") if isinstance(serve, dict) else None
-        except (OSError, ValueError):
+            info["model"] = read_document(served[0], what="serve descriptor", cap=MAX_KEPT_BYTES,
+                                          syntax="json").get("served_name")
+        except (OSError, FoundationError):
             info["model"] = None
     return info
 

@@ -4,10 +4,8 @@ its manifest, an agent host's members verified but never unpacked, bad roles ref
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -26,27 +24,15 @@ from bundle import (
 )
 from bundle._manifest import canonical_json, parse_manifest
 from cli.bundle import check_settings
+from tests.helpers import make_wheel
 
 ENDPOINT = "http://10.0.0.5:8000/v1"
 
 
 def _wheel(directory: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> Path:
     """A real wheel with one module and its Requires-Dist."""
-    dist = f"{name}-{version}"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
-    files = {f"{name}/__init__.py": b"VALUE = 1\n", f"{dist}.dist-info/METADATA": meta.encode(),
-             f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
-                                        b"Tag: py3-none-any\n"}
-    record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
-              for p, d in files.items()]
-    files[f"{dist}.dist-info/RECORD"] = ("\n".join([*record, f"{dist}.dist-info/RECORD,,"])
-                                         + "\n").encode()
-    out = directory / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(out, "w") as zf:
-        for p, d in files.items():
-            zf.writestr(zipfile.ZipInfo(p, date_time=(1980, 1, 1, 0, 0, 0)), d)
-    return out
+    return make_wheel(directory, name, version, {f"{name}/__init__.py": b"VALUE = 1\n"},
+                      requires=requires)
 
 
 def _settings(url: str = ENDPOINT) -> dict[str, Any]:

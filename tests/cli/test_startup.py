@@ -66,6 +66,17 @@ def test_version_imports_no_heavy_module() -> None:
     assert _heavy(_modules_after("--version"), HEAVY + RUNTIME) == []
 
 
+def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
+    # `abhed tool read` waits on its imports (docs/performance.md): the event store writes
+    # through sqlite3 itself, and the model services' HTTP/1.1 server side (h11) loads on
+    # their first exchange, never for a tool call.
+    (workspace / "small.txt").write_text("hello\n")
+    modules = _modules_after("tool", "read", json.dumps({"path": str(workspace / "small.txt")}),
+                             "-w", str(workspace))
+    assert "appliance.events._store" in modules  # the call ran and was recorded
+    assert _heavy(modules, ("sqlite_utils", "h11", "textual", "httpx", "vllm", "mcp")) == []
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_table_summary_is_the_commands_own(name: str) -> None:
     command = load_command(name)

@@ -204,7 +204,10 @@ def test_kvm_probe_creates_a_vm_not_just_opens_a_file(tmp_path: Path) -> None:
         assert kvm_probe(Path("/dev/kvm")) is None
 
 
-@pytest.mark.parametrize("body", ["[1, 2]", "\"text\"", "{not json", ""])
+@pytest.mark.parametrize("body", ["[1, 2]", "\"text\"", "{not json", "",
+                                  '{"name": "a", "served_name": "m", "name": "b"}',  # a duplicate
+                                  '{"name": "a"}' + " " * (16 << 20)],  # over the cap
+                         ids=["list", "string", "cut", "empty", "duplicate", "oversized"])
 def test_status_reads_a_damaged_release_record_as_a_problem_never_a_crash(tmp_path: Path,
                                                                          body: str) -> None:
     from installer._layout import Layout
@@ -217,3 +220,25 @@ def test_status_reads_a_damaged_release_record_as_a_problem_never_a_crash(tmp_pa
     (rel / "bundle/models/m/abhed-serve.json").write_text(body)
     info = _release_info(layout, 3)
     assert info["problem"] == "release.json unreadable" and info["model"] is None
+
+
+@pytest.mark.parametrize("body, says", [
+    ('{"format": "abhed-installer-state/1", "current": 1, "current": 2}', "duplicate key 'current'"),
+    ('{"format": "abhed-installer-state/1", "current": 1', "not valid JSON"),
+    ('{"format": "abhed-installer-state/1"}' + " " * (16 << 20), "larger than"),
+    ('{"format": "abhed-installer-state/0"}', "not an abhed-installer-state/1 file"),
+    ('[]', "must be a JSON object"),
+], ids=["duplicate", "cut", "oversized", "other format", "not an object"])
+def test_the_installers_state_is_read_strictly(tmp_path: Path, body: str, says: str) -> None:
+    """installed.json (and the CA's index and the engineers' list, by the same reader):
+    damage is refused by where, with what to do, never half-read."""
+    from installer._errors import StepFailed
+    from installer._layout import Layout, State
+
+    layout = Layout(tmp_path)
+    assert State.load(layout) == State()  # none yet: nothing installed
+    layout.state_dir.mkdir(parents=True)
+    (layout.state_dir / "installed.json").write_text(body)
+    with pytest.raises(StepFailed, match=says) as info:
+        State.load(layout)
+    assert "audit verify" in str(info.value)

@@ -12,13 +12,11 @@ is the site harness's); the model service listens on a loopback port the bundle 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 import subprocess
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ import pytest
 
 import bundle
 from installer._roles import ROLES
-from tests.helpers import wait_for
+from tests.helpers import make_wheel, wait_for
 
 from .conftest import GATE_SCRIPT, BundleMaker, Installer, Keys, site_settings, tree_snapshot
 
@@ -44,21 +42,9 @@ def test_the_installer_knows_the_bundles_roles() -> None:
 
 def _vllm_wheel(directory: Path) -> Path:
     """A stand-in for vLLM's wheels: installable, 2 MiB, named vllm (a model-only member)."""
-    dist = "vllm-0.0.1"
-    files = {"vllm/__init__.py": b"SERVES = True\n",
-             "vllm/engine.bin": hashlib.sha256(b"x").digest() * (VLLM_BYTES // 32),
-             f"{dist}.dist-info/METADATA": b"Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n",
-             f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
-                                        b"Tag: py3-none-any\n"}
-    record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
-              for p, d in files.items()]
-    files[f"{dist}.dist-info/RECORD"] = ("\n".join([*record, f"{dist}.dist-info/RECORD,,"])
-                                         + "\n").encode()
-    out = directory / f"{dist}-py3-none-any.whl"
-    with zipfile.ZipFile(out, "w") as zf:
-        for p, d in files.items():
-            zf.writestr(zipfile.ZipInfo(p, date_time=(1980, 1, 1, 0, 0, 0)), d)
-    return out
+    return make_wheel(directory, "vllm", "0.0.1", {
+        "vllm/__init__.py": b"SERVES = True\n",
+        "vllm/engine.bin": hashlib.sha256(b"x").digest() * (VLLM_BYTES // 32)})
 
 
 class Site:

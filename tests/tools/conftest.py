@@ -67,6 +67,14 @@ class Harness:
     def read(self, path: Path | str, **kw: Any) -> ToolResult:
         return self.call("read", {"path": str(path), **kw})
 
+    def read_new(self, data: bytes, name: str = "f.txt") -> Path:
+        """A file ``name`` in the workspace holding ``data``, read once in this session (so
+        edit and write may change it)."""
+        target = self.root / name
+        target.write_bytes(data)
+        self.ok(self.read(target))
+        return target
+
     def write(self, path: Path | str, content: str) -> ToolResult:
         return self.call("write", {"path": str(path), "content": content})
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import link_tree
 from tools import ToolContext, ToolSettings, Workspace, run_tool
 from tools._walk import walk_files
 from tools.grep import Grep
@@ -39,21 +40,10 @@ PATTERNS: list[dict[str, Any]] = [
 ]
 
 
-def _link_copy(src: str, dst: Path) -> None:
-    def cp(s: str, d: str) -> None:
-        try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
-
-    shutil.copytree(src, dst, symlinks=True, copy_function=cp,
-                    ignore=shutil.ignore_patterns("site-packages", "__pycache__", "config-*"))
-
-
 @pytest.fixture(scope="module")
 def stdlib_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dst = tmp_path_factory.mktemp("stdlib") / "lib"
-    _link_copy(sysconfig.get_paths()["stdlib"], dst)
+    link_tree(sysconfig.get_paths()["stdlib"], dst)
     return dst.resolve()
 
 
@@ -70,7 +60,7 @@ def git_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = (tmp_path_factory.mktemp("repo") / "repo").resolve()
     std = sysconfig.get_paths()["stdlib"]
     for sub in ("json", "email", "asyncio", "logging", "unittest", "xml"):
-        _link_copy(os.path.join(std, sub), root / "src" / sub)
+        link_tree(os.path.join(std, sub), root / "src" / sub)
     (root / "src" / "json" / "build").mkdir()
     (root / "src" / "json" / "build" / "gen.py").write_text("# TODO generated\n")
     (root / "logs").mkdir()

@@ -73,6 +73,13 @@ async def until(pilot: Pilot[Any], cond: Callable[[], Any], timeout_s: float = 3
         await pilot.pause(0.02)
 
 
+async def send(pilot: Pilot[Any], app: AbhedApp, prompt: str) -> None:
+    """Once the agent has started, type ``prompt`` into the composer and press enter."""
+    await until(pilot, lambda: app.info is not None, what="the agent to start")
+    app.composer.text = prompt
+    await pilot.press("enter")
+
+
 INFO = LinkInfo(session_id="s-20260101-000000-abcdef", workspace="/work/demo", provider="local",
                 model="tiny-coder", mode="ask", sandbox="microvm", context_window=8192,
                 tools=("bash", "edit", "glob", "grep", "read", "write"))

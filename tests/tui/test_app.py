@@ -9,7 +9,7 @@ import pytest
 from textual import events
 
 from models import ScriptedServer
-from tests.tui.helpers import kind_of, notes, real_app, until, write_config
+from tests.tui.helpers import kind_of, notes, real_app, send, until, write_config
 from tui._entries import ToolEntry
 
 pytestmark = pytest.mark.anyio
@@ -78,9 +78,7 @@ async def test_destructive_bash_card_offers_no_always_and_deny_reason_reaches_mo
                {"text": "ok, I will not"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "clean up"
-        await pilot.press("enter")
+        await send(pilot, app, "clean up")
         card = await until(pilot, lambda: app.card, what="the approval card")
         assert card.pending.always_rules == ()
         assert "rm -rf build" in card.pending.commands
@@ -108,9 +106,7 @@ async def test_allow_always_stores_the_rule_it_showed(abhed_home: Path, workspac
                    {"text": "written"})
         app = real_app(workspace)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.info is not None)
-            app.composer.text = "write notes"
-            await pilot.press("enter")
+            await send(pilot, app, "write notes")
             card = await until(pilot, lambda: app.card, what="the approval card")
             assert card.pending.always_rules, "a write in ask mode can be allowed always"
             shown = card.pending.always_rules[0]
@@ -127,9 +123,7 @@ async def test_type_ahead_guard_ignores_keys_until_armed(server: ScriptedServer,
     now = [100.0]
     app = real_app(workspace, guard_s=0.5, clock=lambda: now[0])
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "go"
-        await pilot.press("enter")
+        await send(pilot, app, "go")
         card = await until(pilot, lambda: app.card)
         await pilot.press("shift+tab", "y")  # typed as the card got the keys: must not answer it
         assert not card.pending.answered
@@ -145,9 +139,7 @@ async def test_esc_interrupts_a_running_command_and_never_quits(server: Scripted
                {"text": "never reached"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "wait"
-        await pilot.press("enter")
+        await send(pilot, app, "wait")
         await until(pilot, lambda: app.state == "running bash", what="the command to start")
         await pilot.press("escape")
         await until(pilot, lambda: not app.running, timeout_s=20, what="the interrupt")
@@ -161,9 +153,7 @@ async def test_enter_steers_and_tab_queues_while_working(server: ScriptedServer,
                {"text": "first done"}, {"text": "second done"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "start"
-        await pilot.press("enter")
+        await send(pilot, app, "start")
         await until(pilot, lambda: app.state == "running bash")
         app.composer.text = "also check the docs"
         await pilot.press("enter")
@@ -290,9 +280,7 @@ async def test_small_terminal_resize_and_no_color(server: ScriptedServer, worksp
     app = real_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
         assert app.no_color
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "hi"
-        await pilot.press("enter")
+        await send(pilot, app, "hi")
         await pilot.resize_terminal(40, 12)
         await pilot.resize_terminal(160, 50)
         await until(pilot, lambda: app.view.last_answer == "short" and not app.running)
@@ -308,9 +296,7 @@ async def test_tool_card_expands_by_key(server: ScriptedServer, workspace: Path)
                {"text": "read it"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "read"
-        await pilot.press("enter")
+        await send(pilot, app, "read")
         await until(pilot, lambda: not app.running and app.view.last_answer)
         card = next(e for e in app.transcript.entries if isinstance(e, ToolEntry))
         t = app.transcript
@@ -366,9 +352,7 @@ async def test_a_real_command_streams_into_its_card_before_it_ends(server: Scrip
         {"text": "it failed"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "run it"
-        await pilot.press("enter")
+        await send(pilot, app, "run it")
         card = await until(pilot, lambda: next((c for c in app.view.cards.values()
                                                  if c.tool == "bash"), None))
         await until(pilot, lambda: "starting" in card.live, timeout_s=10,
@@ -422,9 +406,7 @@ async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, w
                    {"text": "edited"})
         app = real_app(workspace)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.info is not None)
-            app.composer.text = "fix x70"
-            await pilot.press("enter")
+            await send(pilot, app, "fix x70")
             card = await until(pilot, lambda: app.card, what="the approval card")
             shown = "\n".join(s.text for s in app.screen._compositor.render_strips())
             assert "-@@" not in shown and "   70       - x70 = 70" in shown
@@ -497,9 +479,7 @@ async def test_doctor_shows_what_abhed_doctor_shows(server: ScriptedServer, work
 
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
-        app.composer.text = "/doctor"
-        await pilot.press("enter")
+        await send(pilot, app, "/doctor")
         report = await until(pilot, lambda: next((n for n in notes(app) if "\ndoctor: " in n), ""),
                              what="the doctor's report")
         expected = examine()  # the same function `abhed doctor` prints
@@ -538,3 +518,32 @@ async def test_a_demonstration_model_is_said_once_per_tui_session(abhed_home: Pa
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.info is not None, what="the agent to start")
             assert app.info is not None and app.info.model_note == ""
+
+
+async def test_a_local_model_service_started_on_demand_is_said_with_its_log(
+        abhed_home: Path, workspace: Path, tmp_path: Path) -> None:
+    # The demo's kind of provider: started on demand.  This checkout's Python has no vLLM, so
+    # the real keeper (`abhed serve`) exits; the wait is said first, then the failure, both
+    # naming the log.
+    import json
+
+    from models import CatalogEntry, hash_weights
+
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    entry = CatalogEntry(name="tiny", served_name="tiny-s", weights_dir=str(weights),
+                         files=hash_weights(weights), tool_call_parser="hermes", max_model_len=2048)
+    (abhed_home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    (abhed_home / "config.json").write_text(json.dumps({
+        "sandbox": {"backend": "bwrap"},
+        "custom_providers": [{"name": "local", "api": "openai", "base_url": "http://localhost/v1",
+                              "catalog_entry": "tiny", "start_on_demand": True}]}))
+    app = real_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.state == "not started", timeout_s=120.0,
+                    what="the keeper to exit and the error screen")
+        said = [n for n in notes(app) if "the local model service" in n]
+        assert said and said[0].startswith("starting the local model service for tiny"), notes(app)
+        assert "log: " in said[0] and str(abhed_home) in said[0]
+        assert "Full log" in app.transcript.entries[-1].text()

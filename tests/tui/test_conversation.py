@@ -26,6 +26,7 @@ from tests.tui.helpers import (
     pending,
     stored,
     stream,
+    until,
 )
 from tools import ToolResult
 from tui import AbhedApp
@@ -612,3 +613,35 @@ async def test_typed_keys_come_before_the_stream() -> None:
         stream(app, " and on")
         app._tick()
         assert app.view.live.body.endswith("and on")
+
+
+@pytest.mark.parametrize("columns", [60, 120])
+async def test_doctor_wraps_per_finding_and_keeps_each_fix_under_its_problem(columns: int) -> None:
+    """Issue 33: at 60 columns `/doctor`'s fixed columns wrapped back to the left edge. Each
+    finding is now a row: its mark on the left, area, summary and fix wrapped beside it."""
+    from tui._report import DoctorEntry
+
+    app = fake_app()
+    async with app.run_test(size=(columns, 40)) as pilot:
+        await pilot.pause()
+        app.composer.text = "/doctor"  # the real examine(), on this test's fresh ABHED_HOME
+        await pilot.press("enter")
+        entry = await until(pilot, lambda: next((e for e in app.transcript.entries
+                                                 if isinstance(e, DoctorEntry)), None),
+                            what="the doctor's report")
+        await pilot.pause()
+        assert entry.text().endswith("doctor: something needs a fix")  # no model provider
+        assert entry._cache is not None, "the report was drawn"
+        rows = [strip.text.rstrip() for strip in entry._cache[2]]
+    assert all(len(row) <= columns for row in rows)
+    body = rows[0].index(next(f"{a}: " for _, a, _, _ in entry.rows))  # the right column
+    assert body <= len("PROBLEM ")
+    problem = next(i for i, row in enumerate(rows) if row.startswith("PROBLEM"))
+    assert "model: " in rows[problem]
+    fix = next(i for i in range(problem, len(rows)) if rows[i][body:].startswith("fix: "))
+    # every line of the finding (wrapped summary, fix and its wrapped lines) is in the right
+    # column: nothing runs back under the mark
+    assert all(row[:body].strip() == "" for row in rows[problem + 1:fix + 2])
+    assert "scripts/demo" in " ".join(row[body:] for row in rows[fix:])
+    if columns == 60:
+        assert fix - problem >= 2  # the summary wrapped, and stayed in its column

@@ -170,9 +170,7 @@ class _Readahead:
             self._slots.release()
             for i, fd in enumerate(fds):
                 if fd < 0:
-                    failed = FileOutcome()
-                    failed.error = True
-                    yield files[start + i], failed
+                    yield files[start + i], FileOutcome(error=True)
                 else:
                     fds[i] = -1  # searched (and closed) from here on; stop() must not close it
                     yield files[start + i], search_fd(fd, query, mode, buf)

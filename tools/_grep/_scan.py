@@ -48,10 +48,10 @@ class FileOutcome:
 
     __slots__ = ("binary", "count", "error", "lines")
 
-    def __init__(self) -> None:
+    def __init__(self, *, error: bool = False) -> None:
         self.count = 0
         self.binary = False
-        self.error = False
+        self.error = error  # unreadable: nothing of it counts
         self.lines: list[MatchLine] = []
 
 
@@ -73,9 +73,7 @@ def search_file(path: str, query: Query, mode: str, buf: bytearray, max_lines: i
     try:
         fd = _open(path)
     except OSError:
-        out = FileOutcome()
-        out.error = True
-        return out
+        return FileOutcome(error=True)
     return search_fd(fd, query, mode, buf, max_lines)
 
 
@@ -107,9 +105,7 @@ def search_cached(path: str, query: Query, mode: str, buf: bytearray) -> FileOut
     try:
         fd = _open(path)
     except OSError:
-        out = FileOutcome()
-        out.error = True
-        return out
+        return FileOutcome(error=True)
     try:
         try:
             n = os.preadv(fd, [buf], 0, _RWF_NOWAIT)

@@ -45,6 +45,15 @@ def test_a_damaged_memory_repeats_the_note_rather_than_hiding_it(abhed_home: Pat
     assert first_in_terminal("note A")
     path.write_text(json.dumps({terminal_session(): "not a list", "x": [1, 2]}))
     assert first_in_terminal("note A")
+    said = path.read_text()  # now it holds note A for this terminal; each damage forgets it
+    key = json.loads(said)[terminal_session()][0]
+    # a duplicate key (whose last value, read leniently, would hide the note), cut short, and
+    # over the cap (256 KiB): each is read as nothing said
+    for damaged in (f'{{"{terminal_session()}": [], "{terminal_session()}": ["{key}"]}}',
+                    said[:-1],
+                    " " * (1 << 18) + said):
+        path.write_text(damaged)
+        assert first_in_terminal("note A"), damaged[:80]
 
 
 def test_a_terminal_session_is_the_terminal_and_its_leader() -> None:

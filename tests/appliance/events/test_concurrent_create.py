@@ -59,7 +59,7 @@ def test_processes_creating_one_fresh_log_at_once_all_succeed(tmp_path: Path) ->
 
 def test_threads_creating_sessions_while_others_append_share_one_store(tmp_path: Path) -> None:
     # Regression: concurrent subagents share their parent's store; a child's
-    # create_session (sqlite_utils issues its own BEGIN) raced a sibling's append
+    # create_session (then through sqlite_utils, which issued its own BEGIN) raced a sibling's append
     # and failed with "cannot start a transaction within a transaction".
     import threading
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from appliance import Dispatcher, events_db_path
 from appliance.events import EventStore, PolicyDecision
-from appliance.mcp import McpGateway, McpServerSpec, describe_changes
+from appliance.mcp import McpGateway, McpServerSpec, describe_changes, reviewed_path
 from appliance.policy import Gate, PolicyEngine, PolicySettings
 from cli import main
 from tests.appliance import helpers
@@ -101,6 +101,13 @@ def test_poisoned_tool_list_is_refused_naming_what_changed(tmp_path: Path, abhed
     message = gw.refused["calc"]
     assert "tool 'add': description changed" in message and "id_rsa" in message
     assert "abhed mcp review calc" in message
+    # The reviewed list on file is read by foundation's strict reader: doctored with a
+    # duplicate key (whose last value, read leniently, hashes to the pin), it is not on file.
+    saved = reviewed_path("calc", pin)
+    saved.write_text(json.dumps(json.loads(saved.read_text())).replace(
+        '"name": "add"', '"name": "sub", "name": "add"', 1))
+    with McpGateway([evil]) as gw:
+        assert "not on file to compare" in gw.refused["calc"]
     # the honest list still passes its pin
     with McpGateway([honest.model_copy(update={"tools_sha256": pin})]) as gw:
         assert gw.refused == {} and list(gw.tools) == ["mcp__calc__add"]

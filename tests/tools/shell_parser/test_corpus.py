@@ -16,7 +16,7 @@ from tests.tools.shell_parser.corpus_cases import CASES, CORPUS
 from tools import native_tools
 
 BASH = native_tools()["bash"]
-SOURCES = {"issue-22", "codex", "goose", "openhands", "opencode", "abhed"}
+SOURCES = {"issue-22", "issue-33", "codex", "goose", "openhands", "opencode", "abhed"}
 ASKERS = {"destructive", "unparseable", "opaque"}
 
 
@@ -46,6 +46,21 @@ def test_what_always_asks_still_asks_under_an_allow_everything_rule(command: str
                                                                     case: dict[str, Any]) -> None:
     verdict, by, reason = decide(command, allow=[{"tool": "bash"}])
     assert (verdict, by) == ("ask", case["by"]), reason
+
+
+@pytest.mark.parametrize("command, case", [(c, k) for c, k in CASES if "always" in k],
+                         ids=[_id(c) for c, k in CASES if "always" in k])
+def test_an_always_answer_in_ask_mode_stores_the_rules_the_case_names(command: str,
+                                                                      case: dict[str, Any]) -> None:
+    engine = PolicyEngine(PolicySettings(mode="ask"))
+    args = {"command": command, "description": "corpus"}
+    d = engine.decide(BASH, args, "/ws")
+    assert d.verdict == "ask" and [r.describe() for r in d.always] == case["always"], case["why"]
+    for rule in d.always:
+        engine.add_session_rule(rule)
+    assert engine.decide(BASH, args, "/ws").verdict == "allow"  # the answer covers the call
+    other = engine.decide(BASH, {"command": "rm notes.txt", "description": "corpus"}, "/ws")
+    assert other.verdict == "ask"
 
 
 def test_the_corpus_is_well_formed_and_names_its_sources() -> None:
