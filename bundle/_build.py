@@ -57,7 +57,7 @@ from ._manifest import (
     parse_manifest,
 )
 from ._minisign import SecretKey
-from ._roles import agent_closure, check_provider_endpoints
+from ._roles import agent_closure, check_provider_endpoints, with_relay_provider
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._settings import (
     SETTINGS_MEMBER,
@@ -290,7 +290,12 @@ def _site_part(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes) -> _P
 def _site_settings(spec: BuildSpec, check: SettingsCheck | None) -> bytes | None:
     if spec.site is None:
         return None
-    return prepare_settings(spec.site.settings, prefix=spec.site.prefix, version=spec.version,
+    settings = spec.site.settings
+    if spec.roles is not None and "agent" in spec.roles.hosts:
+        # Engineers reach the model hosts' fronts through their host's relay: its provider
+        # is the bundle's to write (bundle._roles), not the operator's.
+        settings = with_relay_provider(settings, spec.roles.model_endpoints, "[site.settings]")
+    return prepare_settings(settings, prefix=spec.site.prefix, version=spec.version,
                             check=check, where="[site.settings]")
 
 

@@ -31,8 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ._errors import SpecError
 
-__all__ = ["ROLE_NAMES", "RolesSpec", "agent_closure", "check_endpoint", "check_provider_endpoints",
-           "check_role_names", "endpoint_address"]
+__all__ = ["RELAY_PROVIDER", "RELAY_SOCKET", "ROLE_NAMES", "RolesSpec", "agent_closure",
+           "check_endpoint", "check_provider_endpoints", "check_role_names", "endpoint_address",
+           "with_relay_provider"]
 
 ROLE_NAMES = ("agent", "model", "all")
 MAX_ENDPOINTS = 32
@@ -104,6 +105,43 @@ def check_provider_endpoints(settings: Mapping[str, Any], endpoints: Iterable[st
                             f"[roles] model_endpoints ({', '.join(sorted(declared))}): an agent "
                             "host reaches the declared model endpoints and nothing else; add it "
                             "there or point the provider at one")
+
+
+RELAY_SOCKET = "/run/abhed/model.sock"
+"""Where each agent host's model relay listens (as ``installer._services.RELAY_SOCKET``:
+tests/bundle/test_roles.py keeps the two equal; bundle does not import the installer)."""
+RELAY_PROVIDER = "site"
+
+
+def with_relay_provider(settings: Mapping[str, Any], endpoints: Sequence[str],
+                        where: str) -> dict[str, Any]:
+    """The settings an agent host's engineers get, with the provider that goes through the
+    host's model relay added (docs/model-service.md), so the operator never writes it.
+
+    Added when every declared endpoint is ``https://`` (a model host's front, which only a
+    relay holding the host's credential can reach) and no provider names a ``unix_socket``
+    already (the operator's own is kept as written): ``site``, ``base_url``
+    ``http://model-service/v1`` (only the path: the relay holds TLS), ``unix_socket`` the
+    relay's.  It becomes the default provider unless the settings name one.  Plain
+    ``http://`` endpoints (a model server with no front, e.g. one workstation's) are dialled
+    by the operator's own provider, as before.  SpecError: a provider of the operator's is
+    already called ``site``."""
+    out = dict(settings)
+    if not endpoints or any(not check_endpoint(e).startswith("https://") for e in endpoints):
+        return out
+    providers = [p for p in out.get("custom_providers") or [] if isinstance(p, dict)]
+    if any(p.get("unix_socket") for p in providers):
+        return out
+    if any(p.get("name") == RELAY_PROVIDER for p in providers):
+        raise SpecError(f"{where}: provider {RELAY_PROVIDER!r} is the one the bundle adds for "
+                        "the host's model relay ([roles] model_endpoints are the model hosts' "
+                        "fronts, reached through the relay only); rename yours, or leave it "
+                        "out and set the relay's model in a provider of another name")
+    relay = {"name": RELAY_PROVIDER, "api": "openai", "base_url": "http://model-service/v1",
+             "unix_socket": RELAY_SOCKET}
+    out["custom_providers"] = [*(out.get("custom_providers") or []), relay]
+    out.setdefault("default_provider", RELAY_PROVIDER)
+    return out
 
 
 def _requires(path: Path) -> list[str]:

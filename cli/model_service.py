@@ -54,19 +54,26 @@ def _serve(server: _Server, line: str) -> None:
 @click.option("--ca", type=_FILE, required=True, help="The site CA certificate (PEM).")
 @click.option("--credential", type=_FILE, required=True,
               help="This host's key and certificate (PEM, root-only).")
-@click.option("--engineers", type=_FILE, required=True,
-              help="The enrolled engineers (abhed-installer engineer enroll).")
+@click.option("--engineers", type=_FILE, default=None,
+              help="The enrolled engineers (abhed-installer engineer enroll); required "
+              "unless --gate.")
+@click.option("--gate", is_flag=True,
+              help="The installer's health gate's relay: admits only its own uid, recorded "
+              "as the gate, never as an engineer (no --engineers).")
 @click.option("--read-timeout-s", type=click.FloatRange(1, 3600), default=600.0,
               show_default=True, help="Longest silence from the model service.")
 def model_relay(socket_path: Path, upstreams: tuple[str, ...], ca: Path, credential: Path,
-                engineers: Path, read_timeout_s: float) -> None:
+                engineers: Path | None, gate: bool, read_timeout_s: float) -> None:
     """Relay enrolled engineers' model requests to the site's model service, naming each."""
     from models import ModelRelay, ModelsError, RelaySettings
 
+    if (engineers is None) != gate:
+        raise click.UsageError("give --engineers (the host's relay) or --gate (the "
+                               "installer's health gate), one of the two")
     try:
         relay = ModelRelay(RelaySettings(socket_path=socket_path, upstreams=upstreams, ca=ca,
                                          credential=credential, enrolment=engineers,
-                                         read_timeout_s=read_timeout_s))
+                                         read_timeout_s=read_timeout_s, gate=gate))
     except (ModelsError, OSError, ValueError) as exc:
         click.echo(f"abhed model-relay: {exc}", err=True)
         sys.exit(1)

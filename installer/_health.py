@@ -334,14 +334,42 @@ def _reach(endpoints: tuple[str, ...], timeout_s: float) -> str:
     return f"{len(endpoints)} model endpoint(s) answer: {', '.join(endpoints)}"
 
 
+def _reach_relay(sock: str, timeout_s: float) -> str:
+    """The model service answers ``GET /v1/models`` through the gate's relay at ``sock``
+    (``installer._gate_relay``); HealthCheckFailed quotes the refusal the relay or the
+    front gave (a certificate problem, a revoked host, no front answering)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout_s)
+            conn.connect(sock)
+            conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: model-service\r\n"
+                         b"Connection: close\r\n\r\n")
+            data = b""
+            while len(data) < 65536 and (chunk := conn.recv(65536)):
+                data += chunk
+    except OSError as exc:
+        raise HealthCheckFailed(f"the release's model relay on {sock} did not answer ({exc})") \
+            from None
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b" ", 2)[1:2]
+    if status != [b"200"]:
+        said = body.decode("utf-8", "replace").strip()[:1000]
+        raise HealthCheckFailed(f"the site's model service did not answer this host through "
+                                f"its relay (status {status[0].decode() if status else '?'}): "
+                                f"{said}")
+    return f"the site's model service answers through the release's model relay on {sock}"
+
+
 def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *,
-                    on_step: Callable[[str], None]) -> list[HealthStep]:
+                    on_step: Callable[[str], None],
+                    relay: str | None = None) -> list[HealthStep]:
     """The gate of an agent host (role agent: no model server of its own): the release's
     ``abhed run``, with the site's settings alone (as engineers get them, so its provider
     is the site's model service), must make a tool call that finds the probe file.
 
     Called inside ``installer._isolate.isolated`` with ``endpoints``: the network reaches
-    the declared model endpoints and nothing else.  The known-answer prompt and the
+    the declared model endpoints and nothing else.  With ``relay`` (the socket of the
+    gate's own relay, ``installer._gate_relay``) the settings' provider goes through it.  The known-answer prompt and the
     capability probe are the model host's gate's (it serves the model this one asks).
     """
     d, model_dir = release_descriptor(release)
@@ -361,7 +389,9 @@ def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *
         probe = expand(d.agent_probe, values, release=release, what="the agent probe")
         steps: list[HealthStep] = []
         t0 = time.monotonic()
-        detail = _reach(endpoints, 10.0)
+        # Through the gate's relay (``relay``) as engineers reach it, else straight to the
+        # endpoints as the settings' provider dials them.
+        detail = _reach_relay(relay, 30.0) if relay else _reach(endpoints, 10.0)
         steps.append(HealthStep("model_endpoints", time.monotonic() - t0, detail))
         on_step(detail)
         t1 = time.monotonic()

@@ -62,7 +62,7 @@ from ._errors import HealthCheckFailed, Interrupted, StepFailed
 from ._health import HealthStep
 from ._layout import Layout
 
-__all__ = ["add_address", "isolated", "resolve_endpoints"]
+__all__ = ["add_address", "isolated", "private_dir", "resolve_endpoints"]
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
@@ -102,38 +102,65 @@ def _loopback_up() -> None:
 
 
 Endpoint = tuple[str, str, int]
-"""(the name the URL gives, its IPv4 address, port): one declared model endpoint."""
+"""(the name the URL gives, its IPv4 or IPv6 address, port): one declared model endpoint."""
 
 
 def resolve_endpoints(urls: Sequence[str]) -> list[Endpoint]:
     """Each declared endpoint's address, resolved here (on the host's network, before the
-    gate's namespace exists); StepFailed names one that does not resolve to IPv4."""
+    gate's namespace exists): its IPv4 address if it has one, else its IPv6 one (an IPv6
+    literal, ``https://[fd00::5]:8443/v1``, is its own); StepFailed names one that does not
+    resolve."""
     from bundle import endpoint_address
 
     found: list[Endpoint] = []
     for url in urls:
         host, port = endpoint_address(url)
         try:
-            addr = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM)
+            infos.sort(key=lambda i: i[0] != socket.AF_INET)  # IPv4 first, as a dialler would
+            addr = str(infos[0][4][0]).split("%", 1)[0]
         except (OSError, IndexError) as exc:
             raise StepFailed(f"the site's model endpoint {url}: {host} does not resolve to an "
-                             f"IPv4 address on this host ({exc}); fix the name (DNS or "
+                             f"address on this host ({exc}); fix the name (DNS or "
                              "/etc/hosts) or declare the address in [roles] model_endpoints") \
                 from None
-        found.append((host, str(addr), port))
+        found.append((host, addr, port))
     return found
 
 
+def _add_address6(address: str) -> None:
+    """Loopback's IPv6 ``address`` (/128), by ``SIOCSIFADDR`` on an AF_INET6 socket (the
+    kernel's ``in6_ifreq``: address, prefix length, interface index).  Loopback runs no
+    duplicate address detection, so the address is usable at once."""
+    req = struct.pack("16sIi", socket.inet_pton(socket.AF_INET6, address), 128,
+                      socket.if_nametoindex("lo"))
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s, _SIOCSIFADDR, req)
+
+
 def add_address(address: str, index: int) -> None:
-    """Give this network namespace's loopback the IPv4 ``address`` (alias ``lo:<index>``,
-    /32), so a listener can be bound on it; 127.0.0.0/8 is there already."""
-    if ipaddress.IPv4Address(address).is_loopback:
+    """Give this network namespace's loopback ``address`` (IPv4: alias ``lo:<index>``, /32;
+    IPv6: /128), so a listener can be bound on it; 127.0.0.0/8 and ::1 are there already."""
+    ip = ipaddress.ip_address(address)
+    if ip.is_loopback:
+        return
+    if ip.version == 6:
+        _add_address6(address)
         return
     name = f"lo:{index}".encode()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for request, value in ((_SIOCSIFADDR, address), (_SIOCSIFNETMASK, "255.255.255.255")):
             sin = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(value))
             fcntl.ioctl(s, request, struct.pack("16s16s8x", name, sin))
+
+
+def private_dir(path: Path) -> None:
+    """Cover ``path`` with an empty tmpfs in this (the gate's private) mount namespace: the
+    gate's relay listens there (``installer._gate_relay``) where the host's own relay has
+    its socket, which stays untouched outside.  The directory is made on the host if
+    missing (as the relay's unit would make it: root 0755)."""
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _mount(_libc(), "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
 
 
 def _hosts_file(libc: Any, endpoints: Sequence[Endpoint]) -> None:
@@ -198,7 +225,8 @@ def _open_endpoints(libc: Any, endpoints: Sequence[Endpoint], host_ns: int) -> N
     listeners: list[tuple[socket.socket, tuple[str, int]]] = []
     for i, (_, addr, port) in enumerate(endpoints):
         add_address(addr, i)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((addr, port))

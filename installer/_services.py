@@ -38,7 +38,8 @@ from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
 
 __all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
-           "ROUTER_PORT", "ROUTER_UNIT", "RUN_SCRIPT", "UNIT_NAME", "router_argv", "front_unit_text", "relay_unit_text", "render_run_script",
+           "ROUTER_PORT", "ROUTER_UNIT", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_argv",
+           "relay_unit_text", "render_run_script", "router_argv",
            "relay_upstreams", "role_units", "systemctl", "systemd_present", "unit_path", "unit_text",
            "vllm_key_path", "write_units"]
 
@@ -133,15 +134,22 @@ WantedBy=multi-user.target
 """
 
 
-def relay_unit_text(layout: Layout, upstreams: list[str]) -> str:
-    """The relay on a host where engineers work; ``upstreams``: the site's model fronts."""
+def relay_argv(layout: Layout, upstreams: Sequence[str], *, socket: str = RELAY_SOCKET,
+               gate: bool = False) -> list[str]:
+    """``abhed``'s arguments for a relay: the host's (its unit), or with ``gate`` the health
+    gate's own (``installer._gate_relay``: no engineers, only the gate's uid)."""
     cred = layout.state_dir / "credential"
-    argv = ["model-relay", "--socket", RELAY_SOCKET, "--ca", str(cred / "ca.pem"),
-            "--credential", str(cred / "host.pem"),
-            "--engineers", str(layout.state_dir / "engineers.json")]
+    argv = ["model-relay", "--socket", socket, "--ca", str(cred / "ca.pem"),
+            "--credential", str(cred / "host.pem")]
+    argv += ["--gate"] if gate else ["--engineers", str(layout.state_dir / "engineers.json")]
     for u in upstreams:
         argv += ["--upstream", u]
-    return _door_unit("relay", layout, argv)
+    return argv
+
+
+def relay_unit_text(layout: Layout, upstreams: list[str]) -> str:
+    """The relay on a host where engineers work; ``upstreams``: the site's model fronts."""
+    return _door_unit("relay", layout, relay_argv(layout, upstreams))
 
 
 def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0.0",

@@ -17,7 +17,7 @@ from ._faults import fault_point
 from ._layout import Layout
 from ._ui import say
 
-__all__ = ["fail_preflight", "health_check_step", "post_switch"]
+__all__ = ["fail_preflight", "health_check_step", "post_switch", "restart_doors"]
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -37,6 +37,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
     where it is current (``installer._isolate``), its model server on the service's port.
     On an agent host (``installer._roles``) there is no model server: the gate's agent asks
     the site's model endpoints, the only addresses its network reaches."""
+    from ._gate_relay import gate_relay
     from ._health import HealthStep, run_agent_check, run_health_check
     from ._isolate import isolated
     from ._roles import release_role
@@ -50,8 +51,14 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
 
     def check() -> list[HealthStep]:
         if role == "agent":
-            return run_agent_check(release, layout, endpoints,
-                                   on_step=lambda m: say(f"  gate: {m}"))
+            # The engineers' path: through the release's own relay when the settings use
+            # one (installer._gate_relay), recorded on the model side as the gate.
+            with gate_relay(release, layout, endpoints) as sock:
+                if sock is not None:
+                    say(f"  gate: through the release's model relay on {sock}, recorded as "
+                        "the gate")
+                return run_agent_check(release, layout, endpoints, relay=sock,
+                                       on_step=lambda m: say(f"  gate: {m}"))
         return run_health_check(release, layout, on_step=lambda m: say(f"  gate: {m}"),
                                 current=current, accept_probe_failure=accept_probe_failure,
                                 port=DEFAULT_PORT if own else None)
@@ -87,17 +94,40 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
                         for s in steps])
 
 
+def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
+                  version: int) -> None:
+    """The model relay and front that are running are restarted, so they run the code of the
+    release now current (their units start ``PREFIX/bin/abhed``, which follows
+    ``current``); one that is not running is left so (``try-restart``): the operator
+    starts it once the host holds its credential (docs/model-service.md)."""
+    from ._services import FRONT_UNIT, RELAY_UNIT, role_units, systemctl
+
+    wanted = role_units(layout, role, ())
+    for unit in (RELAY_UNIT, FRONT_UNIT):
+        if unit not in wanted:
+            continue
+        said = systemctl("try-restart", unit)
+        if said is None:
+            return
+        state = systemctl("is-active", unit) or "unknown"
+        audit.append(action, "restart", "ok" if state in ("active", "inactive") else "failed",
+                     run=run, version=version, unit=unit, state=state)
+
+
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
-    """With systemd: restart the service on the new release and wait for its health."""
+    """With systemd: restart the service on the new release and wait for its health; restart
+    the role's relay and front that are running (:func:`restart_doors`)."""
     from ._health import loopback_get
     from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
-    if release_role(layout.release(version))[0] == "agent":
-        return  # an agent host runs no model service
+    role = release_role(layout.release(version))[0]
     if systemctl("daemon-reload") is None:
         return
+    restart_doors(layout, role, audit, action, run, version)
+    if role == "agent":
+        return  # an agent host runs no model service
     active = systemctl("is-active", UNIT_NAME)
     if active != "active":
         audit.append(action, "service", "skipped", run=run, version=version,

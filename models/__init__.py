@@ -76,6 +76,7 @@ from models._signature import (
     signature_identity,
     verify_model,
 )
+from models._site_tls import GATE_ENGINEER
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "check_parallel_fit",
     "router_command",
     "weights_digest",
+    "GATE_ENGINEER",
     "KNOWN_SAMPLING",
     "LISTING_ENDPOINTS",
     "LocalService",

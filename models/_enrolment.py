@@ -18,6 +18,8 @@ import os
 import threading
 from pathlib import Path
 
+from models._site_tls import GATE_ENGINEER
+
 __all__ = ["ENROLMENT_FORMAT", "Enrolment"]
 
 ENROLMENT_FORMAT = "abhed-engineers/1"
@@ -67,6 +69,9 @@ class Enrolment:
 
     def check(self, user: str, uid: int) -> str | None:
         """None when ``user`` (uid ``uid``) is enrolled; else why not, for the refusal."""
+        if user == GATE_ENGINEER:  # a Unix user of that name is not the installer's gate
+            return (f"{user!r} is the name the installer's health gate is recorded under; no "
+                    "engineer may use it")
         self._refresh()
         with self._lock:
             if self._problem is not None:

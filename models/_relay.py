@@ -12,6 +12,11 @@ answer comes back as it is produced: a streamed reply passes through chunk by
 chunk.  So no engineer holds a secret, none can speak as another, and every
 request the service answers is attributed to a host and a Unix user.
 
+The installer's health gate on an engineer's host starts the new release's relay
+with ``--gate`` on a socket of its own: that relay admits only its own uid (root,
+the gate's probe) and names it ``GATE_ENGINEER``, a name no engineer can be given,
+so the gate takes the engineers' path and the front's record shows it as the gate.
+
 One request per connection (``models._http11``): the peer credential names the
 process that opened this very connection.  A refusal is an OpenAI-shaped JSON
 error the agent shows as it is.
@@ -19,6 +24,7 @@ error the agent shows as it is.
 
 from __future__ import annotations
 
+import os
 import pwd
 import socket
 import socketserver
@@ -33,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from models._enrolment import Enrolment
 from models._http11 import Exchange, HttpRefusal, Incoming, ThreadedService
-from models._site_tls import ATTRIBUTION_HEADERS, ENGINEER_HEADER, client_context
+from models._site_tls import ATTRIBUTION_HEADERS, ENGINEER_HEADER, GATE_ENGINEER, client_context
 
 if TYPE_CHECKING:
     import httpx
@@ -71,12 +77,13 @@ class RelaySettings:
     upstreams: Sequence[str]  # https://model-host:8443 (several: tried in turn on connect errors)
     ca: Path
     credential: Path
-    enrolment: Path
+    enrolment: Path | None  # None only for the gate's relay, which admits no engineer
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     max_body_bytes: int = 32 * 1024 * 1024
     max_connections: int = 256
     socket_mode: int = 0o666
+    gate: bool = False  # admit only this process's own uid, named GATE_ENGINEER (module doc)
 
 
 def _log(line: str) -> None:
@@ -92,7 +99,10 @@ class ModelRelay(ThreadedService):
         import httpx
 
         self.settings = settings
-        self.enrolment = Enrolment(settings.enrolment)
+        if (settings.enrolment is None) != settings.gate:
+            raise ValueError("the relay needs the enrolled engineers' list (--engineers), "
+                             "except the installer gate's (--gate), which takes none")
+        self.enrolment = Enrolment(settings.enrolment) if settings.enrolment else None
         tls: ssl.SSLContext = client_context(settings.ca, settings.credential)
         self.upstreams = [u.rstrip("/") for u in settings.upstreams]
         if not self.upstreams:
@@ -134,11 +144,7 @@ class ModelRelay(ThreadedService):
                 incoming = ex.read()
                 if incoming is None:
                     return
-                user = _user_name(uid)
-                why = self.enrolment.check(user, uid)
-                if why is not None:
-                    _log(f"refused uid {uid} ({user}): {why}")
-                    raise HttpRefusal(403, "not_enrolled", why)
+                user = self._admit(uid)
                 if not incoming.target.startswith("/v1/") or ".." in incoming.target:
                     raise HttpRefusal(404, "not_found", f"the model relay forwards /v1/ "
                                       f"requests only, not {incoming.target[:200]!r}")
@@ -147,6 +153,20 @@ class ModelRelay(ThreadedService):
                 ex.refuse(refusal)
         finally:
             self._slots.release()
+
+    def _admit(self, uid: int) -> str:
+        """The engineer this uid is, as the front will record it; HttpRefusal if none."""
+        if self.enrolment is None:  # the gate's relay: its own uid, and no one else
+            if uid != os.geteuid():
+                raise HttpRefusal(403, "not_gate", "this relay serves the installer's health "
+                                  "gate only; use the host's relay")
+            return GATE_ENGINEER
+        user = _user_name(uid)
+        why = self.enrolment.check(user, uid)
+        if why is not None:
+            _log(f"refused uid {uid} ({user}): {why}")
+            raise HttpRefusal(403, "not_enrolled", why)
+        return user
 
     def _forward(self, ex: Exchange, incoming: Incoming, user: str) -> None:
         import httpx

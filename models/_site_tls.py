@@ -25,7 +25,7 @@ from typing import Any
 
 from models._errors import ServeError
 
-__all__ = ["ATTRIBUTION_HEADERS", "ENGINEER_HEADER", "HOST_HEADER", "PeerIdentity",
+__all__ = ["ATTRIBUTION_HEADERS", "ENGINEER_HEADER", "GATE_ENGINEER", "HOST_HEADER", "PeerIdentity",
            "Revocations", "client_context", "peer_identity", "server_context"]
 
 # What the relay asserts (it alone: it strips any the caller sent) and the front trusts
@@ -35,6 +35,11 @@ HOST_HEADER = "x-abhed-host"
 # What the agent asserts about itself (its session and request ids: models._request_log's
 # SESSION_HEADER and REQUEST_HEADER) the relay passes through as sent.
 ATTRIBUTION_HEADERS = frozenset({ENGINEER_HEADER, HOST_HEADER})
+# The engineer a relay names when the installer's health gate asks (``--gate``): a name no
+# engineer can be given (the relay and ``engineer enroll`` refuse it), so the front's
+# record and the auditor's join tell the gate's requests from engineers' (docs/
+# model-service.md, *The gate*).
+GATE_ENGINEER = "_abhed-gate"
 
 _MAX_PEM = 1024 * 1024
 

@@ -22,6 +22,9 @@ then each request record is joined on (host, engineer, session, request id):
 * ``listing``: a request for a path that only describes the service
   (``models.LISTING_ENDPOINTS``: the model list the agent asks for before
   its session exists); counted, not flagged.
+* ``gate``: a request of the installer's health gate on that host
+  (engineer ``models.GATE_ENGINEER``, a name no engineer can have: only a
+  relay the installer starts for its gate sends it); counted, not flagged.
 
 Exit codes (:attr:`JoinReport.exit_code`): 0 every request in a governed
 session, 1 ungoverned requests found (listed), 2 could not check.
@@ -40,11 +43,11 @@ from appliance.events._export import verify_export
 from appliance.events._schema import ROW_COLUMNS
 from appliance.events._segment_files import open_ro, sealed_segments
 from appliance.events._verify import verify_log
-from models import LISTING_ENDPOINTS, RequestLogError, StoredRequest, read_requests
+from models import GATE_ENGINEER, LISTING_ENDPOINTS, RequestLogError, StoredRequest, read_requests
 
 __all__ = ["AgentLog", "JoinReport", "JoinedRequest", "collect_agent_logs", "join_logs"]
 
-Verdict = Literal["matched", "in_session", "ungoverned", "listing"]
+Verdict = Literal["matched", "in_session", "ungoverned", "listing", "gate"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ class JoinReport:
                f"{c['in_session']} in a governed session without a recorded turn, "
                f"{c['ungoverned']} with no governed session"
                + (f"; {c['listing']} listing(s) of the service ({', '.join(sorted(LISTING_ENDPOINTS))})"
-                  if c["listing"] else "")]
+                  if c["listing"] else "")
+               + (f"; {c['gate']} from the installer's health gate" if c["gate"] else "")]
         by_who: dict[tuple[str, str], list[JoinedRequest]] = {}
         for j in self.requests:
             if j.verdict in ("in_session", "ungoverned"):
@@ -221,7 +225,9 @@ def join_logs(model_logs: list[Path], agent_logs: list[AgentLog]) -> JoinReport:
         known = next((s for (host, eng), s in sessions.items()
                       if eng == r.engineer and _same_host(host, r.host)), {})
         verdict: Verdict = "ungoverned"
-        if r.endpoint in LISTING_ENDPOINTS:
+        if r.engineer == GATE_ENGINEER:
+            verdict = "gate"
+        elif r.endpoint in LISTING_ENDPOINTS:
             verdict = "listing"
         elif r.session_id is not None and r.session_id in known:
             verdict = "matched" if r.request_id in known[r.session_id] else "in_session"

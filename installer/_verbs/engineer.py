@@ -25,6 +25,9 @@ from .._site_ca import host_paths
 from .._ui import out
 
 FORMAT = "abhed-engineers/1"
+GATE_ENGINEER = "_abhed-gate"
+"""As ``models.GATE_ENGINEER`` (tests/installer/test_model_access.py keeps them equal): the
+name the health gate's requests are recorded under; the installer does not import models."""
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -43,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
         listing = _load(path)
         engineers: dict[str, Any] = listing.setdefault("engineers", {})
         if args.eng_verb == "enroll":
+            if user == GATE_ENGINEER:
+                audit.append("engineer", "enroll", "refused", **base, detail="reserved name")
+                raise UsageError(f"{user!r} is the name the installer's health gate is "
+                                 "recorded under on the model side; no engineer may take it")
             try:
                 uid = pwd.getpwnam(user).pw_uid
             except KeyError:

@@ -277,3 +277,57 @@ def test_a_provider_through_the_hosts_relay_is_not_held_to_the_endpoint_list() -
     with pytest.raises(SpecError, match="not one of"):
         check_provider_endpoints({"custom_providers": [relay, bare]},
                                  ["https://model-1:8443/v1"], "site")
+
+
+def test_the_builder_adds_the_relay_provider_for_an_agent_site(tmp_path: Path) -> None:
+    """An agent site whose endpoints are the model hosts' fronts gets the provider through
+    the host's relay written by the builder, as engineers' default; the operator's own
+    settings need none (docs/model-service.md)."""
+    from bundle._build import _site_settings
+    from bundle._roles import RELAY_SOCKET
+    from bundle._spec import load_spec
+    from installer._services import RELAY_SOCKET as INSTALLED
+
+    assert RELAY_SOCKET == INSTALLED  # where the relay's unit listens
+    fronts = {"hosts": ["agent", "model"], "model_endpoints": ["https://gpu-a.site:8443/v1"]}
+    own = {"catalog": "{release}/bundle/models/tiny/catalog.json", "loop": {"max_turns": 4}}
+    data = _site_settings(load_spec(_spec(tmp_path, roles=fronts, settings=own)),
+                          check_settings)
+    assert data is not None
+    got = json.loads(data)
+    assert got["default_provider"] == "site" and got["loop"] == {"max_turns": 4}
+    assert got["custom_providers"] == [{"name": "site", "api": "openai",
+                                        "base_url": "http://model-service/v1",
+                                        "unix_socket": RELAY_SOCKET}]
+    # the operator's own relay provider is kept as written; another default is kept
+    mine = {**own, "default_provider": "fast", "custom_providers": [
+        {"name": "fast", "api": "openai", "base_url": "http://model-service/v1",
+         "unix_socket": RELAY_SOCKET, "model": "tiny"}]}
+    data = _site_settings(load_spec(_spec(tmp_path, roles=fronts, settings=mine)),
+                          check_settings)
+    assert data is not None and json.loads(data)["custom_providers"] == mine["custom_providers"]
+    # plain http endpoints (a model server with no front) are the operator's provider's
+    data = _site_settings(load_spec(_spec(tmp_path, roles=TWO)), check_settings)
+    assert data is not None and "unix_socket" not in data.decode()
+    # a provider of the operator's that takes the relay's name is refused, nothing signed
+    clash = {**own, "custom_providers": [{"name": "site", "api": "openai",
+                                          "base_url": "https://gpu-a.site:8443/v1"}]}
+    with pytest.raises(SpecError, match="'site' is the one the bundle adds"):
+        build_bundle(_spec(tmp_path, roles=fronts, settings=clash), tmp_path / "o.abhed",
+                     [SecretKey.generate()], check_settings=check_settings)
+    assert not (tmp_path / "o.abhed").exists()
+
+
+def test_ipv6_model_endpoints_are_accepted() -> None:
+    """Sites use IPv6: a literal endpoint is valid, its address is the gate's to reach
+    (tests/installer/test_isolate.py, ipv6) and the relay's upstream keeps its brackets."""
+    from bundle._roles import check_endpoint, endpoint_address
+    from installer._services import relay_upstreams
+
+    url = "https://[fd00:213::5]:8443/v1"
+    assert check_endpoint(url + "/") == url
+    assert endpoint_address(url) == ("fd00:213::5", 8443)
+    assert endpoint_address("http://[fd00::5]/v1") == ("fd00::5", 80)
+    assert relay_upstreams([url]) == ["https://[fd00:213::5]:8443"]
+    with pytest.raises(ValueError, match="bad port"):
+        check_endpoint("https://[fd00::5]:99999/v1")

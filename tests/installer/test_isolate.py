@@ -156,23 +156,24 @@ def _try(addr: tuple[str, int]) -> str:
         return errno.errorcode.get(exc.errno or 0, str(exc))
 
 
-def _agent_gate_in_a_simulated_network(tmp_path: Path) -> dict[str, Any]:
+def _agent_gate_in_a_simulated_network(tmp_path: Path, model: str,
+                                       elsewhere: str) -> dict[str, Any]:
     """In a network (and mount) namespace of the test's own, so nothing of the machine's is
-    touched: a 'model host' at 10.77.0.1 (its service on P, another service on Q), a
-    listener on loopback, and the name model-a.test for 10.77.0.1; then an agent host's
+    touched: a 'model host' at ``model`` (its service on P, another service on Q), a
+    listener on loopback, and the name model-a.test for ``model``; then an agent host's
     gate that may reach http://model-a.test:P/v1 and nothing else."""
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.unshare(0x40000000 | 0x00020000) == 0  # CLONE_NEWNET | CLONE_NEWNS
     assert libc.mount(b"none", b"/", None, ctypes.c_ulong(16384 | (1 << 18)), None) == 0
     hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 localhost\n10.77.0.1 model-a.test\n")
+    hosts.write_text(f"127.0.0.1 localhost\n{model} model-a.test\n")
     assert libc.mount(str(hosts).encode(), b"/etc/hosts", None, ctypes.c_ulong(4096), None) == 0
     _loopback_up()
-    add_address("10.77.0.1", 0)
+    add_address(model, 0)
     servers = {}
-    for name, addr in (("service", "10.77.0.1"), ("other_port", "10.77.0.1"),
+    for name, addr in (("service", model), ("other_port", model),
                        ("loopback", "127.0.0.1")):
-        s = socket.socket()
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
         s.bind((addr, 0))
         s.listen()
         threading.Thread(target=_echo, args=(s,), daemon=True).start()
@@ -182,7 +183,7 @@ def _agent_gate_in_a_simulated_network(tmp_path: Path) -> dict[str, Any]:
     def gate() -> list[HealthStep]:
         seen = {name: _try(addr) for name, addr in servers.items()}
         seen["by_name"] = _try(("model-a.test", servers["service"][1]))
-        seen["elsewhere"] = _try(("10.77.0.2", servers["service"][1]))
+        seen["elsewhere"] = _try((elsewhere, servers["service"][1]))
         seen["interfaces"] = [n for _, n in socket.if_nameindex()]
         return [HealthStep("seen", 0.1, json.dumps(seen))]
 
@@ -192,15 +193,18 @@ def _agent_gate_in_a_simulated_network(tmp_path: Path) -> dict[str, Any]:
     return {**json.loads(step.detail), **outside}
 
 
+@pytest.mark.parametrize(("model", "elsewhere"), [("10.77.0.1", "10.77.0.2"),
+                                                 ("fd77::1", "fd77::2")], ids=["ipv4", "ipv6"])
 def test_an_agent_hosts_gate_reaches_the_declared_model_endpoint_and_nothing_else(
-        tmp_path: Path) -> None:
+        tmp_path: Path, model: str, elsewhere: str) -> None:
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(read)
             try:
-                result: dict[str, Any] = _agent_gate_in_a_simulated_network(tmp_path)
+                result: dict[str, Any] = _agent_gate_in_a_simulated_network(
+                    tmp_path, model, elsewhere)
             except BaseException as exc:
                 result = {"error": f"{type(exc).__name__}: {exc}"}
             os.write(write, json.dumps(result).encode())
@@ -217,10 +221,10 @@ def test_an_agent_hosts_gate_reaches_the_declared_model_endpoint_and_nothing_els
     assert seen["elsewhere"] == "ENETUNREACH"  # any other address: no route at all
     assert seen["interfaces"] == ["lo"]
     # the gate's private /etc/hosts was its own: the test namespace's is as it was
-    assert seen["hosts_after"] == "127.0.0.1 localhost\n10.77.0.1 model-a.test\n"
+    assert seen["hosts_after"] == f"127.0.0.1 localhost\n{model} model-a.test\n"
 
 
 def test_an_endpoint_that_does_not_resolve_is_refused_before_the_gate(tmp_path: Path) -> None:
     layout = _prefix(tmp_path, 1)
-    with pytest.raises(StepFailed, match="does not resolve to an IPv4 address"):
+    with pytest.raises(StepFailed, match="does not resolve to an address"):
         isolated(layout, 2, lambda: [], endpoints=["http://no-such-host.invalid:8000/v1"])

@@ -187,13 +187,20 @@ def test_engineer_enroll_and_revoke_are_what_the_relay_reads(
         "unchanged")
     code, text = _run(capsys, "engineer", "enroll", "no-such-user-xyz", "--prefix", prefix)
     assert code == ExitCode.USAGE and "no user" in text
+    # The name the health gate's requests are recorded under is no engineer's.
+    from installer._verbs.engineer import GATE_ENGINEER
+    from models import GATE_ENGINEER as RECORDED
+
+    assert GATE_ENGINEER == RECORDED
+    code, text = _run(capsys, "engineer", "enroll", GATE_ENGINEER, "--prefix", prefix)
+    assert code == ExitCode.USAGE and "health gate" in text
     code, text = _run(capsys, "engineer", "revoke", "nobody", "--prefix", prefix)
     assert code == 0 and text.startswith("revoked"), text
     os.utime(listing, ns=(1, 1))  # a rewrite within the same tick is still seen (size differs)
     assert "not enrolled" in str(relay.check("nobody", 65534))
     steps = [(e["action"], e["step"], e["result"]) for _, e in AuditLog(prefix / "audit").entries()]
     assert steps == [("engineer", "enroll", "ok"), ("engineer", "enroll", "refused"),
-                     ("engineer", "revoke", "ok")]
+                     ("engineer", "enroll", "refused"), ("engineer", "revoke", "ok")]
     listing.write_text("{broken")
     assert "damaged" in str(relay.check("nobody", 65534))
 

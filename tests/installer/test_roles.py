@@ -236,3 +236,95 @@ def test_preflight_checks_what_the_role_needs(site: Site, keys: Keys,
     assert checks["kvm"]["status"] == "skip" and "package qemu-system-x86" not in checks
     r = site.other("preflight", gpu, "--trust", keys.pub, "--role", "gpu")
     assert r.returncode == 2 and "not a role" in r.stderr
+
+
+def test_an_agent_hosts_gate_asks_through_the_releases_relay_recorded_as_the_gate(
+        site: Site, keys: Keys, model_service: subprocess.Popen[bytes],
+        tmp_path: Path) -> None:
+    """The site's real shape (docs/model-service.md): the model host's front (mutual TLS)
+    before its model server; the agent host holds its credential; the bundle's builder
+    writes the engineers' provider through the host's relay (the settings name none). The
+    gate starts the release's own relay (--gate) and asks through it as engineers would;
+    the front records it as the gate, never as an engineer, and nothing else."""
+    from installer._health import free_port
+    from installer._site_ca import SiteCA
+    from models import GATE_ENGINEER, FrontSettings, ModelFront, read_requests
+
+    ca = SiteCA(tmp_path / "ca")
+    ca.init("roles-site", days=30)
+    front_pem = ca.issue("model-1", "model", dns=[], ips=["127.0.0.1"], days=30).pem
+    agent_pem = ca.issue("agent-1", "agent", dns=[], ips=[], days=30).pem
+    assert front_pem and agent_pem
+    (tmp_path / "front.pem").write_bytes(front_pem)
+    (tmp_path / "agent-1.pem").write_bytes(agent_pem)
+    port = free_port()
+    endpoint = f"https://127.0.0.1:{port}/v1"
+    host = Installer(site.other.argv, site.root / "fronted/opt-abhed", site.root / "fronted/sysroot")
+    (host.sysroot / "etc").mkdir(parents=True)
+    host.prefix.mkdir(parents=True)
+    settings = site_settings()
+    del settings["default_provider"], settings["custom_providers"]  # the builder's to write
+    # The socket the relay listens on is the bundle's (RELAY_SOCKET): the gate covers its
+    # directory with its own tmpfs, so the host's /run is never touched beyond the folder.
+    made = site.make_bundle(1, site=settings, prefix=host.prefix, script=SERVE_SCRIPT,
+                            extra_wheels=(site.vllm,), image=True,
+                            roles={"hosts": ["agent", "model"], "model_endpoints": [endpoint]})
+    record = tmp_path / "requests.sqlite"
+    front = ModelFront(FrontSettings(
+        listen_host="127.0.0.1", listen_port=port, ca=ca.cert_path,
+        credential=tmp_path / "front.pem", crl=ca.crl_path,
+        upstream=site.endpoint.removesuffix("/v1"), record=record))
+    with front:
+        # without the host's credential the gate says so, and nothing is installed
+        r = host("install", made, "--trust", keys.pub, "--role", "agent")
+        assert r.returncode != 0 and "no credential for the site's model service" in r.stderr, \
+            r.stderr
+        assert not os.path.lexists(host.prefix / "current")
+        r = host("credential", "install", tmp_path / "agent-1.pem")
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = host("install", made, "--trust", keys.pub, "--role", "agent")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "through the release's model relay on /run/abhed/model.sock" in r.stderr
+    gate = next(e for e in host.audit() if e["step"] == "gate" and e["result"] == "ok")
+    assert "through the release's model relay" in gate["steps"][0]["detail"]
+    stored = [s.record for s in read_requests(record)]
+    assert stored and {(s.host, s.engineer, s.outcome) for s in stored} == {
+        ("agent-1", GATE_ENGINEER, "ok")}
+    assert any(s.endpoint == "/v1/chat/completions" for s in stored)
+
+
+def test_a_role_switch_and_a_rollback_by_role_work(
+        site: Site, keys: Keys, model_service: subprocess.Popen[bytes]) -> None:
+    """An engineers' host made a model host (--switch-role, recorded; its site layer
+    dropped as the operator says), then rolled back by role to the agent release it was,
+    whose gate asks the model host again. (The model gate itself: test_probe_gate.)"""
+    agent = site.agent
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    r = agent("upgrade", site.bundle(4), "--role", "model", "--switch-role", "--skip-gate")
+    assert r.returncode != 0 and "--drop-site-layer" in r.stderr, r.stderr  # says what it drops
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    r = agent("upgrade", site.bundle(4), "--role", "model", "--switch-role", "--skip-gate",
+              "--drop-site-layer")
+    assert r.returncode == 0, r.stderr
+    rel = agent.prefix / "releases/4"
+    assert os.readlink(agent.prefix / "current") == "releases/4"
+    assert (rel / "bundle/models/tiny/weights.bin").is_file() and (rel / "run-model-server").is_file()
+    assert list(rel.glob("venv/lib/python*/site-packages/vllm/engine.bin"))
+    assert not (rel / "site").exists() and not (rel / "bundle/image").exists()
+    assert json.loads(agent("status", "--json").stdout)["role"] == "model"
+    done = [e for e in agent.audit() if e["action"] == "upgrade" and e["step"] == "done"]
+    assert done[-1]["result"] == "ok" and done[-1]["role"] == "model"
+    # Rollback by role: refused unless said, then done, the gate an agent host's.
+    r = agent("rollback", "--to", "1")
+    assert r.returncode == 2 and "installed for role agent" in r.stderr
+    assert "--switch-role" in r.stderr and os.readlink(agent.prefix / "current") == "releases/4"
+    r = agent("rollback", "--to", "1", "--switch-role")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "network reaches the site's model endpoints only" in r.stderr
+    assert os.readlink(agent.prefix / "current") == "releases/1"
+    status = json.loads(agent("status", "--json").stdout)
+    assert (status["role"], status["model_endpoints"]) == ("agent", [site.endpoint])
+    gate = [e for e in agent.audit() if e["action"] == "rollback" and e["step"] == "gate"]
+    assert gate[-1]["result"] == "ok" and gate[-1]["role"] == "agent"
+    check = agent("check")
+    assert check.returncode == 0, check.stdout + check.stderr

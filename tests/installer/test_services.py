@@ -81,3 +81,40 @@ def test_each_role_gets_its_units_and_the_relay_reaches_the_declared_endpoints(
     again = write_units(layout, role, endpoints)
     assert all(old is not None for _, old in again)
     assert relay_upstreams(()) == ["https://localhost:8443"]
+
+
+@pytest.mark.parametrize(("role", "restarted"), [
+    ("agent", ["abhed-model-relay.service"]),
+    ("model", ["abhed-model-front.service"]),
+    ("all", ["abhed-model-relay.service", "abhed-model-front.service"]),
+])
+def test_after_a_switch_the_running_relay_and_front_run_the_new_release(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str,
+        restarted: list[str]) -> None:
+    """Upgrade and rollback end in post_switch: the role's relay and front that are running
+    are restarted (their units start PREFIX/bin/abhed, which follows current), so they run
+    the new release's code; a fake root never drives systemctl (the tests above), so the
+    calls are recorded here in its place."""
+    import json
+
+    import installer._services as services
+    from installer._audit import AuditLog
+    from installer._steps import post_switch
+
+    calls: list[tuple[str, ...]] = []
+
+    def fake(*args: str) -> str | None:
+        calls.append(args)
+        return "inactive" if args[0] == "is-active" and args[1] == "abhed-model.service" \
+            else "active"
+
+    monkeypatch.setattr(services, "systemctl", fake)
+    layout = Layout(tmp_path / "opt")
+    layout.release(2).mkdir(parents=True)
+    (layout.release(2) / "release.json").write_text(json.dumps({"role": role}))
+    audit = AuditLog(tmp_path / "audit")
+    post_switch(layout, audit, "rollback", "r1", 2)
+    assert [c[1] for c in calls if c[0] == "try-restart"] == restarted
+    entries = [e for _, e in audit.entries() if e["step"] == "restart"]
+    assert [(e["action"], e["unit"], e["result"]) for e in entries] == [
+        ("rollback", u, "ok") for u in restarted]

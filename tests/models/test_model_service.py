@@ -605,3 +605,42 @@ def test_abhed_model_front_refuses_a_replica_of_another_vllm(site: Site, tmp_pat
     assert proc.returncode == 1, proc.stderr
     assert "vllm_version is '0.12.0', the site declared '0.11.0'" in proc.stderr
     assert "listening" not in proc.stdout
+
+def test_the_gates_relay_admits_only_its_own_uid_and_is_recorded_as_the_gate(
+        site: Site) -> None:
+    """The installer's gate on an agent host (installer._gate_relay) asks through a relay of
+    its own, as root: recorded as the gate, never as an engineer, and no engineer gets in."""
+    from models import GATE_ENGINEER, ModelRelay, RelaySettings
+
+    where = site.base / "gate"
+    where.mkdir(mode=0o755)
+    sock = where / "model.sock"
+    before = len(site.records())
+    with ModelRelay(RelaySettings(socket_path=sock, upstreams=[site.front_url],
+                                  ca=site.ca.cert_path, credential=site.credential,
+                                  enrolment=None, gate=True)), httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)), timeout=30) as c:
+        resp = c.post("http://model-service/v1/chat/completions",
+                      headers={"X-Abhed-Engineer": "eng-a"},
+                      json={"model": "scripted", "messages": [{"role": "user", "content": "x"}]})
+        assert resp.status_code == 200, resp.text
+        done = site.as_engineer("eng-a", RAW.replace("sys.argv[1]", repr(str(sock)), 1),
+                                "unused", json.dumps({"model": "scripted", "messages": []}), "{}")
+    (rec,) = site.new_records(before, 1)
+    assert (rec.engineer, rec.host, rec.outcome) == (GATE_ENGINEER, "agent-1", "ok")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == 403 and json.loads(got["body"])["error"]["code"] == "not_gate"
+    # A user who happens to be called so is not the gate: the host's relay refuses the name
+    # (and `abhed-installer engineer enroll` will not write it: test_model_access).
+    from models._enrolment import Enrolment
+
+    listing = where / "engineers.json"
+    listing.write_text(json.dumps({"format": "abhed-engineers/1",
+                                   "engineers": {GATE_ENGINEER: {"uid": 4242}}}))
+    why = Enrolment(listing).check(GATE_ENGINEER, 4242)
+    assert why is not None and "health gate" in why
+    with pytest.raises(ValueError, match="--engineers"):
+        ModelRelay(RelaySettings(socket_path=where / "x.sock", upstreams=[site.front_url],
+                                 ca=site.ca.cert_path, credential=site.credential,
+                                 enrolment=None))

@@ -107,6 +107,22 @@ def test_direct_calls_are_listed_by_engineer_and_host(tmp_path: Path,
     assert "NO GOVERNED SESSION" in text and "in session, no recorded turn" in text
 
 
+def test_the_installer_gates_requests_are_counted_apart_not_flagged(
+        tmp_path: Path, site: tuple[Path, Path, str]) -> None:
+    """An agent host's health gate asks through a relay that names it GATE_ENGINEER
+    (installer._gate_relay): its session is in no engineer's log, and it is no engineer."""
+    from models import GATE_ENGINEER
+
+    agents, base, _ = site
+    record = _with(tmp_path, base, _rec("gate-session", "r-1", engineer=GATE_ENGINEER),
+                   _rec(None, None, engineer=GATE_ENGINEER, endpoint="/v1/models"))
+    report = join_logs([record], collect_agent_logs(agents))
+    assert report.exit_code == 0
+    assert [j.verdict for j in report.requests[3:]] == ["gate", "gate"]
+    assert report.as_json()["counts"] == {"matched": 3, "gate": 2}
+    assert "2 from the installer's health gate" in report.lines()[0]
+
+
 def test_a_tampered_record_or_log_cannot_be_checked(tmp_path: Path,
                                                     site: tuple[Path, Path, str]) -> None:
     agents, base, _ = site
