@@ -195,8 +195,6 @@ def _nothing_lost_silently(m1: SiteHost, logs: list[list[dict[str, Any]]]) -> No
     turn that ended model_stream_lost."""
     retried = {e["request_id"] for events in logs for e in events
                if e["type"] == "model_turn" and e.get("retries")}
-    retried |= {e["request_id"] for events in logs for e in events
-                if e["type"] == "run_ended" and e.get("retries") and "request_id" in e}
     lost = {events[0]["session_id"] for events in logs
             if any(e["type"] == "run_ended" and e["reason"] in ("model_stream_lost",
                                                                 "provider_error")
