@@ -128,7 +128,9 @@ def _failover(site: Site, tmp_path: Path, t0: float) -> None:
     wait_for(lambda: m1.run([sys.executable, "-c", "import socket; socket.create_connection("
                              "('127.0.0.1', 8100), 1)"]).returncode == 0, 120,
              poll_s=0.5, what="the router listening on model-1")
-    site_layer(eng, v1.served, max_retries=4)
+    # About 15 s of retries (0.2 s doubling, 5 s at most): longer than the router takes to
+    # notice a stopped host (its health check every 5 s), as a site behind it must set.
+    site_layer(eng, v1.served, max_retries=8)
     for user in USERS:
         engineer_config(eng, user)
 
