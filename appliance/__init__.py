@@ -2,7 +2,9 @@
 
 Sessions are assembled in :mod:`appliance.compose` (config, ``start_agent``,
 ``open_tooling``): every door and every subagent goes through it; see
-docs/architecture.md.  The doors themselves (the ``abhed`` command, rpc) stand
+docs/architecture.md.  What a single tool call needs of that (settings, the
+tool session, the event log) is :mod:`appliance.assembly`, which compose
+builds on, so ``abhed tool`` imports no agent.  The doors themselves (the ``abhed`` command, rpc) stand
 above this package, in :mod:`cli`.
 
 Errors: :class:`AbhedError` is the root (see ``appliance._errors``).

@@ -112,7 +112,8 @@ class SiteModel(_Strict):
     probe: dict[str, Any] | None = Field(
         default=None,
         description="the capability probe's bar for this model, written into its catalog entry "
-                    "(families, quick_families, min_rate, tool_choice, repeats, note): a site "
+                    "(families, quick_families, quick_cases, min_rate, tool_choice, repeats, "
+                    "note): a site "
                     "tightens it, or a small model declares the bar it can honestly be held "
                     "to, its note saying why. Default: the family preset's")
 

@@ -10,8 +10,8 @@ import click
 
 from appliance import AbhedError
 
-if TYPE_CHECKING:  # the composition loads when a verb runs, not for its --help
-    from appliance.compose import Config
+if TYPE_CHECKING:  # the settings load when a verb runs, not for its --help
+    from appliance.assembly import Config
     from appliance.events import EventStore
 
 config_option = click.option(
@@ -27,7 +27,7 @@ def get_config(path: Path | None,
     A refusal (a broken site layer, a loosening, a bad file) is a usage error: exit 2,
     nothing started.
     """
-    from appliance.compose import load_config
+    from appliance.assembly import load_config
 
     try:
         return load_config(path, flags)
@@ -36,8 +36,8 @@ def get_config(path: Path | None,
 
 
 def open_store(config: Config | None = None, *, for_work: bool = False) -> EventStore:
-    """The event log (:func:`appliance.compose.open_store`), or one clear message."""
-    from appliance.compose import open_store as _open_store
+    """The event log (:func:`appliance.assembly.open_store`), or one clear message."""
+    from appliance.assembly import open_store as _open_store
 
     try:
         return _open_store(config, for_work=for_work)

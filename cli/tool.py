@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from appliance import AbhedError, Session
-from appliance.compose import choose_mode, layers_of, open_tooling, to_say
+from appliance.assembly import choose_mode, layers_of, open_tooling, to_say
 from appliance.policy import MODES, Approval, ApprovalRequest, ModeRefused
 from cli._common import config_option, get_config, open_store
 from tools import Workspace, native_tools

@@ -8,7 +8,7 @@ A release's ``site/`` directory holds:
   signing keys the settings came from, and their sha256.
 
 The installer writes them (``installer._site_install``), the agent trusts
-them (``appliance.compose._site_layer``) and ``abhed-installer status``
+them (``appliance.assembly._site_layer``) and ``abhed-installer status``
 reports them: all three read through this module, strictly (a duplicate key,
 a ``NaN`` or an unknown field is refused the same way for each), so no reader
 can see a different record from another.

@@ -78,20 +78,20 @@ def gate_relay(release: Path, layout: Layout, endpoints: Sequence[str]) -> Itera
             "missing), so its engineers' relay cannot reach it: install the host's credential "
             "first (abhed-installer credential install FILE, docs/model-service.md), then run "
             "this again")
-    private_dir(Path(sock).parent)
     argv = [str(release / "venv/bin/abhed"),
             *relay_argv(layout, relay_upstreams(endpoints), socket=sock, gate=True)]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=child_env(), text=True,
-                            start_new_session=True)
-    try:
-        _wait_listening(proc)
-        yield sock
-    finally:
-        terminate_group(proc)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+    with private_dir(Path(sock).parent):
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=child_env(), text=True,
+                                start_new_session=True)
+        try:
+            _wait_listening(proc)
+            yield sock
+        finally:
+            terminate_group(proc)
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def _wait_listening(proc: subprocess.Popen[str]) -> None:

@@ -42,6 +42,7 @@ pipe as JSON; an interrupt of the parent ends the child, which stops its model s
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -54,7 +55,8 @@ import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +132,29 @@ def resolve_endpoints(urls: Sequence[str]) -> list[Endpoint]:
 
 def _add_address6(address: str) -> None:
     """Loopback's IPv6 ``address`` (/128), by ``SIOCSIFADDR`` on an AF_INET6 socket (the
-    kernel's ``in6_ifreq``: address, prefix length, interface index).  Loopback runs no
-    duplicate address detection, so the address is usable at once."""
-    req = struct.pack("16sIi", socket.inet_pton(socket.AF_INET6, address), 128,
-                      socket.if_nametoindex("lo"))
+    kernel's ``in6_ifreq``: address, prefix length, interface index).  Duplicate address
+    detection is turned off for this namespace's loopback first (``accept_dad``: a
+    sysctl of the namespace, not the host's), else the address stays "tentative" and
+    cannot be bound for a moment; then it is waited for until usable."""
+    try:
+        Path("/proc/sys/net/ipv6/conf/lo/accept_dad").write_text("0\n")
+    except OSError:
+        pass  # no such knob: no DAD to wait for, or the wait below tells
+    packed = socket.inet_pton(socket.AF_INET6, address)
+    req = struct.pack("16sIi", packed, 128, socket.if_nametoindex("lo"))
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
         fcntl.ioctl(s, _SIOCSIFADDR, req)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address, 0))
+                return
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL:
+                    raise
+        time.sleep(0.05)
+    raise OSError(errno.EADDRNOTAVAIL, f"{address} did not become usable on loopback")
 
 
 def add_address(address: str, index: int) -> None:
@@ -154,13 +173,25 @@ def add_address(address: str, index: int) -> None:
             fcntl.ioctl(s, request, struct.pack("16s16s8x", name, sin))
 
 
-def private_dir(path: Path) -> None:
-    """Cover ``path`` with an empty tmpfs in this (the gate's private) mount namespace: the
-    gate's relay listens there (``installer._gate_relay``) where the host's own relay has
-    its socket, which stays untouched outside.  The directory is made on the host if
-    missing (as the relay's unit would make it: root 0755)."""
-    path.mkdir(mode=0o755, parents=True, exist_ok=True)
-    _mount(_libc(), "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+@contextlib.contextmanager
+def private_dir(path: Path) -> Iterator[None]:
+    """While inside: ``path`` covered with an empty tmpfs in this (the gate's private)
+    mount namespace: the gate's relay listens there (``installer._gate_relay``) where the
+    host's own relay has its socket, which stays untouched outside.  A directory missing
+    on the host is made for the mount (root 0755) and removed after it."""
+    made = not path.is_dir()
+    if made:
+        path.mkdir(mode=0o755, parents=True)
+    libc = _libc()
+    try:
+        _mount(libc, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+        try:
+            yield
+        finally:
+            _check(libc.umount2(_enc(path), 0), f"umount {path}")
+    finally:
+        if made:
+            path.rmdir()
 
 
 def _hosts_file(libc: Any, endpoints: Sequence[Endpoint]) -> None:

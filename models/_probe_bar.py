@@ -9,9 +9,10 @@ the families and scoring are in ``appliance.probe``.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["PROBE_FAMILIES", "ProbeBar"]
 
@@ -35,6 +36,13 @@ class ProbeBar(BaseModel):
                                       description="Families a full probe runs.")
     quick_families: tuple[str, ...] = Field(default=("wire", "recovery"),
                                             description="Families `abhed probe --quick` runs.")
+    quick_cases: tuple[str, ...] = Field(
+        default=(), max_length=64,
+        description="Case ids (`family.name`, each of a quick family) that `abhed probe --quick` "
+        "runs, when set; default: every quick case of quick_families.  The health gate runs "
+        "`--quick`, so this names what a model is held to before it goes live: a site that "
+        "wants the gate short on a CPU host names the cases it cares about, and the report and "
+        "the probe's session record which ran.")
     min_rate: dict[str, float] = Field(
         default_factory=lambda: dict(_DEFAULT_MIN_RATE),
         description="Family -> lowest case pass rate (0-1) that passes; a family left out has no "
@@ -58,6 +66,26 @@ class ProbeBar(BaseModel):
             raise ValueError("a probe bar needs at least one family; name some of: "
                              f"{', '.join(PROBE_FAMILIES)}")
         return v
+
+    @field_validator("quick_cases")
+    @classmethod
+    def _case_ids(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for case in v:
+            family, _, name = case.partition(".")
+            if family not in PROBE_FAMILIES or not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,63}", name):
+                raise ValueError(f"quick_cases: {case!r} is not a case id (family.name, the family "
+                                 f"one of {', '.join(PROBE_FAMILIES)})")
+        if len(set(v)) != len(v):
+            raise ValueError("quick_cases names a case twice")
+        return v
+
+    @model_validator(mode="after")
+    def _cases_in_quick_families(self) -> ProbeBar:
+        outside = [c for c in self.quick_cases if c.partition(".")[0] not in self.quick_families]
+        if outside:
+            raise ValueError(f"quick_cases {', '.join(outside)} are not in quick_families "
+                             f"({', '.join(self.quick_families)})")
+        return self
 
     @field_validator("min_rate")
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,6 +11,25 @@ from pathlib import Path
 import pytest
 
 PACKAGES = ("foundation", "appliance", "tools", "models", "bundle", "installer", "tui", "cli")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let every Python the tests start keep bytecode, in one cache outside the checkout.
+
+    The machine's environment sets ``PYTHONDONTWRITEBYTECODE=1`` and the checkout holds no
+    ``__pycache__``, so each of the suite's hundreds of ``python -m cli`` / ``abhed``
+    children recompiled every module it imports: about 0.4 s CPU of a 1.4 s start.  With
+    ``PYTHONPYCACHEPREFIX`` the bytecode goes to ``$ABHED_CACHE/pycache`` (keyed there by
+    each source's full path, checked against its mtime and size as usual), never into the
+    checkout or an installed release; what a test runs as another user cannot write there
+    and compiles as before.  The installer's children drop every ``PYTHON*`` variable.
+    """
+    cache = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed") / "pycache"
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(cache))
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -34,9 +34,9 @@ OURS = ("cli/", "appliance/", "tools/", "models/", "tui/")
 CALL = ["appliance/loop/_agent.py", "appliance/_dispatch.py", "appliance/policy/_gate.py",
         "appliance/policy/_engine.py", "tools/_tool.py", "tools/read.py", "appliance/_session.py",
         "appliance/events/_store.py"]
-SETUP = ["appliance/compose/_config.py", "appliance/compose/_layers.py",
-         "appliance/compose/_site_layer.py", "appliance/compose/_start.py",
-         "appliance/compose/_tooling.py"]
+SETUP = ["appliance/assembly/_config.py", "appliance/assembly/_layers.py",
+         "appliance/assembly/_site_layer.py", "appliance/assembly/_tooling.py",
+         "appliance/compose/_start.py"]
 
 
 class Recorder:
@@ -97,7 +97,7 @@ def test_abhed_run_to_a_read_and_its_events(abhed_home: Path, workspace: Path) -
         rec, code = _profiled(lambda: main(["run", "What does notes.txt say?", "-w", str(workspace)]))
         assert code == 0
     assert sorted(rec.path("call")) == sorted(["cli/__init__.py", "cli/run.py", *CALL]), rec.path("call")
-    assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
+    assert sorted(f for f in rec.path("setup") if f.startswith(("appliance/assembly/", "appliance/compose/"))) == SETUP
     assert _listed(["cli/run.py", *CALL, *SETUP]) == []
 
 
@@ -136,7 +136,7 @@ def test_a_tui_prompt_to_a_read_and_its_events(abhed_home: Path, workspace: Path
         finally:
             link.close()
     assert sorted(rec.path("call")) == sorted(["tui/_link.py", *CALL]), rec.path("call")
-    assert sorted(f for f in rec.path("setup") if f.startswith("appliance/compose/")) == SETUP
+    assert sorted(f for f in rec.path("setup") if f.startswith(("appliance/assembly/", "appliance/compose/"))) == SETUP
     assert _listed(["tui/_message_box.py", "tui/_link.py"]) == []
 
 

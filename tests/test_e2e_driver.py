@@ -2,8 +2,10 @@
 
 uvicorn writes "Application startup complete" before its socket listens; on a cold,
 loaded machine the next request was refused and the whole-appliance test failed for no
-fault of the appliance.  These run the driver against a stand-in server that does the
-same (the line, then a pause, then the socket), fast and without vLLM.
+fault of the appliance.  So the driver waits on no log line: it polls ``/health`` and
+``/v1/models`` with a deadline.  These run it against a stand-in server that prints the
+line and then pauses before it listens, one that never prints it, and one that dies, fast
+and without vLLM.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from tests.e2e_driver import ASK_DRIVER
 
 SERVER = '''#!{python}
 import http.server, json, os, time
-print("INFO:     Application startup complete.", flush=True)
+{line}
 time.sleep({listen_after_s})  # the socket listens only now, as uvicorn's does
 {before_listen}
 class H(http.server.BaseHTTPRequestHandler):
@@ -34,13 +36,14 @@ http.server.HTTPServer(("127.0.0.1", int(os.environ["ABHED_MODEL_PORT"])), H).se
 '''
 
 
-def _prefix(tmp_path: Path, listen_after_s: float, before_listen: str = "") -> Path:
+def _prefix(tmp_path: Path, listen_after_s: float, before_listen: str = "",
+            line: str = 'print("INFO:     Application startup complete.", flush=True)') -> Path:
     prefix = tmp_path / "prefix"
     for d in ("current", "logs", "bin"):
         (prefix / d).mkdir(parents=True)
     server = prefix / "current" / "run-model-server"
     server.write_text(SERVER.format(python=sys.executable, listen_after_s=listen_after_s,
-                                    before_listen=before_listen))
+                                    before_listen=before_listen, line=line))
     abhed = prefix / "bin" / "abhed"
     abhed.write_text("#!/bin/sh\necho 'the code name is in notes.txt'\n")
     server.chmod(0o755)
@@ -72,3 +75,10 @@ def test_a_server_that_dies_after_its_startup_line_is_reported_not_waited_on(
                   tmp_path)
     assert done.returncode != 0
     assert "never answered /health" in done.stderr
+
+
+def test_a_server_that_never_writes_the_startup_line_is_ready_when_it_answers(
+        tmp_path: Path) -> None:
+    done = _drive(_prefix(tmp_path, listen_after_s=0.5, line=""), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["rc"] == 0

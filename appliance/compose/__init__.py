@@ -4,7 +4,10 @@ Every door (``abhed run``, ``abhed tool``, ``abhed rpc``, the TUI, the probe)
 and every subagent is assembled here, so a session has the same tools, the
 same policy, the same extensions and the same sandbox whichever way it came
 in.  The root package (``appliance``) keeps what all of this stands on: the
-errors, ``ABHED_HOME``, the session and the dispatcher.
+errors, ``ABHED_HOME``, the session and the dispatcher.  What one tool call
+needs (settings, site layer, tools, policy, the event log) is assembled in
+:mod:`appliance.assembly`, which this package builds on and re-exports, so
+``abhed tool`` imports no agent, provider or subagent.
 
 Public surface:
 
@@ -29,19 +32,37 @@ Errors: :class:`appliance.ConfigError` (and the other ``AbhedError`` branches
 the parts raise); a refused mode is ``appliance.policy.ModeRefused``.
 """
 
-from appliance.compose._config import Config, SiteSwitches, read_config
-from appliance.compose._layers import (
+from appliance.assembly import (
     DIRECTIONS,
+    HOST_SITE,
+    ONCE_KINDS,
+    Config,
     Layered,
     LayerRule,
+    Notice,
+    NoticeKind,
     Origin,
+    SiteLayer,
+    SiteOrigin,
+    SiteRefused,
+    SiteSwitches,
+    Tooling,
     Widening,
     WideningRefused,
+    allowed_modes,
+    choose_mode,
+    find_site,
+    first_in_terminal,
     layer,
     layers_of,
     leaf_fields,
     load_config,
+    open_store,
+    open_tooling,
+    read_config,
     rule_for,
+    terminal_session,
+    to_say,
 )
 from appliance.compose._local_model import (
     keeper_command,
@@ -49,23 +70,12 @@ from appliance.compose._local_model import (
     open_reached,
     reach_provider,
 )
-from appliance.compose._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
-from appliance.compose._site_layer import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.compose._start import (
     Children,
     StartedAgent,
     choose_provider,
     load_config_catalog,
-    open_store,
     start_agent,
-)
-from appliance.compose._tooling import (
-    Notice,
-    NoticeKind,
-    Tooling,
-    allowed_modes,
-    choose_mode,
-    open_tooling,
 )
 
 __all__ = [

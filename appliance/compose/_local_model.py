@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from appliance._home import abhed_home
-from appliance.compose._config import Config
+from appliance.assembly import Config
 from models import LocalService, OpenAIProvider, ProviderConfig, ServiceHold, open_provider
 
 __all__ = ["SERVE_MODULE", "keeper_command", "local_service", "open_reached", "reach_provider"]

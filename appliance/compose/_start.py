@@ -17,13 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from appliance._dispatch import Dispatcher
-from appliance._errors import AbhedError, ConfigError
-from appliance._home import abhed_home, events_db_path
+from appliance._errors import ConfigError
+from appliance._home import abhed_home
 from appliance._session import Session
-from appliance.compose._config import ABSENT, Config
-from appliance.compose._layers import layers_of
+from appliance.assembly import (
+    ABSENT,
+    Config,
+    Notice,
+    Tooling,
+    artifact_store,
+    choose_mode,
+    layers_of,
+    open_tooling,
+)
 from appliance.compose._local_model import open_reached
-from appliance.compose._tooling import Notice, Tooling, artifact_store, choose_mode, open_tooling
 from appliance.events import EventStore
 from appliance.loop import Agent, Budget, Limits, SystemPrompt, build_system_prompt
 from appliance.policy import Approver, Gate, Mode, ModeChoice
@@ -39,8 +46,7 @@ from models import (
 )
 from tools import FileLedger, Tool, ToolContext, Workspace
 
-__all__ = ["Children", "StartedAgent", "choose_provider", "load_config_catalog", "open_store",
-           "start_agent"]
+__all__ = ["Children", "StartedAgent", "choose_provider", "load_config_catalog", "start_agent"]
 
 
 def load_config_catalog(config: Config) -> Catalog:
@@ -63,26 +69,6 @@ def choose_provider(config: Config, name: str | None) -> ProviderConfig:
     if wanted not in providers:
         raise ConfigError(f"no provider named {wanted!r}; configured: {', '.join(providers)}")
     return providers[wanted]
-
-
-def open_store(config: Config | None = None, *, for_work: bool = False) -> EventStore:
-    """The event log under the config's event-log settings (redaction, reserve, rotation, witness).
-
-    ``config`` None: a door that only reads the log (``abhed sessions``).
-    ``for_work``: the door starts new work (run, rpc, tool, the TUI), so it is
-    also refused when the disk is below the reserve kept for the log.
-
-    Raises:
-        EventLogError: damaged, full, or cannot be opened; the message says what to do.
-    """
-    store = EventStore(events_db_path(), settings=config.events if config is not None else None)
-    if for_work:
-        try:
-            store.check_reserve()
-        except AbhedError:
-            store.close()
-            raise
-    return store
 
 
 def _limits(config: Config, pconf: ProviderConfig, catalog: Catalog | None) -> Limits:

@@ -167,6 +167,14 @@ def run_probe(config: Config, store: EventStore, *, provider_name: str | None = 
     bar = entry.probe if entry is not None else ProbeBar()
     families = options.families or (bar.quick_families if options.quick else bar.families)
     cases = [c for c in load_cases() if c.family in families and (c.quick or not options.quick)]
+    if options.quick and bar.quick_cases and not options.families:
+        # The bar names the quick cases (a site's short gate): exactly those, each known.
+        unknown = sorted(set(bar.quick_cases) - {c.id for c in cases})
+        if unknown:
+            raise ProbeError(f"the bar's quick_cases name no quick case {', '.join(unknown)}; "
+                             f"quick cases of {', '.join(families)}: "
+                             f"{', '.join(c.id for c in cases)}")
+        cases = [c for c in cases if c.id in bar.quick_cases]
     if not cases:
         raise ProbeError(f"no probe cases in families {', '.join(families)}")
     catalog = load_config_catalog(config) if pconf.catalog_entry else None

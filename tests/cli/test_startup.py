@@ -75,6 +75,14 @@ def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
                              "-w", str(workspace))
     assert "appliance.events._store" in modules  # the call ran and was recorded
     assert _heavy(modules, ("sqlite_utils", "h11", "textual", "httpx", "vllm", "mcp")) == []
+    # One tool call is assembled by appliance.assembly alone: no agent is started, no
+    # provider reached, no subagent spawner, probe or TUI built (whole agents are
+    # appliance.compose's, which a tool call never imports).
+    agent = ("appliance.compose", "appliance.tasks", "appliance.probe", "tui", "cli.rpc",
+             "cli.run")
+    assert sorted(m for m in modules if m.split(".")[0] in agent or
+                  ".".join(m.split(".")[:2]) in agent) == []
+    assert "appliance.assembly._tooling" in modules
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -60,6 +60,10 @@ def test_1_install_offline_in_a_network_namespace(host: Installer, make_bundle: 
     assert os.readlink(host.prefix / "current") == "releases/1"
     assert (host.prefix / "bin/abhed").resolve() == host.prefix / "releases/1/venv/bin/abhed"
     # No systemd in the fake root: a run script and a note, no unit.
+    # pip ran from an unpacked, compiled copy of the bundle's pip: gone before the record.
+    assert not (host.prefix / "releases/1/.pip").exists()
+    assert not any(f.startswith(".pip/") for f in json.loads(
+        (host.prefix / "releases/1/record.json").read_text())["files"])
     assert (host.prefix / "releases/1/run-model-server").stat().st_mode & 0o111
     assert not (host.sysroot / "etc/systemd").exists()
     assert "no systemd on this host" in p.stdout

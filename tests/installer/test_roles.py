@@ -269,6 +269,8 @@ def test_an_agent_hosts_gate_asks_through_the_releases_relay_recorded_as_the_gat
     made = site.make_bundle(1, site=settings, prefix=host.prefix, script=SERVE_SCRIPT,
                             extra_wheels=(site.vllm,), image=True,
                             roles={"hosts": ["agent", "model"], "model_endpoints": [endpoint]})
+    run_dir = Path("/run/abhed")  # the relay socket's folder: the gate's own, never the host's
+    had = sorted(os.listdir(run_dir)) if run_dir.is_dir() else None
     record = tmp_path / "requests.sqlite"
     front = ModelFront(FrontSettings(
         listen_host="127.0.0.1", listen_port=port, ca=ca.cert_path,
@@ -291,6 +293,7 @@ def test_an_agent_hosts_gate_asks_through_the_releases_relay_recorded_as_the_gat
     assert stored and {(s.host, s.engineer, s.outcome) for s in stored} == {
         ("agent-1", GATE_ENGINEER, "ok")}
     assert any(s.endpoint == "/v1/chat/completions" for s in stored)
+    assert (sorted(os.listdir(run_dir)) if run_dir.is_dir() else None) == had
 
 
 def test_a_role_switch_and_a_rollback_by_role_work(

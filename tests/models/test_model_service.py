@@ -644,3 +644,15 @@ def test_the_gates_relay_admits_only_its_own_uid_and_is_recorded_as_the_gate(
         ModelRelay(RelaySettings(socket_path=where / "x.sock", upstreams=[site.front_url],
                                  ca=site.ca.cert_path, credential=site.credential,
                                  enrolment=None))
+
+
+@pytest.mark.parametrize("extra", [[], ["--gate", "--engineers", "/x/engineers.json"]],
+                         ids=["neither", "both"])
+def test_the_relay_takes_engineers_or_gate_never_both_nor_neither(extra: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from cli.model_service import model_relay
+
+    got = CliRunner().invoke(model_relay, ["--upstream", "https://m:8443", "--ca", "/x/ca.pem",
+                                           "--credential", "/x/host.pem", *extra])
+    assert got.exit_code == 2 and "--engineers" in got.output and "--gate" in got.output

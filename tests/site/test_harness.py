@@ -23,6 +23,12 @@ def _netns() -> set[str]:
     return {line.split(" ", 1)[0] for line in out.splitlines() if line}
 
 
+def _owner_alive(name: str) -> bool:
+    """Whether the test process that built the site ``name`` belongs to is still running."""
+    pid = name.removeprefix("abhed-site-").split("-")[0]
+    return name.startswith("abhed-site-") and pid.isdigit() and Path(f"/proc/{pid}").exists()
+
+
 def test_hosts_are_isolated_and_closing_leaves_nothing(site: Site) -> None:
     model, eng1, eng2 = site.hosts["model-1"], site.hosts["eng-1"], site.hosts["eng-2"]
     assert eng1.run(["hostname"]).stdout.strip() == "eng-1"
@@ -67,7 +73,9 @@ def test_a_site_whose_test_was_killed_is_swept() -> None:
     assert tag and any(n.startswith(tag) for n in _netns())  # left behind by the kill
     swept = sweep_stale()
     assert any(n.startswith(tag) for n in swept)
-    assert not any(n.startswith(tag) for n in _netns()) and _netns() <= before
+    assert not any(n.startswith(tag) for n in _netns())
+    # Nothing stale is left; what is new since belongs to a live test (a parallel worker's).
+    assert [n for n in _netns() - before if not _owner_alive(n)] == []
     pid = tag.removeprefix("abhed-site-").split("-")[0]
     assert not list(Path("/var/tmp").glob(f"abhed-site-{pid}-*"))  # its folders too
     small = build_site({"eng-1": ["ana"]}, model_hosts=())

@@ -62,12 +62,12 @@ def refused(**data: Any) -> str:
 
 def test_every_setting_has_a_declared_direction() -> None:
     missing = [f for f in leaf_fields() if rule_for(f) is None]
-    assert missing == [], "classify these in appliance/compose/_layers.py DIRECTIONS"
+    assert missing == [], "classify these in appliance/assembly/_layers.py DIRECTIONS"
     assert all(rule.why for rule in DIRECTIONS.values())
 
 
 def test_an_unclassified_setting_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from appliance.compose import _layers
+    from appliance.assembly import _layers
 
     monkeypatch.delitem(_layers.DIRECTIONS, "loop.max_turns")
     assert rule_for("loop.max_turns") is None and "loop.max_turns" in leaf_fields()

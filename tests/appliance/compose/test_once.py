@@ -1,4 +1,4 @@
-"""Notes that matter once are said once per terminal session (appliance.compose._once).
+"""Notes that matter once are said once per terminal session (appliance.assembly._once).
 
 Real processes: ``abhed tool read`` run three times, twice in this session and once
 in a new one (``setsid``), against a real home; the state file damaged for real.

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from appliance.assembly import _site_layer as site_module
 from appliance.compose import SiteRefused, find_site, load_config
-from appliance.compose import _site_layer as site_module
 from appliance.events import EventStore
 from tests.appliance.compose.site_files import write_site
 from tests.helpers import shared_scratch
@@ -141,7 +141,7 @@ def _as_engineer(code: str) -> subprocess.CompletedProcess[str]:
 
 def _find_as_engineer(host_site: Path) -> subprocess.CompletedProcess[str]:
     """find_site() in the engineer's own process, the host link at ``host_site``; exit 3: refused."""
-    return _as_engineer("import sys; from appliance.compose import _site_layer as _site, find_site, SiteRefused\n"
+    return _as_engineer("import sys; from appliance.assembly import _site_layer as _site, find_site, SiteRefused\n"
                         "from pathlib import Path\n"
                         f"_site.HOST_SITE = Path({str(host_site)!r})\n"
                         "try:\n    find_site()\nexcept SiteRefused as exc:\n"

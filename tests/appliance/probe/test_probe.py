@@ -20,6 +20,7 @@ import pytest
 from appliance.compose import Config
 from appliance.events import EventStore
 from appliance.probe import (
+    ProbeError,
     ProbeOptions,
     ProbeReport,
     load_cases,
@@ -168,6 +169,21 @@ def test_quick_runs_the_bars_quick_families_and_a_family_flag_narrows(abhed_home
     assert not any(r.family == "tasks" for r in report.runs)
     report, _ = _probe(abhed_home, families=("decide",))
     assert {r.family for r in report.runs} == {"decide"}
+
+
+def test_a_bars_quick_cases_are_exactly_what_quick_runs_and_a_family_flag_still_narrows(
+        abhed_home: Path) -> None:
+    """The site's short gate (the e2e's CPU demo bar): --quick runs the named cases and no
+    other, the session records which; an explicit --family is the caller's and wins."""
+    bar = {"families": ["wire", "steps"], "quick_families": ["wire", "steps"],
+           "quick_cases": ["steps.read-answer", "wire.glob"]}
+    report, _ = _probe(abhed_home, quick=True, bar=bar)
+    assert sorted(r.case for r in report.runs) == ["steps.read-answer", "wire.glob"]
+    report, _ = _probe(abhed_home, quick=True, bar=bar, families=("wire",))
+    assert len(report.runs) > 1 and {r.family for r in report.runs} == {"wire"}
+    with pytest.raises(ProbeError, match="quick_cases name no quick case steps.nope; quick "
+                                         "cases of wire, steps: wire.read"):
+        _probe(abhed_home, quick=True, bar={**bar, "quick_cases": ["steps.nope"]})
 
 
 def test_a_named_tool_choice_bar_names_the_tool_and_says_so(abhed_home: Path) -> None:
@@ -425,7 +441,12 @@ def test_plain_text_is_not_markup(text: str) -> None:
 
 @pytest.mark.parametrize("bad", [{"families": ["vibes"]}, {"quick_families": []},
                                  {"min_rate": {"wire": 1.5}}, {"min_rate": {"nope": 0.5}},
-                                 {"tool_choice": "required"}, {"repeats": 0}, {"extra": 1}])
+                                 {"tool_choice": "required"}, {"repeats": 0}, {"extra": 1},
+                                 {"quick_cases": ["read-answer"]}, {"quick_cases": ["vibes.x"]},
+                                 {"quick_cases": ["steps.a", "steps.a"]},
+                                 {"quick_cases": ["steps.read-answer"]},  # steps is not quick
+                                 {"quick_cases": ["wire.x" + "y" * 100]},
+                                 {"quick_cases": [f"wire.c{i}" for i in range(65)]}])
 def test_a_bad_bar_in_the_catalog_is_refused(bad: dict[str, Any]) -> None:
     from pydantic import ValidationError
 

@@ -20,7 +20,7 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from appliance.compose import _site_layer as site_module
+from appliance.assembly import _site_layer as site_module
 from appliance.compose import load_config, open_store
 from cli.acp._agent import CARRY_OUT, AbhedAgent
 from cli.acp._serve import run

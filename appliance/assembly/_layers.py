@@ -1,7 +1,7 @@
 """The effective settings: the site layer narrowed by the engineer's, with where each value came from.
 
 The one place the layers meet (docs/design.md, "Who decides: the site, then the
-engineer"). The site's settings (:mod:`appliance.compose._site_layer`) are the
+engineer"). The site's settings (:mod:`appliance.assembly._site_layer`) are the
 ceiling; the user layer (``ABHED_HOME/config.json`` or ``--config``, then the
 flags of the door) may only narrow them: a stricter mode, more deny and ask
 rules, fewer capabilities, more redaction, lower limits. Anything looser is
@@ -27,8 +27,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from appliance._errors import ConfigError
-from appliance.compose._config import Config, read_config
-from appliance.compose._site_layer import SiteLayer, find_site
+from appliance.assembly._config import Config, read_config
+from appliance.assembly._site_layer import SiteLayer, find_site
 from foundation import (
     FoundationError,
     as_mode,
@@ -349,7 +349,7 @@ class _Merge:
 
     def settle(self, path: str) -> None:
         rule = rule_for(path)
-        assert rule is not None, f"{path} has no declared direction (appliance.compose._layers)"
+        assert rule is not None, f"{path} has no declared direction (appliance.assembly._layers)"
         base, base_origin = self.base(path)
         asked_set, asked = _get(self.user, path)
         if self.site is None:  # a development checkout: the user layer is the whole config

@@ -32,8 +32,8 @@ from typing import Any, Literal
 from appliance._dispatch import Dispatcher
 from appliance._errors import ConfigError
 from appliance._session import Session
-from appliance.compose._config import Config
-from appliance.compose._layers import layers_of
+from appliance.assembly._config import Config
+from appliance.assembly._layers import layers_of
 from appliance.events import DecisionBasis, SessionEnded, StartupNotice
 from appliance.extensions import ExtensionHost, ExtensionSpec
 from appliance.mcp import McpGateway, McpServerSpec

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from appliance._errors import ConfigError
-from appliance.compose._config import Config
+from appliance.assembly._config import Config
 from foundation import FoundationError, read_regular, validate_document
 from foundation.site_files import (
     MAX_SITE_BYTES,

@@ -3,7 +3,7 @@
 Unknown keys are refused rather than ignored: a misspelt deny rule that is
 silently dropped is worse than an agent that will not start.  The same model
 is the site layer's and the user layer's; how they meet is
-:mod:`appliance.compose._layers`.
+:mod:`appliance.assembly._layers`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Config(BaseModel):
     events: EventLogSettings = Field(default_factory=EventLogSettings)
     site: SiteSwitches = Field(default_factory=SiteSwitches)
     _source: str | None = PrivateAttr(default=None)
-    _layered: Any = PrivateAttr(default=None)  # appliance.compose._layers.Layered, when layered
+    _layered: Any = PrivateAttr(default=None)  # appliance.assembly._layers.Layered, when layered
 
     @property
     def source(self) -> str:

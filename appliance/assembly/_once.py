@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from appliance._home import abhed_home
-from appliance.compose._tooling import Notice
+from appliance.assembly._tooling import Notice
 from foundation import FoundationError, read_document
 
 __all__ = ["ONCE_KINDS", "first_in_terminal", "terminal_session", "to_say"]
