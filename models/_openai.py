@@ -52,6 +52,19 @@ _MAX_ERROR_BODY = 64 * 1024
 _MAX_LINE = 8 * 1024 * 1024
 
 
+def _router_lost_replica(resp: httpx.Response) -> bool:
+    """vllm-router answers 500 ``Request failed: error sending request for url (...)`` when
+    the replica it picked does not answer (stopped, restarting) before its health check
+    has noticed: nothing reached a model, so it is retried like a refused connection
+    (found by tests/site/test_failover.py, at a session's first request)."""
+    import httpx
+
+    try:
+        return b"error sending request for url" in resp.read()[:4096]
+    except (httpx.HTTPError, httpx.StreamError):
+        return False
+
+
 def server_message(status: int, body: bytes) -> str:
     """The server's own words from an error body (OpenAI, vLLM or FastAPI shapes)."""
     text = body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
@@ -290,6 +303,10 @@ class OpenAIClient:
                 try:
                     if resp.status_code in _TRANSIENT_STATUS:
                         last = f"{url}: HTTP {resp.status_code}"
+                        transient = True
+                    elif resp.status_code == 500 and _router_lost_replica(resp):
+                        last = (f"{url}: HTTP 500 from the router: the model host it picked did "
+                                "not answer (stopped or restarting)")
                         transient = True
                     elif resp.status_code >= 400:
                         self._raise_status(url, resp)

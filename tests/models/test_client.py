@@ -282,3 +282,25 @@ def test_a_host_gone_for_good_ends_with_every_retry_named() -> None:
         c.chat("scripted", ChatRequest(MSG))
     c.close()
     assert len(info.value.retries) == 3 and all("ConnectError" in r for r in info.value.retries)
+
+
+def test_the_routers_500_for_a_replica_that_did_not_answer_is_retried_and_named() -> None:
+    """The bug (tests/site/test_failover.py): a model host stopped behind vllm-router, the
+    router answered the next request 500 'error sending request for url' before its health
+    check noticed, and the session ended at its first request.  Nothing reached a model, so
+    it is retried; a 500 of another kind is not."""
+    import httpx
+
+    from models import OpenAIClient, ProviderError
+
+    answers = [httpx.Response(500, text="Request failed: error sending request for url "
+                              "(http://10.0.0.6:8000/v1/models)"),
+               httpx.Response(200, json={"data": [{"id": "tiny"}]})]
+    client = OpenAIClient(["http://router/v1"], max_retries=2, backoff_s=0.0,
+                          transport=httpx.MockTransport(lambda req: answers.pop(0)))
+    assert client.list_models() == ["tiny"] and not answers
+    other = OpenAIClient(["http://router/v1"], max_retries=2, backoff_s=0.0,
+                         transport=httpx.MockTransport(
+                             lambda req: httpx.Response(500, json={"error": {"message": "boom"}})))
+    with pytest.raises(ProviderError, match="boom"):
+        other.list_models()

@@ -315,17 +315,22 @@ class SiteVllm:
     proc: subprocess.Popen[str]  # ``abhed serve``: ``Site.stop`` it to take the host down
 
 
-def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None) -> SiteVllm:
+def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None,
+               listen: str | None = None, port: int | None = None) -> SiteVllm:
     """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL.
-    ``cpus`` pins it (``taskset -c``), so two model hosts on one machine do not share cores."""
+    ``cpus`` pins it (``taskset -c``), so two model hosts on one machine do not share cores.
+    ``listen``: the address vLLM listens on (default the host's loopback); the host's site
+    address when a router on another host reaches it.  ``port``: the one it had, for a host
+    restarted behind a router that knows it by its URL."""
     python = vllm_python()
     entry = entry_for(tiny_model(python))
-    port = free_port()
+    port = port if port is not None else free_port()
     home = host.path("/srv/vllm")
     write_home(home, python, entry, port)
     pin = ["taskset", "-c", cpus] if cpus is not None else []
-    proc = site.service(host, [*pin, sys.executable, "-m", "cli", "serve", "--model", "tiny"],
-                        env={"ABHED_HOME": "/srv/vllm"})
+    where = ["--host", listen] if listen is not None else []
+    proc = site.service(host, [*pin, sys.executable, "-m", "cli", "serve", "--model", "tiny",
+                               *where], env={"ABHED_HOME": "/srv/vllm"})
     assert proc.stdout is not None and proc.stderr is not None
     errors: list[str] = []
     threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]

@@ -16,19 +16,24 @@ tests/installer uses it), or what ``ABHED_INSTALLER_BIN`` names.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from installer._layout import Layout
-from installer._services import FRONT_UNIT, RELAY_UNIT, role_units
+from installer._services import FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, ROUTER_UNIT, role_units
 from tests.site.harness import Site, SiteHost, SiteVllm
 
-__all__ = ["PREFIX", "SiteService", "installer_argv", "start_model_service"]
+__all__ = ["PREFIX", "SiteService", "engineer_config", "installer_argv", "site_layer",
+           "start_model_service"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/srv/abhed"  # each host's own /srv
@@ -87,9 +92,15 @@ def _door(site: Site, host: SiteHost, argv: list[str]) -> subprocess.Popen[str]:
 
 
 def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
-                        site_name: str = "site-test") -> SiteService:
+                        site_name: str = "site-test", *, replicas: Sequence[str] = (),
+                        router_python: str | None = None,
+                        router_policy: str = "round_robin") -> SiteService:
     """The site CA, every host's credential and engineers, the front on the model host and
-    a relay on each engineer's host, all through the installer's verbs and units."""
+    a relay on each engineer's host, all through the installer's verbs and units.
+
+    ``replicas`` (vLLM root URLs as the model host reaches them): the router's unit runs
+    on ``vllm.host`` too (``router_python``: the Python with vllm-router, for the release's
+    venv the unit names), the front before it checks each against ``/srv/vllm``'s catalog."""
     svc = SiteService(ca_dir, installer_argv(), f"https://{vllm.host.address}:8443/v1")
     done = svc.operator("ca", "init", str(ca_dir), "--site", site_name, "--days", "30")
     assert done.returncode == 0, done.stderr
@@ -113,18 +124,60 @@ def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
         for user in host.users:
             done = svc.on(host, "engineer", "enroll", user, "--prefix", PREFIX)
             assert done.returncode == 0, done.stdout + done.stderr
-    for host in site.hosts.values():
-        units = role_units(layout, host.role, [svc.endpoint])
-        if FRONT_UNIT in units:
-            argv = _exec_start(units[FRONT_UNIT])
+    for host in [vllm.host]:  # the front (and the router) on the model host serving
+        units = role_units(layout, host.role, [svc.endpoint], replicas,
+                           "/srv/vllm/catalog.json" if replicas else None)
+        if ROUTER_UNIT in units:
+            assert router_python is not None
+            argv = _exec_start(units[ROUTER_UNIT])
+            argv[0] = router_python
+            argv[argv.index("--policy") + 1] = router_policy
+            router = site.service(host, argv)
+            for pipe in (router.stdout, router.stderr):  # drained: it logs every request
+                threading.Thread(target=lambda p=pipe: [None for _ in p], daemon=True).start()
+            svc.procs[f"{host.name}-router"] = router
+        argv = _exec_start(units[FRONT_UNIT])
+        if not replicas:
             argv[argv.index("--upstream") + 1] = vllm.base_url.removesuffix("/v1")
-            host.path(PREFIX + "/data").mkdir(exist_ok=True)
-            svc.procs[host.name] = _door(site, host, argv)
+        host.path(PREFIX + "/data").mkdir(exist_ok=True)
+        svc.procs[host.name] = _door(site, host, argv)
     for host in site.hosts.values():
         units = role_units(layout, host.role, [svc.endpoint])
         if RELAY_UNIT in units:
             svc.procs[host.name] = _door(site, host, _exec_start(units[RELAY_UNIT]))
     return svc
+
+
+def site_layer(host: SiteHost, served: str, max_retries: int = 1) -> None:
+    """The site's signed settings as the installer leaves them on an engineer's host
+    (/etc/abhed/site): the host's model relay is the engineers' default provider, so a
+    bare ``abhed`` goes through it (docs/model-service.md)."""
+    provider = {"name": "site", "api": "openai", "base_url": "http://model-service/v1",
+                "unix_socket": RELAY_SOCKET, "model": served,
+                "sampling": ["temperature", "seed", "max_tokens"],
+                "params": {"temperature": 0, "max_tokens": 64}, "max_retries": max_retries}
+    settings = json.dumps({"custom_providers": [provider], "default_provider": "site",
+                           "loop": {"max_turns": 4}}, sort_keys=True,
+                          separators=(",", ":")).encode()
+    where = host.path("/etc/abhed/site")
+    where.mkdir(mode=0o755, parents=True)
+    (where / "settings.json").write_bytes(settings)
+    (where / "origin.json").write_text(json.dumps({
+        "format": "abhed-site-origin/1", "site": "site-test", "release": 1,
+        "bundle_manifest_sha256": "0" * 64, "signing_key_ids": [],
+        "settings_sha256": hashlib.sha256(settings).hexdigest()}))
+    for p in (where, where / "settings.json", where / "origin.json"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+def engineer_config(host: SiteHost, user: str) -> None:
+    """An engineer's own workspace; no provider of their own: the site layer's is theirs."""
+    home = host.path(f"/home/{user}")
+    (home / ".abhed").mkdir(mode=0o700)
+    (home / "ws").mkdir()
+    (home / "ws" / "notes.txt").write_text(f"{user}'s notes\n")
+    for p in (home / ".abhed", home / "ws", home / "ws" / "notes.txt"):
+        shutil.chown(p, host.users[user], host.users[user])
 
 
 def engineers_listing(host: SiteHost) -> dict[str, object]:

@@ -19,7 +19,6 @@ installer's units run them.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -34,45 +33,20 @@ from installer._services import RELAY_SOCKET
 from models import read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
 from tests.site.harness import ENGINEERS, Site, SiteHost, SiteVllm
-from tests.site.model_service import ABHED, PREFIX, SiteService, start_model_service
+from tests.site.model_service import (
+    ABHED,
+    PREFIX,
+    SiteService,
+    engineer_config,
+    site_layer,
+    start_model_service,
+)
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
 RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record
-
-
-def _site_layer(host: SiteHost, served: str) -> None:
-    """The site's signed settings as the installer leaves them on an engineer's host
-    (/etc/abhed/site): the host's model relay is the engineers' default provider, so a
-    bare ``abhed`` goes through it (docs/model-service.md)."""
-    provider = {"name": "site", "api": "openai", "base_url": "http://model-service/v1",
-                "unix_socket": RELAY_SOCKET, "model": served,
-                "sampling": ["temperature", "seed", "max_tokens"],
-                "params": {"temperature": 0, "max_tokens": 64}, "max_retries": 1}
-    settings = json.dumps({"custom_providers": [provider], "default_provider": "site",
-                           "loop": {"max_turns": 4}}, sort_keys=True,
-                          separators=(",", ":")).encode()
-    where = host.path("/etc/abhed/site")
-    where.mkdir(mode=0o755, parents=True)
-    (where / "settings.json").write_bytes(settings)
-    (where / "origin.json").write_text(json.dumps({
-        "format": "abhed-site-origin/1", "site": "site-test", "release": 1,
-        "bundle_manifest_sha256": "0" * 64, "signing_key_ids": [],
-        "settings_sha256": hashlib.sha256(settings).hexdigest()}))
-    for p in (where, where / "settings.json", where / "origin.json"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-
-
-def _engineer_config(host: SiteHost, user: str) -> None:
-    """An engineer's own workspace; no provider of their own: the site layer's is theirs."""
-    home = host.path(f"/home/{user}")
-    (home / ".abhed").mkdir(mode=0o700)
-    (home / "ws").mkdir()
-    (home / "ws" / "notes.txt").write_text(f"{user}'s notes\n")
-    for p in (home / ".abhed", home / "ws", home / "ws" / "notes.txt"):
-        shutil.chown(p, host.users[user], host.users[user])
 
 
 def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[str]:
@@ -99,9 +73,9 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
                      t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
     for name in ENGINEERS:
-        _site_layer(site.hosts[name], site_vllm.served)
+        site_layer(site.hosts[name], site_vllm.served)
     for host, user in engineers:
-        _engineer_config(host, user)
+        engineer_config(host, user)
     abhed = [sys.executable, "-m", "cli"]
     # All four at once, each on their own host as themselves.
     runs = [(host, user, host.popen(
