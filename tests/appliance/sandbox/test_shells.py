@@ -7,6 +7,7 @@ cached by its inputs, the guest runner included): slow.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,7 +110,13 @@ def test_interrupting_one_agent_stops_its_command_and_keeps_its_output(parent: A
         for name in ("child.ready", "parent.ready"):
             (ws / name).unlink(missing_ok=True)
     assert "before" in box["child"].content and "after" not in box["child"].content
-    assert "[killed by SIGTERM]" in box["child"].content
+    if box["child"].details.get("sandbox") == "microvm":
+        # The guest runner SIGKILLs after its own 2 s grace (the known gap in SETTINGS'
+        # comment): under TCG the group is sometimes still there then. Stopped, with the
+        # output kept, is what this test is about; the signal order is the guest's gap.
+        assert re.search(r"\[killed by SIG(TERM|KILL)\]", box["child"].content)
+    else:
+        assert "[killed by SIGTERM]" in box["child"].content
     assert box["parent"].content.splitlines()[0] == "parent-done"  # the sibling ran on
 
 
