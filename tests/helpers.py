@@ -87,3 +87,17 @@ def make_wheel(directory: Path, name: str, version: str, files: dict[str, bytes]
         for p, d in files.items():
             zf.writestr(zipfile.ZipInfo(p, date_time=(1980, 1, 1, 0, 0, 0)), d)
     return out
+
+
+def write_tiny_catalog(home: Path, weights: Path, served_name: str) -> None:
+    """A catalog in ``home`` with one entry, ``tiny``, over an empty weights folder made at
+    ``weights``: what a provider started on demand needs to name its model (no vLLM runs)."""
+    import json
+
+    from models import CatalogEntry, hash_weights
+
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    entry = CatalogEntry(name="tiny", served_name=served_name, weights_dir=str(weights),
+                         files=hash_weights(weights), tool_call_parser="hermes", max_model_len=2048)
+    (home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from appliance.compose import load_config, load_config_catalog, local_service, reach_provider
-from models import CatalogEntry, LocalService, ServeError, hash_weights, open_provider
-from tests.helpers import wait_for
+from models import LocalService, ServeError, open_provider
+from tests.helpers import wait_for, write_tiny_catalog
 
 FAKE_VLLM_UDS = r'''
 import json, os, socketserver, sys
@@ -42,12 +42,7 @@ socketserver.UnixStreamServer(path, H).serve_forever()
 
 
 def _setup(tmp_path: Path, home: Path, idle_s: float) -> None:
-    w = tmp_path / "weights"
-    w.mkdir()
-    (w / "config.json").write_text("{}")
-    entry = CatalogEntry(name="tiny", served_name="tiny-served", weights_dir=str(w),
-                         files=hash_weights(w), tool_call_parser="hermes", max_model_len=2048)
-    (home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    write_tiny_catalog(home, tmp_path / "weights", "tiny-served")
     fake = tmp_path / "fake-python"
     fake.write_text(f"#!{sys.executable}\n{FAKE_VLLM_UDS}\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)

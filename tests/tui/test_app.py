@@ -527,14 +527,9 @@ async def test_a_local_model_service_started_on_demand_is_said_with_its_log(
     # naming the log.
     import json
 
-    from models import CatalogEntry, hash_weights
+    from tests.helpers import write_tiny_catalog
 
-    weights = tmp_path / "weights"
-    weights.mkdir()
-    (weights / "config.json").write_text("{}")
-    entry = CatalogEntry(name="tiny", served_name="tiny-s", weights_dir=str(weights),
-                         files=hash_weights(weights), tool_call_parser="hermes", max_model_len=2048)
-    (abhed_home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+    write_tiny_catalog(abhed_home, tmp_path / "weights", "tiny-s")
     (abhed_home / "config.json").write_text(json.dumps({
         "sandbox": {"backend": "bwrap"},
         "custom_providers": [{"name": "local", "api": "openai", "base_url": "http://localhost/v1",
