@@ -65,6 +65,7 @@ try:
             t.join()
             run = box["run"]
             seen.append({"pipe": w, "delay": delay, "signal": run.signal,
+                         "exit_code": run.exit_code,
                          "output": (run.head + run.tail).decode(), "cwd": run.cwd})
         pads.append(os.open(os.devnull, os.O_RDONLY))
 finally:
@@ -77,9 +78,23 @@ def _run_into(shell: AgentShell, command: str, ws: Path, box: dict[str, Any]) ->
     box["run"] = shell.run(command, cwd=str(ws), env={}, timeout_s=60)
 
 
+# What bash itself may print when the command it waits on dies of the interrupt's signal
+# before bash handles its own (a race of a few microseconds at delay 0: seen once in 60 on
+# CI).  It is the shell's honest report, not a leak; the regression is the directory.
+SHELL_REPORTS = {"", "Terminated\n", "Killed\n"}
+
+
+def _stopped(s: dict[str, Any]) -> bool:
+    """Stopped by the interrupt: killed by SIGTERM or SIGKILL, or bash saw its command die so
+    and exited 128+signal before its own SIGTERM was handled (the same race; cwd is then
+    reported by the trap outside the group, so it is the right one)."""
+    return s["signal"] in (15, 9) or s.get("exit_code") in (143, 137)
+
+
 def _check(seen: list[dict[str, Any]], ws: Path) -> None:
-    leaked = [s for s in seen if s["output"] or s["signal"] is None]
+    leaked = [s for s in seen if s["output"] not in SHELL_REPORTS or not _stopped(s)]
     assert not leaked, f"{len(leaked)} of {len(seen)} interrupted runs went wrong: {leaked[:5]}"
+    assert not any(str(ws) in s["output"] for s in seen)  # the regression: never the directory
     # The shell was killed while it waited: it reports no directory (never a wrong one).
     assert {s["cwd"] for s in seen} <= {None, str(ws / "sub")}
 
@@ -130,6 +145,7 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
                 t.join(60)
                 run = box["run"]
                 seen.append({"jobs": jobs, "delay": delay, "signal": run.signal,
+                             "exit_code": run.exit_code,
                              "output": (run.head + run.tail).decode(), "cwd": run.cwd})
             shell.start("sleep 600", cwd=str(ws), env={})
     finally:
