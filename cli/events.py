@@ -24,21 +24,18 @@ from appliance import AbhedError, events_db_path
 from appliance.events import (
     EXPORT_FORMATS,
     ExportCheck,
-    JoinReport,
     Problem,
     VerifyReport,
     check_witness,
-    collect_agent_logs,
     collect_heads,
     consistency_problems,
     export_log,
-    export_requests,
-    join_logs,
     prune_segments,
     repair_log,
     verify_export,
     verify_log,
 )
+from appliance.events.requests import JoinReport, collect_agent_logs, export_requests, join_logs
 from cli._common import config_option, get_config, open_store
 from models import RequestLogError
 

@@ -19,6 +19,9 @@ Public surface:
 - :func:`open_tooling` → :class:`Tooling` (tools, sandbox, extensions, MCP,
   policy and the dispatcher; :class:`Notice` for what set-up degraded);
   :func:`artifact_store`: where a session's large outputs are kept;
+- :class:`Limits` and :class:`TaskSettings`: the ``loop`` and ``tasks`` sections,
+  here beside the schema so that reading settings imports no agent loop
+  (:mod:`appliance.loop` re-exports them, and enforces them);
 - :func:`open_store`: the event log, refused for new work below its disk reserve;
 - :func:`to_say`: which start-up notices a door prints now (a note about the
   installation once per terminal session: :func:`first_in_terminal`).
@@ -43,6 +46,7 @@ from appliance.assembly._layers import (
     rule_for,
 )
 from appliance.assembly._once import ONCE_KINDS, first_in_terminal, terminal_session, to_say
+from appliance.assembly._run_settings import Limits, TaskSettings
 from appliance.assembly._site_layer import HOST_SITE, SiteLayer, SiteOrigin, SiteRefused, find_site
 from appliance.assembly._tooling import (
     Notice,
@@ -61,6 +65,7 @@ __all__ = [
     "ONCE_KINDS",
     "Config",
     "Layered",
+    "Limits",
     "LayerRule",
     "Notice",
     "NoticeKind",
@@ -69,6 +74,7 @@ __all__ = [
     "SiteOrigin",
     "SiteRefused",
     "SiteSwitches",
+    "TaskSettings",
     "Tooling",
     "Widening",
     "WideningRefused",

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from appliance._errors import ConfigError
 from appliance._home import abhed_home
+from appliance.assembly._run_settings import Limits, TaskSettings
 from appliance.events import EventLogSettings
 from appliance.extensions import ExtensionSpec
-from appliance.loop import Limits, TaskSettings
 from appliance.mcp import McpServerSpec
 from appliance.policy import PolicySettings
 from appliance.sandbox import SandboxSettings

@@ -8,13 +8,6 @@ from appliance.events._export import (
     verify_export,
 )
 from appliance.events._forward import Forwarder
-from appliance.events._join import (
-    AgentLog,
-    JoinedRequest,
-    JoinReport,
-    collect_agent_logs,
-    join_logs,
-)
 from appliance.events._models import (
     EVENT_ADAPTER,
     EVENT_CLASSES,
@@ -58,7 +51,6 @@ from appliance.events._models import (
 from appliance.events._ocsf import request_record
 from appliance.events._redact import REDACTED, Redactor, passage_record
 from appliance.events._repair import RepairResult, repair_log
-from appliance.events._request_export import export_requests
 from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings, ForwardSettings
 from appliance.events._shown import (
@@ -80,13 +72,7 @@ from appliance.events._verify import Problem, VerifyReport, verify_log
 from appliance.events._witness import check_witness, collect_heads
 
 __all__ = [
-    "AgentLog",
     "Forwarder",
-    "JoinReport",
-    "JoinedRequest",
-    "collect_agent_logs",
-    "export_requests",
-    "join_logs",
     "request_record",
     "EVENT_ADAPTER",
     "EVENT_CLASSES",

@@ -31,12 +31,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.events._models import LOG_SESSION, Event, ForwardingChanged
 from appliance.events._ocsf import OcsfMapper, request_record
 from appliance.events._settings import FACILITIES, ForwardSettings
-from models import StoredRequest
+
+if TYPE_CHECKING:  # a type only: events import no model service (docs/performance.md)
+    from models import StoredRequest
 
 __all__ = ["Forwarder", "BACKLOG_MAX", "NOTE_INTERVAL_S"]
 

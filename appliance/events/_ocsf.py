@@ -27,10 +27,12 @@ import json
 from collections import OrderedDict
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from appliance.events import _models as ev
-from models import StoredRequest
+
+if TYPE_CHECKING:  # a type only: events import no model service (docs/performance.md)
+    from models import StoredRequest
 
 __all__ = ["OCSF_VERSION", "OcsfMapper", "TEXT_CAP", "DATA_CAP", "SETTINGS_DIGEST_KEYS",
            "export_record", "request_record"]

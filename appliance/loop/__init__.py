@@ -1,8 +1,11 @@
 """The agent loop: prompt assembly, the loop itself, limits.
 
-Public surface: :class:`Agent` (and :class:`RunOutcome`), :class:`Limits`,
-the system prompt builder and untrusted-content wrapping.  The loop has no policy of its own: modes, rules and approvers live
-in :mod:`appliance.policy` (``Mode``, ``Approver``, ``HeadlessApprover``...);
+Public surface: :class:`Agent` (and :class:`RunOutcome`), :class:`Limits` and
+:class:`TaskSettings` (the settings' ``loop`` and ``tasks`` sections, defined beside
+the settings' schema in :mod:`appliance.assembly` so that reading a config file
+imports no loop; re-exported here, where they are enforced), the system prompt
+builder and untrusted-content wrapping.  The loop has no policy of its own: modes,
+rules and approvers live in :mod:`appliance.policy` (``Mode``, ``Approver``, ``HeadlessApprover``...);
 a ready agent comes from :func:`appliance.compose.start_agent`.
 
 Control flow is not an error: limits and interrupts end a run through
@@ -12,9 +15,10 @@ Control flow is not an error: limits and interrupts end a run through
 
 from __future__ import annotations
 
+from appliance.assembly import Limits, TaskSettings
 from appliance.loop._agent import Agent, RunOutcome
 from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
-from appliance.loop._limits import Limits, StopRun, TaskSettings
+from appliance.loop._limits import StopRun
 from appliance.loop._prompt import (
     ABHED_MD,
     AGENTS_MD,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from appliance._dispatch import Dispatcher
 from appliance._session import Session
+from appliance.assembly import Limits
 from appliance.events import (
     Compacted,
     ModelTurn,
@@ -36,7 +37,7 @@ from appliance.events import (
 from appliance.loop._budget import BUDGET_LIMIT_REACHED, Budget
 from appliance.loop._compact import Compactor
 from appliance.loop._history import History
-from appliance.loop._limits import Limits, StopRun
+from appliance.loop._limits import StopRun
 from appliance.loop._prompt import SystemPrompt, tool_specs
 from appliance.loop._recover import recover_interrupted_run
 from foundation import is_within

@@ -77,11 +77,13 @@ def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
     assert _heavy(modules, ("sqlite_utils", "h11", "textual", "httpx", "vllm", "mcp")) == []
     # One tool call is assembled by appliance.assembly alone: no agent is started, no
     # provider reached, no subagent spawner, probe or TUI built (whole agents are
-    # appliance.compose's, which a tool call never imports).
-    agent = ("appliance.compose", "appliance.tasks", "appliance.probe", "tui", "cli.rpc",
-             "cli.run")
+    # appliance.compose's, which a tool call never imports), no agent loop (the settings'
+    # `loop` section lives beside the schema) and no auditor's join of the model
+    # service's records (appliance.events.requests).
+    agent = ("appliance.compose", "appliance.tasks", "appliance.probe", "appliance.loop",
+             "appliance.events.requests", "tui", "cli.rpc", "cli.run")
     assert sorted(m for m in modules if m.split(".")[0] in agent or
-                  ".".join(m.split(".")[:2]) in agent) == []
+                  ".".join(m.split(".")[:2]) in agent or ".".join(m.split(".")[:3]) in agent) == []
     assert "appliance.assembly._tooling" in modules
 
 

@@ -25,11 +25,9 @@ from appliance.events import (
     EventStore,
     Forwarder,
     ForwardSettings,
-    collect_agent_logs,
-    export_requests,
-    join_logs,
     request_record,
 )
+from appliance.events.requests import collect_agent_logs, export_requests, join_logs
 from models import RequestLog, RequestRecord, StoredRequest
 from tests.appliance.events.ocsf_schema import ocsf_problems
 from tests.appliance.helpers import scripted_agent
