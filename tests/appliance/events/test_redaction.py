@@ -117,6 +117,36 @@ def test_learning_takes_out_only_what_the_rewrite_took_out() -> None:
     assert r.text("a short a") == "a short a"
 
 
+def test_a_redacted_event_is_validated_again_by_its_own_schema(tmp_path: Path) -> None:
+    # append re-validates what redaction rewrote (by the event's class, not the whole union):
+    # a kept secret is replaced, and a rewrite that breaks the event's schema is refused,
+    # nothing written.
+    import pytest
+    from pydantic import ValidationError
+
+    from appliance.events import StartupNotice, now_iso
+
+    def notice(message: str) -> StartupNotice:
+        return StartupNotice(session_id="s-1", kind="sandbox_fallback", subject="bwrap",
+                             message=message)
+
+    for name, redact in (("broken", ("^startup_notice$",)), ("kept", ("AKIA[A-Z0-9]{16}",))):
+        store = EventStore(tmp_path / name / "events.db", settings=EventLogSettings(redact=redact))
+        try:
+            store.create_session("s-1", str(tmp_path), now_iso())
+            if name == "broken":  # the rewrite turned the event's `type` into [redacted]
+                with pytest.raises(ValidationError):
+                    store.append(notice("x"))
+                assert list(store.events("s-1")) == []
+            else:
+                stored = store.append(notice(f"k={CANARY}"))
+                assert type(stored.event) is StartupNotice
+                assert stored.event.message == "k=[redacted]"
+                assert [e.event for e in store.events("s-1")] == [stored.event]
+        finally:
+            store.close()
+
+
 def test_hostile_redact_settings_are_refused() -> None:
     import pytest
     from pydantic import ValidationError
