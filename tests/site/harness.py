@@ -25,7 +25,8 @@ Extending it (the serving issue adds model hosts): ``build_site`` takes the
 model hosts' names, ``Site.add_host`` a role and users; ``SiteHost.run`` and
 ``Site.service``/``Site.stop`` run commands and services there (``taskset -c N``
 in front pins one to a core); :func:`start_vllm` serves the test model on a
-model host's loopback; ``SiteHost.path`` maps a path under the host's /etc,
+model host's loopback (``weights=wired_model(...)``: the one whose tool call an installed
+agent host's health gate can check); ``SiteHost.path`` maps a path under the host's /etc,
 /home or /srv to where it lives on the machine (for writing a host's files
 from the test).
 """
