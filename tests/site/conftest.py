@@ -58,7 +58,7 @@ class SiteBundle:
     trust: Path
 
 
-def site_settings(served: str) -> dict[str, Any]:
+def relay_settings(served: str) -> dict[str, Any]:
     """The site's agent settings (the bundle's ``[agent]``): the engineers' provider goes
     through the host's relay (docs/model-service.md), at temperature 0, four turns at most."""
     provider = {"name": "site", "api": "openai", "base_url": "http://model-service/v1",
@@ -91,7 +91,7 @@ def site_bundle(make_bundle: BundleMaker, keys: Keys) -> SiteBundle:
     serve = descriptor(agent_probe=["{venv}/bin/abhed", "run", "--json", "--max-turns", "4",
                                     "--force-tool", "glob", "--workspace", "{workspace}",
                                     PROBE_PROMPT], agent_timeout_s=300)
-    made = make_bundle(1, name="abhed-site", serve=serve, site=site_settings("tiny"),
+    made = make_bundle(1, name="abhed-site", serve=serve, site=relay_settings("tiny"),
                        prefix=Path(PREFIX),
                        roles={"hosts": ["agent", "model"], "model_endpoints": [MODEL_ENDPOINT]})
     return SiteBundle(made, keys.pub)
