@@ -228,6 +228,7 @@ def sandbox(repeat: int) -> None:
 
 def bundle_build(repeat: int, mib: int = 256) -> None:
     from bundle import SecretKey, build_bundle
+    from models import BUNDLE_KIT
 
     print(f"bundle build ({load()})")
     key = SecretKey.generate()
@@ -238,7 +239,8 @@ def bundle_build(repeat: int, mib: int = 256) -> None:
         zc, zw = measure(lambda: subprocess.run(
             ["zstd", "-q", "-3", "-T1", "-f", "-o", str(root / "w.zst"),
              str(root / "m" / "weights.bin")], check=True), repeat)
-        bc, bw = measure(lambda: build_bundle(spec, root / "b.abhed", [key]), repeat)
+        bc, bw = measure(lambda: build_bundle(spec, root / "b.abhed", [key],
+                                              model_kit=BUNDLE_KIT), repeat)
     row(f"abhed bundle build ({mib} MiB, half random)",
         f"{bw:.2f} s wall, {bc:.2f} s CPU", f"zstd -3 -T1 {zw:.2f} s wall, {zc:.2f} s CPU",
         f"wall {bw / zw:.2f}x, CPU {bc / zc:.2f}x; " + verdict(bw / zw, 1.5, "two SHA-256 "

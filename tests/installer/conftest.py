@@ -32,6 +32,7 @@ import pytest
 
 from bundle import SecretKey, build_bundle
 from cli.bundle import check_settings
+from models import BUNDLE_KIT
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
@@ -231,7 +232,8 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
                             "files": [str(d / "veto.py")]}
         (d / "spec.json").write_text(json.dumps(spec))
         out = d / f"{name}-{version}.abhed"
-        build_bundle(d / "spec.json", out, [key or keys.secret], check_settings=check_settings)
+        build_bundle(d / "spec.json", out, [key or keys.secret], check_settings=check_settings,
+                     model_kit=BUNDLE_KIT)
         made[spec_key] = out
         return out
 
