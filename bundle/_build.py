@@ -38,7 +38,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import BinaryIO
 
-from foundation import digest_file
+from foundation import digest_file, usable_cpus
 
 from ._errors import BundleError, SpecError
 from ._manifest import (
@@ -352,11 +352,7 @@ def _debian_packages(path: Path) -> list[_Part]:
 
 def _zstd_threads() -> int:
     """Compression workers: at least 1 (the output is the same for any count >= 1)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    return min(usable_cpus(), 8)
 
 
 class _Hasher:
