@@ -294,6 +294,17 @@ def inst(installer_bin: list[str], tmp_path: Path, sysroot: Path) -> Iterator[In
     yield Installer(installer_bin, tmp_path / "opt-abhed", sysroot)
 
 
+def installed_host(installer_bin: list[str], where: Path, make_bundle: BundleMaker,
+                   keys: Keys) -> Installer:
+    """A fresh prefix under ``where`` with release 1 installed: the host a test module
+    shares (test_failures, test_probe_gate)."""
+    (where / "sysroot/etc").mkdir(parents=True)
+    inst = Installer(installer_bin, where / "opt-abhed", where / "sysroot")
+    r = inst("install", make_bundle(1), "--trust", keys.pub)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return inst
+
+
 def tree_snapshot(root: Path) -> dict[str, str]:
     """Every path under ``root`` (links by target), to prove a failure changed nothing."""
     snap: dict[str, str] = {}
