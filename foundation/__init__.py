@@ -20,7 +20,8 @@ Public surface:
 * :func:`digest_file` (SHA-256 and size, streamed);
 * :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers), :func:`die_with_parent`
   (a child that ends when its parent is killed) and
-  :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
+  :data:`OFFLINE_ENV` (what keeps a child from reaching a hub); :func:`usable_cpus`
+  (the CPUs this process may run on, for a worker pool);
 * :func:`is_within` (a path inside a root, compared as written);
 * the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
   :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
@@ -51,7 +52,7 @@ from foundation._documents import (
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
-from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group
+from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 
 __all__ = [
@@ -85,5 +86,6 @@ __all__ = [
     "read_regular",
     "stricter_or_equal",
     "terminate_group",
+    "usable_cpus",
     "validate_document",
 ]
