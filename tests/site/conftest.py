@@ -4,15 +4,15 @@
   with ana and bob, ``eng-2`` with cai and dee), each its own namespaces,
   /etc and users; one for the whole run (a real vLLM costs minutes on a
   CPU), torn down at its end: a test that starts services there stops them.
-* ``site_vllm``: real vLLM (CPU build) started by ``abhed serve`` on the model
-  host, listening on the model host's loopback only; its base URL as seen from
-  the model host.  It serves the tests' tiny model wired for the installer's
-  gate (:func:`tests.site.harness.wired_model`): an engineers' host installed by
-  the built installer is gated by a real tool call through the site's model service.
 * ``site_bundle``: the one signed bundle of the whole site (tests/installer's
-  ``make_bundle``: the agent's wheels, the tiny model's declared parts, the site's
-  settings for prefix ``/srv/abhed``, roles ``agent`` and ``model`` with
-  ``model-1``'s front as the model endpoint), and the public key that verifies it.
+  ``make_bundle``: the agent's wheels, the tests' tiny model wired for the
+  installer's gate (:func:`tests.site.harness.wired_model`) and the real vLLM
+  command of tests/installer/test_real_vllm.py (the release's Python as a
+  trampoline to the cached vLLM CPU venv), the site's settings for prefix
+  ``/srv/abhed``, roles ``agent`` and ``model`` with ``model-1``'s front as the
+  model endpoint), and the public key that verifies it.  A model host installed
+  from it is gated by real vLLM and then serves from its release's units; an
+  engineers' host is gated by a real tool call through the site's model service.
 
 A test module that needs another shape calls :func:`tests.site.harness.build_site`
 itself; the serving issue adds model hosts the same way.
@@ -28,21 +28,15 @@ from typing import Any
 import pytest
 
 from installer._services import RELAY_SOCKET
-from tests.installer.conftest import PROBE_PROMPT, BundleMaker, Keys, descriptor
+from tests.installer.conftest import BundleMaker, Keys
 
 # tests/installer's session fixtures, shared (not copied): the site's bundle is made as theirs.
 from tests.installer.conftest import agent_wheel as agent_wheel
 from tests.installer.conftest import keys as keys
 from tests.installer.conftest import make_bundle as make_bundle
 from tests.installer.conftest import wheelhouse as wheelhouse
-from tests.site.harness import (
-    ENGINEERS,
-    Site,
-    SiteVllm,
-    build_site,
-    start_vllm,
-    wired_model,
-)
+from tests.installer.test_real_vllm import WIRED_BAR, real_vllm_descriptor
+from tests.site.harness import ENGINEERS, Site, build_site, wired_model
 from tests.site.model_service import PREFIX
 from tests.vllm_server import vllm_python
 
@@ -79,19 +73,13 @@ def site() -> Iterator[Site]:
 
 
 @pytest.fixture(scope="session")
-def site_vllm(site: Site) -> SiteVllm:
-    return start_vllm(site, site.hosts["model-1"], weights=wired_model(vllm_python()))
-
-
-@pytest.fixture(scope="session")
 def site_bundle(make_bundle: BundleMaker, keys: Keys) -> SiteBundle:
-    """One bundle for the whole site.  Its model is the stand-in of tests/installer (the
-    model host's parts are verified there, not unpacked on an agent host); the agent
-    probe of an agent host's gate forces the glob call the wired model makes."""
-    serve = descriptor(agent_probe=["{venv}/bin/abhed", "run", "--json", "--max-turns", "4",
-                                    "--force-tool", "glob", "--workspace", "{workspace}",
-                                    PROBE_PROMPT], agent_timeout_s=300)
-    made = make_bundle(1, name="abhed-site", serve=serve, site=relay_settings("tiny"),
-                       prefix=Path(PREFIX),
+    """One bundle for the whole site.  Its model is the wired tiny model served by real
+    vLLM (a model host's parts; verified on an agent host, never unpacked there); the
+    agent probe of every host's gate forces the glob call the wired model makes."""
+    python = vllm_python()
+    made = make_bundle(1, name="abhed-site", serve=real_vllm_descriptor(python), script=[],
+                       model_from=wired_model(python), bar=WIRED_BAR,
+                       site=relay_settings("tiny"), prefix=Path(PREFIX),
                        roles={"hosts": ["agent", "model"], "model_endpoints": [MODEL_ENDPOINT]})
     return SiteBundle(made, keys.pub)

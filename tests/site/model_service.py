@@ -8,7 +8,8 @@ its revocation list (``credential crl``), an engineer's host enrolls its users
 the argv is the unit's ``ExecStart`` (``installer._services.role_units``, what
 staging writes), with the release's ``abhed`` replaced by this checkout's and,
 on the model host, the front's upstream by the suite's shared vLLM (its unit
-names the run script's port, 8000).
+names the run script's port, 8000).  A host the installer gave a release runs the
+units staged under its :data:`SYSROOT` as written instead (:func:`start_staged`).
 
 The installer is the built binary (``scripts/build-installer --cached``, as
 tests/installer uses it), or what ``ABHED_INSTALLER_BIN`` names.
@@ -33,7 +34,7 @@ from installer._services import FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, ROUTER_UNI
 from tests.site.harness import Site, SiteHost, SiteVllm
 
 __all__ = ["PREFIX", "SYSROOT", "SiteService", "engineer_config", "installer_argv", "site_layer",
-           "start_model_service", "start_relays"]
+           "start_model_service", "start_relays", "start_staged"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/srv/abhed"  # each host's own /srv
@@ -95,7 +96,7 @@ def _door(site: Site, host: SiteHost, argv: list[str]) -> subprocess.Popen[str]:
     return proc
 
 
-def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
+def start_model_service(site: Site, vllm: SiteVllm | SiteHost, ca_dir: Path,
                         site_name: str = "site-test", *, replicas: Sequence[str] = (),
                         router_python: str | None = None,
                         router_policy: str = "round_robin", relays: bool = True) -> SiteService:
@@ -106,8 +107,10 @@ def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
     on ``vllm.host`` too (``router_python``: the Python with vllm-router, for the release's
     venv the unit names), the front before it checks each against ``/srv/vllm``'s catalog.
     ``relays=False``: no relay yet (the engineers' hosts get a release first, whose gate asks
-    the front; then :func:`start_relays`)."""
-    svc = SiteService(ca_dir, installer_argv(), f"https://{vllm.host.address}:8443/v1")
+    the front; then :func:`start_relays`).  ``vllm`` a bare model host: no front either (the
+    host gets a release first; then :func:`start_staged` runs its units)."""
+    model = vllm if isinstance(vllm, SiteHost) else vllm.host
+    svc = SiteService(ca_dir, installer_argv(), f"https://{model.address}:8443/v1")
     done = svc.operator("ca", "init", str(ca_dir), "--site", site_name, "--days", "30")
     assert done.returncode == 0, done.stderr
     layout = Layout(Path(PREFIX))
@@ -130,7 +133,8 @@ def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
         for user in host.users:
             done = svc.on(host, "engineer", "enroll", user, "--prefix", PREFIX)
             assert done.returncode == 0, done.stdout + done.stderr
-    for host in [vllm.host]:  # the front (and the router) on the model host serving
+    for served in [vllm] if isinstance(vllm, SiteVllm) else []:
+        host = served.host  # the front (and the router) on the model host serving
         units = role_units(layout, host.role, [svc.endpoint], replicas,
                            "/srv/vllm/catalog.json" if replicas else None)
         if ROUTER_UNIT in units:
@@ -144,7 +148,7 @@ def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
             svc.procs[f"{host.name}-router"] = router
         argv = _exec_start(units[FRONT_UNIT])
         if not replicas:
-            argv[argv.index("--upstream") + 1] = vllm.base_url.removesuffix("/v1")
+            argv[argv.index("--upstream") + 1] = served.base_url.removesuffix("/v1")
         host.path(PREFIX + "/data").mkdir(exist_ok=True)
         svc.procs[host.name] = _door(site, host, argv)
     if relays:
@@ -159,18 +163,28 @@ def start_relays(site: Site, svc: SiteService) -> None:
     for ``svc.endpoint``, with this checkout's ``abhed``."""
     layout = Layout(Path(PREFIX))
     for host in site.hosts.values():
-        staged = host.path(f"{SYSROOT}/etc/systemd/system/{RELAY_UNIT}")
-        if staged.is_file():
-            argv = _exec_start(staged.read_text())
-            proc = site.service(host, argv)
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
-            svc.procs[host.name] = proc
+        if host.path(f"{SYSROOT}/etc/systemd/system/{RELAY_UNIT}").is_file():
+            svc.procs[host.name] = start_staged(site, host, RELAY_UNIT)
             continue
         units = role_units(layout, host.role, [svc.endpoint])
         if RELAY_UNIT in units:
             svc.procs[host.name] = _door(site, host, _exec_start(units[RELAY_UNIT]))
+
+
+def start_staged(site: Site, host: SiteHost, unit: str) -> subprocess.Popen[str]:
+    """``unit`` as the installer staged it on ``host`` (under :data:`SYSROOT`): its
+    ``ExecStart`` as written, with its ``Environment=``.  A door (relay, front) is waited
+    for (its first line, ``listening on``); the model server is returned as started (the
+    caller drains it and waits for its health)."""
+    text = host.path(f"{SYSROOT}/etc/systemd/system/{unit}").read_text()
+    env = dict(x.removeprefix("Environment=").split("=", 1) for x in text.splitlines()
+               if x.startswith("Environment="))
+    proc = site.service(host, _exec_start(text), env=env)
+    if unit in (RELAY_UNIT, FRONT_UNIT):
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
+    return proc
 
 
 def site_layer(host: SiteHost, served: str, max_retries: int = 1) -> None:

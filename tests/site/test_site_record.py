@@ -16,24 +16,23 @@ TLS, the host from the certificate) and ``abhed model-relay`` on each
 engineer's host (the engineer from the socket's peer credentials), as the
 installer's units run them.
 
-The engineers' hosts are installed as an operator installs them: the built
-``abhed-installer install --role agent`` of the site's one signed bundle on each
-(in its own filesystem view, prefix ``/srv/abhed``, both at once), after its
-credential and before its relay, so each host's health gate asks the model
-service through the new release's own relay (recorded as the gate).  The relays
-then run as the units the installer staged on each host say (there is no systemd
-here: the installer's ``ABHED_INSTALLER_SYSROOT`` is the host's own ``/srv/sysroot``,
-and the test starts each unit's ``ExecStart``), and the engineers work through that
-release's ``abhed`` and the site layer it linked at ``/etc/abhed/site``.
-
-The model host is not installed by the installer, and why: its release would hold
-the bundle's model parts only (the stand-in weights and vLLM wheel of the test
-bundles; real vLLM and torch are gigabytes of wheels, minutes per install), so the
-vLLM it serves would still be the suite's vLLM env (scripts/vllm-env), and its
-front the same ``abhed model-front`` argv the installer's unit names.  A model-role
-install by the built binary, its weights and its vLLM wheel unpacked and no image
-nor site settings, is tests/installer/test_roles.py's (it would add about a
-minute here, beyond the site tests' CI budget, for nothing this test asserts).
+Every host is installed as an operator installs it, from the site's one signed
+bundle by the built installer (prefix ``/srv/abhed``, each in its own filesystem
+view), after its credential.  The model host first: ``abhed-installer install
+--role model``, whose gate runs real vLLM (the bundle's declared command is the
+release's own Python as a trampoline to the cached vLLM CPU venv,
+scripts/vllm-env, serving the wired tiny model, as tests/installer/test_real_vllm.py
+declares it: vLLM and torch are gigabytes of wheels, never in a test bundle).  Then it
+serves from that release: its model server unit (the release's run script, vLLM on
+loopback behind the key only the front reads) and its front unit.  Then both
+engineers' hosts at once: ``install --role agent``, so each host's health gate asks
+the model service through the new release's own relay (recorded as the gate).  The
+relays then run as the units the installer staged on each host say.  There is no
+systemd here: the installer's ``ABHED_INSTALLER_SYSROOT`` is the host's own
+``/srv/sysroot``, and the test starts each unit's ``ExecStart`` as written.  The
+engineers work through their release's ``abhed`` and the site layer it linked at
+``/etc/abhed/site``.  vLLM starts twice in this test: the model host's gate, then
+its service.
 """
 
 from __future__ import annotations
@@ -50,11 +49,12 @@ from pathlib import Path
 
 import pytest
 
-from installer._services import RELAY_SOCKET, RELAY_UNIT
+from installer._services import DEFAULT_PORT, FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, UNIT_NAME
 from models import GATE_ENGINEER, read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
+from tests.helpers import wait_for
 from tests.site.conftest import MODEL_ENDPOINT, SiteBundle
-from tests.site.harness import ENGINEERS, Site, SiteHost, SiteVllm
+from tests.site.harness import ENGINEERS, Site, SiteHost
 from tests.site.model_service import (
     ABHED,
     PREFIX,
@@ -63,6 +63,7 @@ from tests.site.model_service import (
     engineer_config,
     start_model_service,
     start_relays,
+    start_staged,
 )
 
 pytestmark = pytest.mark.slow
@@ -81,22 +82,48 @@ def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[s
 
 
 def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
-        site: Site, site_vllm: SiteVllm, site_bundle: SiteBundle, tmp_path: Path) -> None:
+        site: Site, site_bundle: SiteBundle, tmp_path: Path) -> None:
     t0 = time.monotonic()
-    svc = start_model_service(site, site_vllm, tmp_path / "ca", relays=False)
+    model = site.hosts["model-1"]
+    svc = start_model_service(site, model, tmp_path / "ca", relays=False)
     try:
         t1, cpu = time.monotonic(), _children_cpu_s()
-        _install_engineers_hosts(site, svc, site_bundle)
-        installs = (f"site: both engineers' hosts installed at once in "
+        _install(model, svc, site_bundle, "model")
+        _serve_from_release(site, svc, model)
+        installs = (f"site: the model host installed (its gate on real vLLM) and serving in "
                     f"{time.monotonic() - t1:.1f} s ({_children_cpu_s() - cpu:.1f} s CPU)")
+        t1, cpu = time.monotonic(), _children_cpu_s()
+        _install_engineers_hosts(site, svc, site_bundle)
+        installs += (f"; both engineers' hosts installed at once in "
+                     f"{time.monotonic() - t1:.1f} s ({_children_cpu_s() - cpu:.1f} s CPU)")
         start_relays(site, svc)
-        _work_then_audit(site, site_vllm, svc, tmp_path, t0)
+        _work_then_audit(site, model, svc, tmp_path, t0)
         print(installs)
     finally:  # the site outlives this test (one per run): leave it as it was found
         for proc in svc.procs.values():
             site.stop(proc)
-        for name in ENGINEERS:
+        for name in [model.name, *ENGINEERS]:
             _uninstalled(site.hosts[name])
+
+
+def _serve_from_release(site: Site, svc: SiteService, model: SiteHost) -> None:
+    """The model host's units as its release staged them: the model server (the release's
+    run script: real vLLM on loopback, behind the key only the front reads), then the front
+    before it, once vLLM answers."""
+    server = start_staged(site, model, UNIT_NAME)
+    svc.procs[f"{model.name}-vllm"] = server
+    said: list[str] = []
+    for pipe in (server.stdout, server.stderr):  # drained: vLLM logs every request
+        threading.Thread(target=lambda p=pipe: said.extend(p), daemon=True).start()
+
+    def healthy() -> bool:
+        assert server.poll() is None, "".join(said)[-4000:]
+        done = model.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time",
+                          "2", f"http://127.0.0.1:{DEFAULT_PORT}/health"])
+        return done.stdout == "200"
+
+    wait_for(healthy, 900, poll_s=0.5, what="the release's vLLM on the model host")
+    svc.procs[model.name] = start_staged(site, model, FRONT_UNIT)
 
 
 def _children_cpu_s() -> float:
@@ -116,24 +143,42 @@ def _uninstalled(host: SiteHost) -> None:
         shutil.rmtree(host.path(done), ignore_errors=True)
 
 
-def _install(host: SiteHost, svc: SiteService, bundle: SiteBundle,
-             out: dict[str, subprocess.CompletedProcess[str]]) -> None:
+def _install(host: SiteHost, svc: SiteService, bundle: SiteBundle, role: str,
+             out: dict[str, subprocess.CompletedProcess[str]] | None = None) -> None:
     """The operator's install on ``host``, as root there: the bundle and the publisher's
-    key carried to its /srv, ``--role agent``, the site layer linked at /etc/abhed/site."""
+    key carried to its /srv, ``--role ROLE``, the site layer linked at /etc/abhed/site
+    (an agent host's; a model host has none).  Without ``out``: checked here."""
     for name, src in (("abhed-site-1.abhed", bundle.path), ("release.pub", bundle.trust)):
         shutil.copyfile(src, host.path(f"/srv/{name}"))
     host.path(f"{SYSROOT}/run/systemd/system").mkdir(parents=True)
     host.path(f"{SYSROOT}/etc").mkdir()
     args = ["install", "/srv/abhed-site-1.abhed", "--trust", "/srv/release.pub", "--role",
-            "agent", "--prefix", PREFIX, "--host-link", "/etc/abhed/site"]
-    out[host.name] = host.run([*svc.installer, *args], timeout=900,
-                              env={"ABHED_INSTALLER_SYSROOT": SYSROOT})
+            role, "--prefix", PREFIX]
+    if role == "agent":
+        args += ["--host-link", "/etc/abhed/site"]
+    r = host.run([*svc.installer, *args], timeout=1500, env={"ABHED_INSTALLER_SYSROOT": SYSROOT})
+    if out is not None:
+        out[host.name] = r
+        return
+    assert r.returncode == 0, f"{host.name}: {r.stdout}{r.stderr[-6000:]}"
+    assert "role: model (no microVM image, no site settings)" in r.stdout, r.stdout
+    assert "gate: healthy: /health 200, serving tiny" in r.stderr
+    assert "gate: known answer: answered '5'" in r.stderr
+    assert "gate: agent tool call: ok" in r.stderr
+    assert "Application startup complete" in host.path(f"{PREFIX}/logs/gate-1-model.log").read_text()
+    rel = host.path(f"{PREFIX}/releases/1")
+    assert (rel / "bundle/models/tiny/config.json").is_file()
+    assert not (rel / "site").exists() and not host.path("/etc/abhed/site").exists()
+    for unit in (UNIT_NAME, FRONT_UNIT):
+        assert host.path(f"{SYSROOT}/etc/systemd/system/{unit}").is_file()
+    svc.outputs.append(f"root@{host.name}# abhed-installer install abhed-site-1.abhed --trust "
+                       f"release.pub --role model --prefix {PREFIX}\n{r.stdout}{r.stderr}")
 
 
 def _install_engineers_hosts(site: Site, svc: SiteService, bundle: SiteBundle) -> None:
     """Both engineers' hosts installed at once by the built installer (module doc)."""
     done: dict[str, subprocess.CompletedProcess[str]] = {}
-    threads = [threading.Thread(target=_install, args=(site.hosts[n], svc, bundle, done))
+    threads = [threading.Thread(target=_install, args=(site.hosts[n], svc, bundle, "agent", done))
                for n in ENGINEERS]
     for t in threads:
         t.start()
@@ -159,7 +204,7 @@ def _install_engineers_hosts(site: Site, svc: SiteService, bundle: SiteBundle) -
                            f"/etc/abhed/site\n{r.stdout}{r.stderr}")
 
 
-def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path: Path,
+def _work_then_audit(site: Site, model: SiteHost, svc: SiteService, tmp_path: Path,
                      t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
     for host, user in engineers:
@@ -191,7 +236,7 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
     peek = eng1.run(["cat", "/home/bob/.abhed/state/events.db"], user="ana")
     assert peek.returncode != 0 and "Permission denied" in peek.stderr
     # Straight to the front with no credential: the TLS handshake is refused (and recorded).
-    bare = _curl(eng1, "ana", "-k", f"https://{site_vllm.host.address}:{PORT}/v1/chat/completions")
+    bare = _curl(eng1, "ana", "-k", f"https://{model.address}:{PORT}/v1/chat/completions")
     assert bare.returncode != 0 and bare.stdout in ("000", ""), (bare.returncode, bare.stdout)
     # Through the relay as herself, outside the agent: answered, and recorded as hers.
     direct = _curl(eng1, "ana", "--unix-socket", "/run/abhed/model.sock",
@@ -212,12 +257,12 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
     # The live record is exported on the model host (a copy of a live SQLite file without
     # its -wal would miss what is not checkpointed yet); the export is re-verified here.
     abhed_env = {"ABHED_HOME": "/srv/auditor", "PYTHONPATH": str(ROOT)}
-    exported = site_vllm.host.run([*abhed, "events", "export-requests", "--record",
+    exported = model.run([*abhed, "events", "export-requests", "--record",
                                    RECORD, "--out", "/srv/requests.jsonl"],
                                   env=abhed_env)
     assert exported.returncode == 0, exported.stderr
     record = collected / "model-1-requests.jsonl"
-    shutil.copy(site_vllm.host.path("/srv/requests.jsonl"), record)
+    shutil.copy(model.path("/srv/requests.jsonl"), record)
     stored = read_requests(record)
     gates = [s for s in stored if s.record.engineer == GATE_ENGINEER]
     # At least two turns per session (the forced call, then more), the refused and direct
@@ -262,7 +307,7 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
     transcript = os.environ.get("ABHED_SITE_TRANSCRIPT")  # docs/operator-guide.md, section 12
     if transcript:
         Path(transcript).write_text("\n".join(svc.outputs))
-    _bad_input(site, site_vllm, svc, tmp_path)
+    _bad_input(site, model, svc, tmp_path)
 
 
 def _curl_body(host: SiteHost, user: str, sock: str) -> tuple[str, str]:
@@ -276,11 +321,11 @@ def _curl_body(host: SiteHost, user: str, sock: str) -> tuple[str, str]:
     return status, text
 
 
-def _bad_input(site: Site, vllm: SiteVllm, svc: SiteService, tmp_path: Path) -> None:
+def _bad_input(site: Site, model: SiteHost, svc: SiteService, tmp_path: Path) -> None:
     """What an operator gets wrong or an attacker tries: clear errors, nothing switched.
     (An expired credential is refused by ``credential install`` and by the TLS handshake:
     tests/installer/test_model_access.py and tests/models.)"""
-    eng2, model = site.hosts["eng-2"], vllm.host
+    eng2 = site.hosts["eng-2"]
     held = eng2.path(f"{PREFIX}/state/credential/host.pem").read_bytes()
     # A credential from another site's CA: refused by name, the host's own one kept.
     other = tmp_path / "other-ca"
@@ -303,7 +348,7 @@ def _bad_input(site: Site, vllm: SiteVllm, svc: SiteService, tmp_path: Path) -> 
                                  "--ca", f"{PREFIX}/state/credential/ca.pem",
                                  "--credential", "/srv/model-9.pem",
                                  "--crl", f"{PREFIX}/state/credential/crl.pem",
-                                 "--upstream", vllm.base_url.removesuffix("/v1"),
+                                 "--upstream", f"http://127.0.0.1:{DEFAULT_PORT}",
                                  "--record", "/srv/impostor.sqlite"], env={"PYTHONPATH": str(ROOT)})
     relay = site.service(eng2, [RELEASE_ABHED, "model-relay", "--socket",
                                 "/run/abhed/other.sock",
