@@ -675,7 +675,8 @@ def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
         template = hashlib.sha256(settings_bytes(unexpand(json.loads(site_bytes), release))) \
             .hexdigest()
     return Roles(hosts=spec.roles.hosts, agent=tuple(agent), model=tuple(model),
-                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template)
+                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template,
+                 router=spec.roles.router)
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,

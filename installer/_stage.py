@@ -264,14 +264,19 @@ def _record(s: Staging) -> None:
 def _units(s: Staging) -> None:
     """The role's units (installer._services.role_units): the model server and its front
     on a model host, the model relay (to the declared model endpoints) where engineers
-    work."""
+    work; on the model host ``[roles.router]`` names, the router too, the front before it
+    (installer._roles.release_router)."""
+    from ._roles import release_router
     from ._services import systemd_present, write_units
 
     if not systemd_present():
         s.audited("units", "skipped", detail="no systemd: run script only")
         return
-    s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints)
-    s.audited("units", "ok", units=[str(p) for p, _ in s.units])
+    plan = release_router(s.release, s.role, s.layout.current)
+    s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints,
+                          *((plan.replicas, plan.catalog, plan.policy) if plan else ()))
+    s.audited("units", "ok", units=[str(p) for p, _ in s.units],
+              router=list(plan.replicas) if plan else None)
 
 
 def _restore_unit(s: Staging) -> None:
