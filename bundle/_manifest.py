@@ -34,7 +34,9 @@ _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs",
-                        "site"]
+                        "site", "router"]
+"""``router``: a wheel of vllm-router (``router/<wheel>``), for the model host that runs it,
+installed into a venv of its own."""
 
 
 class _Model(BaseModel):
@@ -252,9 +254,10 @@ class Manifest(_Model):
             for name in listed:
                 if name not in names and name not in referenced:
                     raise ValueError(f"role {role!r} lists unknown member {name!r}")
-                if role == "agent" and (name in referenced or kinds.get(name) == "vllm"):
+                if role == "agent" and (name in referenced
+                                        or kinds.get(name) in ("vllm", "router")):
                     raise ValueError(f"role 'agent' lists {name!r}: an agent host gets no "
-                                     "weights and no vLLM")
+                                     "weights, no vLLM and no vLLM router")
                 if role == "model" and kinds.get(name) in ("image", "site"):
                     raise ValueError(f"role 'model' lists {name!r}: a model host gets no "
                                      "microVM image and no site settings")
