@@ -74,6 +74,12 @@ def _spec(root: Path, *, version: int = 1, roles: Any = None, settings: Any = "d
                         "settings": _settings() if settings == "default" else settings}
     if roles is not None:
         spec["roles"] = roles
+    if isinstance(roles, dict) and "router" in roles:  # vllm-router's wheels: a stand-in
+        (root / "router").mkdir(exist_ok=True)
+        w = _wheel(root / "router", "vllm_router", "0.1.17")
+        (root / "router.lock").write_text(
+            f"vllm-router==0.1.17 --hash=sha256:{hashlib.sha256(w.read_bytes()).hexdigest()}\n")
+        spec["router_wheelhouse"] = {"dir": "router", "lock": "router.lock"}
     path = root / "spec.json"
     path.write_text(json.dumps(spec))
     return path
@@ -352,6 +358,19 @@ def test_a_router_is_signed_in_the_manifest_with_its_replicas_as_vllm_roots(
     assert m.roles is not None and m.roles.router is not None
     assert m.roles.router.host == "model-1" and m.roles.router.policy == "round_robin"
     assert m.roles.router.replicas == ("http://127.0.0.1:8000", "http://10.0.0.6:8000")
+    wheel = "router/vllm_router-0.1.17-py3-none-any.whl"
+    assert wheel in m.roles.model and wheel not in m.roles.agent
+    # an agent host never gets the router's wheels, as it never gets vLLM's
+    with pytest.raises(FormatError, match="no vLLM router"):
+        parse_manifest(_resigned(out, key, lambda b: b["roles"]["agent"].append(wheel)))
+    # a build spec whose router has no wheels, or wheels with no router, is refused
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    for drop in ("router_wheelhouse", "roles"):
+        (tmp_path / "spec.json").write_text(json.dumps(
+            {k: v for k, v in spec.items() if k != drop and (drop != "roles" or k != "site")}))
+        with pytest.raises(SpecError, match="router_wheelhouse"):
+            build_bundle(tmp_path / "spec.json", tmp_path / "o.abhed", [key],
+                         check_settings=check_settings)
 
 
 def test_a_manifest_without_a_router_does_not_name_one(two_roles: tuple[Path, SecretKey]) -> None:
