@@ -39,14 +39,15 @@ from ._layout import Layout, atomic_write
 from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
 
-__all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
+__all__ = ["CHECK_SCRIPT", "DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
            "ROUTER_PORT", "ROUTER_UNIT", "ROUTER_VENV", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text",
-           "relay_argv", "relay_unit_text", "render_run_script", "router_python", "router_unit_text",
+           "relay_argv", "relay_unit_text", "render_check_script", "render_run_script", "router_python", "router_unit_text",
            "relay_upstreams", "role_units", "systemctl", "systemd_present", "unit_path", "unit_text",
            "vllm_key_path", "write_units"]
 
 UNIT_NAME = "abhed-model.service"
 RUN_SCRIPT = "run-model-server"
+CHECK_SCRIPT = "check-model-host"
 DEFAULT_PORT = 8000
 PORT_MARK = "\x00port\x00"
 RELAY_UNIT = "abhed-model-relay.service"
@@ -95,7 +96,35 @@ def render_run_script(version: int, argv: list[str], env: dict[str, str], layout
     return "\n".join(lines) + "\n"
 
 
+def render_check_script(version: int, argv: list[str], layout: Layout) -> str:
+    """``check-model-host``: the release's host check (``abhed serve --check-host``,
+    models._host_check) against its own vLLM on loopback, once it answers.  Run by
+    ``abhed-model.service`` after each start (``ExecStartPost``): a host that comes back
+    (crash, upgrade, rollback) is checked once, before the router's health check (vLLM's
+    ``/health``, every 5 s) can see it, and never on every probe.  A refusal fails the
+    start, so systemd stops vLLM and the router keeps routing around it.  Each outcome is
+    appended to ``PREFIX/logs/host-check.log`` (and the journal)."""
+    key = shlex.quote(str(vllm_key_path(layout)))
+    log = shlex.quote(str(layout.logs / "host-check.log"))
+    return "\n".join([
+        "#!/bin/sh",
+        f"# Abhed release {version}: is this model host serving what the site declared?",
+        f"# Run by {UNIT_NAME} after each start; written by abhed-installer.",
+        f'ABHED_HOME="${{ABHED_HOME:-{layout.data}}}"',
+        "export ABHED_HOME",
+        f'if [ -f {key} ]; then VLLM_API_KEY="$(cat {key})"; export VLLM_API_KEY; fi',
+        f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"',
+        "if out=$(" + " ".join(_shell_arg(a) for a in argv) + " 2>&1); then status=ok; "
+        "else status=refused; fi",
+        f'printf \'%s %s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$status" "$out" >> {log} '
+        "|| true",
+        'printf \'%s\\n\' "$out"',
+        '[ "$status" = ok ]',
+    ]) + "\n"
+
+
 def unit_text(layout: Layout) -> str:
+    check = shlex.quote(f"{layout.current}/{CHECK_SCRIPT}")
     return f"""[Unit]
 Description=Abhed model server (the current release under {layout.prefix})
 Documentation=file://{layout.prefix}/current/bundle/docs
@@ -104,6 +133,9 @@ After=local-fs.target
 [Service]
 Type=simple
 ExecStart={layout.current}/{RUN_SCRIPT}
+# Checked once per start (installer._services.render_check_script); a release from before
+# the check has no script and is not checked.
+ExecStartPost=/bin/sh -c 'if [ -x {check} ]; then exec {check}; fi'
 Environment=ABHED_HOME={layout.data}
 Restart=on-failure
 RestartSec=5

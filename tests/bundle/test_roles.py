@@ -358,6 +358,13 @@ def test_a_router_is_signed_in_the_manifest_with_its_replicas_as_vllm_roots(
     assert m.roles is not None and m.roles.router is not None
     assert m.roles.router.host == "model-1" and m.roles.router.policy == "round_robin"
     assert m.roles.router.replicas == ("http://127.0.0.1:8000", "http://10.0.0.6:8000")
+    from click.testing import CliRunner
+
+    from cli import main
+
+    shown = CliRunner().invoke(main, ["bundle", "inspect", str(out)], catch_exceptions=False)
+    assert ("router: vllm-router on model-1 (round_robin) over http://127.0.0.1:8000, "
+            "http://10.0.0.6:8000") in shown.output
     wheel = "router/vllm_router-0.1.17-py3-none-any.whl"
     assert wheel in m.roles.model and wheel not in m.roles.agent
     # an agent host never gets the router's wheels, as it never gets vLLM's

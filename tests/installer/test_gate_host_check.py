@@ -60,3 +60,54 @@ def test_altered_weights_fail_the_gate(tmp_path: Path, catalog: Path) -> None:
     with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.11.0") as srv:
         with pytest.raises(HealthCheckFailed, match="config.json"):
             _host_check(_argv(catalog, srv.base_url), env, Layout(tmp_path / "p"), tmp_path, 120.0)
+
+
+def test_the_model_service_checks_its_host_once_per_start(tmp_path: Path, catalog: Path) -> None:
+    """``check-model-host`` (abhed-model.service's ExecStartPost): waits for its vLLM to
+    answer (here the scripted server, started after the script, behind the host's vLLM key:
+    the key reaches the check from the key file, never argv), checks it once, records the
+    outcome; a host answering otherwise fails the start, named."""
+    import socket
+    import subprocess
+
+    from installer._services import (
+        CHECK_SCRIPT,
+        PORT_MARK,
+        render_check_script,
+        unit_text,
+        vllm_key_path,
+    )
+
+    layout = Layout(tmp_path / "prefix")
+    layout.logs.mkdir(parents=True)
+    key = vllm_key_path(layout)
+    key.parent.mkdir(parents=True)
+    key.write_text("k3y")
+    script = tmp_path / CHECK_SCRIPT
+    script.write_text(render_check_script(
+        3, [*_argv(catalog, f"http://127.0.0.1:{PORT_MARK}/v1"), "--wait-s", "60"], layout))
+    assert f"ExecStartPost=/bin/sh -c 'if [ -x {layout.current}/{CHECK_SCRIPT} ]" \
+        in unit_text(layout)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ABHED_HOME": str(tmp_path / "home"), "ABHED_MODEL_PORT": str(port)}
+    env.pop("VLLM_API_KEY", None)
+    proc = subprocess.Popen(["sh", str(script)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:  # vLLM comes up after the check started waiting for it
+        with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.11.0",
+                            port=port, api_key="k3y"):
+            out, _ = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    assert "serves site-model as declared" in out
+    with ScriptedServer(model="site-model", max_model_len=8192, vllm_version="0.11.0",
+                        port=port, api_key="k3y"):
+        done = subprocess.run(["sh", str(script)], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+    assert done.returncode == 1 and "max_model_len is 8192" in done.stdout, done.stdout
+    record = (layout.logs / "host-check.log").read_text().splitlines()
+    assert [line.split()[1] for line in record] == ["ok", "refused"]
+    assert "max_model_len is 8192" in record[1]
