@@ -49,8 +49,8 @@ from cli._common import config_option, get_config
               "the router's, with serve.router), shell-quoted; start nothing.")
 @click.option("--check-host", "check_url", default=None, metavar="URL",
               help="Check the model host at URL serves what the catalog entry declares "
-              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field. "
-              "Sends $VLLM_API_KEY when set.")
+              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field, "
+              "4 if it does not answer. Sends $VLLM_API_KEY when set.")
 @click.option("--wait-s", "wait_s", type=click.FloatRange(0, 3600), default=0.0,
               help="With --check-host: wait up to this long for the host to answer (its vLLM "
               "starting) before checking.")
@@ -99,6 +99,9 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
         try:
             entry.verify_weights(catalog.base())  # each installed file against its digest
             _check_host(check_url, entry, wait_s)
+        except ServeError as exc:  # 4: it did not answer (installer._replicas reads this)
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(4 if exc.reason == "unreachable" else 1)
         except ModelsError as exc:
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from ._audit import AuditLog
 from ._errors import HealthCheckFailed, PreflightFailed, StepFailed
@@ -78,6 +79,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
             steps = isolated(layout, version, check)
         else:
             steps = check()
+        steps += _replicas_step(layout, release, role, lambda m: say(f"  gate: {m}"))
     except HealthCheckFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise
@@ -93,6 +95,23 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
                  role=role, model_endpoints=list(endpoints) or None,
                  steps=[{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
                         for s in steps])
+
+
+def _replicas_step(layout: Layout, release: Path, role: str, on_step: Any) -> list[Any]:
+    """On the model host ``[roles.router]`` names: every replica behind the router checked
+    before the switch (installer._replicas); elsewhere nothing.  Outside the gate's
+    namespaces: the replicas are other hosts on the model network."""
+    from ._health import HealthStep
+    from ._replicas import check_replicas
+    from ._roles import release_router
+
+    plan = release_router(release, role, release)
+    if plan is None:
+        return []
+    t = time.monotonic()
+    detail = check_replicas(release, layout, plan)
+    on_step(f"replicas: {detail}")
+    return [HealthStep("replicas", time.monotonic() - t, detail)]
 
 
 def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
@@ -160,8 +179,10 @@ def rewrite_units(layout: Layout, role: str, audit: AuditLog, action: str, run: 
 
 
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
-    """With systemd: restart the service on the new release and wait for its health; restart
-    the role's relay and front that are running (:func:`restart_doors`)."""
+    """With systemd: restart the service on the new release and wait for its health, then
+    restart the role's router, relay and front that are running (:func:`restart_doors`):
+    after the model server, because the front checks the hosts behind it, this one
+    included, when it starts."""
     from ._health import loopback_get
     from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
@@ -171,14 +192,15 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
     rewrite_units(layout, role, audit, action, run, version)
     if systemctl("daemon-reload") is None:
         return
-    restart_doors(layout, role, audit, action, run, version)
-    if role == "agent":
-        return  # an agent host runs no model service
+    if role == "agent":  # an agent host runs no model service
+        restart_doors(layout, role, audit, action, run, version)
+        return
     active = systemctl("is-active", UNIT_NAME)
     if active != "active":
         audit.append(action, "service", "skipped", run=run, version=version,
                      detail=f"{UNIT_NAME} is {active}; start it with systemctl enable --now "
                      f"{UNIT_NAME}")
+        restart_doors(layout, role, audit, action, run, version)
         return
     systemctl("restart", UNIT_NAME)
     deadline = time.monotonic() + 900
@@ -186,6 +208,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
         try:
             if loopback_get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
                 audit.append(action, "service", "ok", run=run, version=version)
+                restart_doors(layout, role, audit, action, run, version)
                 return
         except OSError:
             pass

@@ -111,3 +111,37 @@ def test_the_model_service_checks_its_host_once_per_start(tmp_path: Path, catalo
     record = (layout.logs / "host-check.log").read_text().splitlines()
     assert [line.split()[1] for line in record] == ["ok", "refused"]
     assert "max_model_len is 8192" in record[1]
+
+
+def test_the_router_hosts_gate_checks_every_host_behind_it(
+        tmp_path: Path, catalog: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """installer._replicas: each replica asked by the release's own abhed serve --check-host
+    before the switch: one answering otherwise is refused naming it and the field, one not
+    answering is noted (the router routes around it), none answering is refused; this
+    host's own (loopback) vLLM is the gate's own check, not asked again."""
+    import installer._replicas as replicas
+    from installer._roles import RouterPlan
+
+    layout = Layout(tmp_path / "prefix")
+    release = layout.release(1)
+    (release / "venv/bin").mkdir(parents=True)
+    (release / "venv/bin/abhed").symlink_to(Path(sys.executable).with_name("abhed"))
+    dead = "http://127.0.0.1:9"  # discard: nothing listens
+    own = RouterPlan((dead,), "round_robin", str(catalog))
+    assert "0 of 0 other model hosts" in replicas.check_replicas(release, layout, own)
+    monkeypatch.setattr(replicas, "_LOOPBACK", ())  # the scripted hosts stand for others
+    with ScriptedServer(model="site-model", max_model_len=4096, vllm_version="0.11.0") as good, \
+            ScriptedServer(model="site-model", max_model_len=4096,
+                           vllm_version="0.12.0") as other:
+        roots = [s.base_url.removesuffix("/v1") for s in (good, other)]
+        said = replicas.check_replicas(
+            release, layout, RouterPlan((roots[0], dead), "round_robin", str(catalog)))
+        assert said == ("1 of 2 other model hosts serve as declared; not answering (the "
+                        f"router routes around them): {dead}")
+        with pytest.raises(HealthCheckFailed) as info:
+            replicas.check_replicas(release, layout,  # refused at the first: one run
+                                    RouterPlan((roots[1], roots[0]), "round_robin", str(catalog)))
+    assert f"model host {roots[1]} behind the router" in str(info.value)
+    assert "vllm_version is '0.12.0'" in str(info.value) and "Nothing was switched" in str(info.value)
+    with pytest.raises(HealthCheckFailed, match="no model host behind the router answers"):
+        replicas.check_replicas(release, layout, RouterPlan((dead,), "round_robin", str(catalog)))
