@@ -242,7 +242,7 @@ def _resigned(out: Path, key: SecretKey, edit: Any) -> bytes:
 @pytest.mark.parametrize(("edit", "words"), [
     (lambda b: b["roles"]["agent"].append(next(m["name"] for m in b["members"]
                                                if m["name"].startswith("wheels/vllm"))),
-     "an agent host gets no weights and no vLLM"),
+     "an agent host gets no weights, no vLLM"),
     (lambda b: b["roles"]["model"].append("site/settings.json"), "no microVM image and no site"),
     (lambda b: b["roles"]["agent"].append("wheels/evil.whl"), "unknown member"),
     (lambda b: b["roles"].update(model=[n for n in b["roles"]["model"] if "vllm" not in n]),
