@@ -144,7 +144,7 @@ def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | N
     return files, manifest.roles.settings_template_sha256
 
 
-def same_for_role(view: Manifest, current: Path) -> bool:
+def same_for_role(view: Manifest, current: Path, role: str = "model") -> bool:
     """Does the new bundle, seen as this role (``view``), install exactly what the current
     release holds (same files, same content)?"""
     from bundle import Manifest
@@ -156,4 +156,5 @@ def same_for_role(view: Manifest, current: Path) -> bool:
         return False
     # A changed router declaration changes a model host's units, not its files.
     router = [m.roles.router if m.roles is not None else None for m in (installed, view)]
-    return _role_files(installed) == _role_files(view) and router[0] == router[1]
+    return _role_files(installed) == _role_files(view) and (
+        role == "agent" or router[0] == router[1])

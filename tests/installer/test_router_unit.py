@@ -147,3 +147,38 @@ def test_a_rollback_rewrites_the_units_and_restarts_the_router_first(
     assert ("disable", "--now", ROUTER_UNIT) in calls
     front = _exec((units / FRONT_UNIT).read_text())
     assert front[front.index("--upstream") + 1] == "http://127.0.0.1:8000"
+
+
+def test_an_upgrade_that_changes_only_the_router_is_not_nothing_to_do_on_a_model_host(
+        tmp_path: Path) -> None:
+    """Same files, another [roles.router]: a model host's units change (its router, its
+    front), so the upgrade runs there; an agent host has nothing to do."""
+    from bundle import Manifest
+    from installer._roles import same_for_role
+
+    sha = "0" * 64
+
+    def manifest(router: dict[str, object] | None) -> Manifest:
+        roles: dict[str, object] = {"hosts": ["agent", "model"],
+                                    "model_endpoints": ["https://model-1:8443/v1"]}
+        if router is not None:
+            roles["router"] = router
+        return Manifest.model_validate_json(json.dumps({
+            "format": "abhed-bundle/1", "name": "site", "version": 1,
+            "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.36", "python": "3.11",
+                         "accelerator": "cpu"},
+            "members": [{"name": "sbom.cdx.json", "size": 1, "sha256": sha,
+                         "compression": "none", "content_size": 1, "content_sha256": sha}],
+            "components": [], "sbom": "sbom.cdx.json",
+            "provenance": {"builder": "t", "spec_sha256": sha, "inputs": []},
+            "roles": roles}))
+
+    current = tmp_path / "releases/1"
+    current.mkdir(parents=True)
+    (current / "release.json").write_text(json.dumps(
+        {"manifest": manifest(ROUTER).model_dump(mode="json")}))
+    assert same_for_role(manifest(ROUTER), current, "model")
+    moved = {**ROUTER, "replicas": [REPLICAS[0], "http://10.0.0.7:8000"]}
+    assert not same_for_role(manifest(moved), current, "model")
+    assert not same_for_role(manifest(None), current, "model")
+    assert same_for_role(manifest(moved), current, "agent")
