@@ -1,6 +1,6 @@
 """What several benchmarks measure with and build on, in one place: CPU time of this
-process and its children, a median-of-runs timer, and the bundle benchmarks' synthetic
-model.  A helper the scripts import (its name starts with "_"), not a benchmark."""
+process and its children, a median-of-runs timer, the bundle benchmarks' synthetic
+model, and the grep benchmarks' ripgrep.  A helper the scripts import (its name starts with "_"), not a benchmark."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,16 @@ def cpu_now() -> float:
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def need_rg() -> str:
+    """The ripgrep the grep tool would run (``tools.grep.find_rg``), or exit saying how to get it."""
+    from tools.grep import find_rg
+
+    rg = find_rg()
+    if rg is None:
+        sys.exit("no rg found: run scripts/setup (the ripgrep wheel is in the dev extras)")
+    return rg
 
 
 def measure(fn: Callable[[], object], repeat: int, warm: bool = True) -> tuple[float, float]:

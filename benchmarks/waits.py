@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -46,6 +47,9 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "grep"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench import bundle_input, measure  # noqa: E402
+
+if TYPE_CHECKING:
+    from appliance.sandbox import SessionSandbox
 
 ROWS: list[tuple[str, str, str, str]] = []  # (what, ours, reference, verdict)
 
@@ -163,6 +167,16 @@ vm.close()
 """
 
 
+def _round_trips(box: SessionSandbox, ws: str, n: int) -> list[float]:
+    """Seconds each of ``n`` runs of ``true`` took in a started sandbox (microVM or bwrap)."""
+    took = []
+    for _ in range(n):
+        t = time.perf_counter()
+        box.run("true", cwd=ws, env={}, timeout_s=60)
+        took.append(time.perf_counter() - t)
+    return took
+
+
 def sandbox(repeat: int) -> None:
     from appliance.sandbox import BwrapSandbox, MicroVM, SandboxSettings
     from bundle.image import build_image, default_agent_source
@@ -188,11 +202,7 @@ def sandbox(repeat: int) -> None:
             second, boot_ms = later["s"], later["boot_ms"]
             vm = MicroVM(ws, image, settings)
             vm.run("true", cwd=ws, env={}, timeout_s=60)
-            rts = []
-            for _ in range(max(repeat, 10)):
-                t = time.perf_counter()
-                vm.run("true", cwd=ws, env={}, timeout_s=60)
-                rts.append(time.perf_counter() - t)
+            rts = _round_trips(vm, ws, max(repeat, 10))
             vm.close()
             # The session opens, the model thinks for 2 s, then the first command.
             vm = MicroVM(ws, image, settings)
@@ -205,11 +215,7 @@ def sandbox(repeat: int) -> None:
         finally:
             del os.environ["ABHED_HOME"]
         box = BwrapSandbox(ws, settings)
-        brts = []
-        for _ in range(max(repeat, 10)):
-            t = time.perf_counter()
-            box.run("true", cwd=ws, env={}, timeout_s=60)
-            brts.append(time.perf_counter() - t)
+        brts = _round_trips(box, ws, max(repeat, 10))
         box.close()
     note = (f"record: {recorded[0]['accel']} ({recorded[0]['reason'].splitlines()[0][:60]}...)" if recorded
             else "no record (KVM unusable here, or it booted)")
@@ -228,6 +234,7 @@ def sandbox(repeat: int) -> None:
 
 def bundle_build(repeat: int, mib: int = 256) -> None:
     from bundle import SecretKey, build_bundle
+    from models import BUNDLE_KIT
 
     print(f"bundle build ({load()})")
     key = SecretKey.generate()
@@ -238,7 +245,8 @@ def bundle_build(repeat: int, mib: int = 256) -> None:
         zc, zw = measure(lambda: subprocess.run(
             ["zstd", "-q", "-3", "-T1", "-f", "-o", str(root / "w.zst"),
              str(root / "m" / "weights.bin")], check=True), repeat)
-        bc, bw = measure(lambda: build_bundle(spec, root / "b.abhed", [key]), repeat)
+        bc, bw = measure(lambda: build_bundle(spec, root / "b.abhed", [key],
+                                              model_kit=BUNDLE_KIT), repeat)
     row(f"abhed bundle build ({mib} MiB, half random)",
         f"{bw:.2f} s wall, {bc:.2f} s CPU", f"zstd -3 -T1 {zw:.2f} s wall, {zc:.2f} s CPU",
         f"wall {bw / zw:.2f}x, CPU {bc / zc:.2f}x; " + verdict(bw / zw, 1.5, "two SHA-256 "

@@ -14,7 +14,11 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
 * ``build_bundle(spec, out, keys)``;
 * ``gather(site, out, keys)`` / ``load_site`` / ``SiteSpec`` / ``GatherResult``: resolve
   the target's wheels, hash the models, build image and installer, then build (the
-  connected side; ``models`` is imported only there, so the frozen installer lacks it);
+  connected side);
+* ``ModelKit``: what a build with a model needs of the model code (presets, the vLLM
+  command, the OpenSSF model signature), handed in by ``abhed bundle``
+  (``models.BUNDLE_KIT``): ``bundle`` never imports ``models``, so the frozen
+  installer carries none;
 * ``verify_bundle(path, trust, installed_version=, allow_downgrade=, stage_to=)``
   returning a ``VerifiedBundle`` (signature first, then one streaming pass;
   nothing written outside the staging directory, which is removed on failure);
@@ -73,6 +77,7 @@ from ._inspect import (
 )
 from ._manifest import Manifest, Member, SiteInfo, staged_name
 from ._minisign import PublicKey, SecretKey
+from ._model_kit import ModelKit
 from ._regular import open_regular, read_regular
 from ._roles import ROLE_NAMES, endpoint_address
 from ._settings import SettingsCheck, expand_settings, release_paths, settings_bytes
@@ -91,6 +96,7 @@ __all__ = [
     "JoinResult",
     "Manifest",
     "Member",
+    "ModelKit",
     "PublicKey",
     "ROLE_NAMES",
     "RollbackRefused",

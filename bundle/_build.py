@@ -38,7 +38,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import BinaryIO
 
-from foundation import digest_file
+from foundation import digest_file, usable_cpus
 
 from ._errors import BundleError, SpecError
 from ._manifest import (
@@ -57,6 +57,7 @@ from ._manifest import (
     parse_manifest,
 )
 from ._minisign import SecretKey
+from ._model_kit import ModelKit, require_kit
 from ._roles import agent_closure, check_provider_endpoints, with_relay_provider
 from ._sbom import SbomComponent, SbomFile, render_sbom
 from ._settings import (
@@ -234,39 +235,37 @@ def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -
     return parts
 
 
-def _sign_models(parts: list[_Part], work: Path, key: SecretKey) -> None:
+def _sign_models(parts: list[_Part], work: Path, key: SecretKey, kit: ModelKit) -> None:
     """Sign each model directory the OpenSSF Model Signing way (docs/bundle.md).
 
     ``models/<name>/model.sig`` and ``models/<name>/model-signing.pub`` join the
     model's members, so the installed directory verifies with the standard
     ``model_signing verify key`` command; the key is derived from the first
     signing key (``SecretKey.model_signing_key``), the signature deterministic,
-    so the build stays reproducible.
+    so the build stays reproducible.  The signature's one definition is models'
+    (``kit``, see ``_model_kit``).
     """
     models = [p for p in parts if p.kind == "model"]
-    if not models:
-        return
-    from models import MODEL_SIGNATURE, MODEL_SIGNING_PUB, public_key_pem, sign_model
-
+    signature, public = kit.signature_file, kit.public_key_file
     signing_key = key.model_signing_key()
-    pem = public_key_pem(signing_key)
+    pem = kit.public_key_pem(signing_key)
     for part in models:
         prefix = f"models/{part.name}/"
         for source in part.sources:
-            if source.member in (prefix + MODEL_SIGNATURE, prefix + MODEL_SIGNING_PUB):
+            if source.member in (prefix + signature, prefix + public):
                 raise SpecError(
                     f"model {part.name!r}: {source.path} is named like the signature the build "
                     f"writes ({source.member.removeprefix(prefix)}); move it out of the model "
                     "directory: the build signs the model itself")
         assert part.root is not None
         sig = work / f"model-{part.name}.sig"
-        sig.write_bytes(sign_model(part.root, name=part.name, key=signing_key))
+        sig.write_bytes(kit.sign(part.root, name=part.name, key=signing_key))
         pub = work / f"model-{part.name}.pub"
         pub.write_bytes(pem)
         part.sources += [
-            _Source(prefix + MODEL_SIGNATURE, sig,
+            _Source(prefix + signature, sig,
                     label=f"[[model]] {part.name}: OpenSSF model signature (made by this build)"),
-            _Source(prefix + MODEL_SIGNING_PUB, pub,
+            _Source(prefix + public, pub,
                     label=f"[[model]] {part.name}: the model signature's public key"),
         ]
 
@@ -359,11 +358,7 @@ def _debian_packages(path: Path) -> list[_Part]:
 
 def _zstd_threads() -> int:
     """Compression workers: at least 1 (the output is the same for any count >= 1)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    return min(usable_cpus(), 8)
 
 
 class _Hasher:
@@ -505,11 +500,14 @@ def _rel(base: Path, path: Path) -> str:
 
 def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
                  progress: BuildProgress | None = None,
-                 check_settings: SettingsCheck | None = None) -> Manifest:
+                 check_settings: SettingsCheck | None = None,
+                 model_kit: ModelKit | None = None) -> Manifest:
     """Build the bundle ``spec_path`` describes into ``out``, signed by every key in ``keys``.
 
     ``check_settings`` checks the site's agent settings (``[site.settings]``) against the
     agent's schema; a spec that has settings is refused without one (``_settings``).
+    ``model_kit`` signs each model directory (``models.BUNDLE_KIT``); a spec with a
+    model is refused without one (``_model_kit``).
 
     Raises:
         SpecError: the spec or one of its inputs is wrong (named).
@@ -520,6 +518,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
     spec = load_spec(spec_path)
     site_bytes = _site_settings(spec, check_settings)
     _check_roles(spec, site_bytes)
+    kit = require_kit(model_kit, str(spec_path)) if spec.model else None
     base = spec_path.parent
     out_dir = out.parent if str(out.parent) else Path(".")
     if not out_dir.is_dir():
@@ -527,7 +526,8 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
     with tempfile.TemporaryDirectory(prefix=".abhed-build-", dir=out_dir) as tmp:
         work = Path(tmp)
         parts = _gather(spec, base, work, site_bytes)
-        _sign_models(parts, work, keys[0])
+        if kit is not None:
+            _sign_models(parts, work, keys[0], kit)
         sources = [s for p in parts for s in p.sources]
         total = sum(s.path.stat().st_size for s in sources)
         done = 0

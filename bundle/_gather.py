@@ -41,6 +41,7 @@ from foundation import parse_document, read_regular
 
 from ._errors import SpecError
 from ._minisign import SecretKey
+from ._model_kit import ModelKit, require_kit
 from ._roles import check_provider_endpoints
 from ._settings import SettingsCheck, prepare_settings
 from ._site_spec import SiteModel, SiteSpec, load_site
@@ -220,20 +221,17 @@ def _gate_sampling(m: SiteModel) -> dict[str, Any]:
     return {"sampling": sorted(params), "params": params}
 
 
-def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
+def _serve_declaration(m: SiteModel, entry: dict[str, Any], kit: ModelKit) -> dict[str, Any]:
     """abhed-serve.json: vLLM from the installed venv, with the entry's own flags."""
-    from models import ServeSettings, VllmServer
-
     marker = "/ABHED-MODEL-DIR"
-    placeholder = entry.model_copy(update={"weights_dir": marker})
-    argv = VllmServer(placeholder, log_path=Path(os.devnull), python="{venv}/bin/python",
-                      settings=ServeSettings(host="{host}"), port=1).command()
+    argv = kit.serve_command({**entry, "weights_dir": marker}, python="{venv}/bin/python",
+                             host="{host}", port=1)
     argv[argv.index("--port") + 1] = "{port}"
     argv = [a.replace(marker, "{model_dir}") for a in argv]
     argv[argv.index("--served-model-name") + 1] = "{served_name}"
     force = "--force-tool"
     return {
-        "format": "abhed-serve/1", "served_name": entry.served_name, "command": argv,
+        "format": "abhed-serve/1", "served_name": entry["served_name"], "command": argv,
         "env": dict(m.serve_env), "health_path": "/health", "startup_timeout_s": 900,
         "known_answer": KNOWN_ANSWER,
         "agent_probe": ["{venv}/bin/abhed", "run", "--json", "--max-turns", "4", force,
@@ -242,67 +240,38 @@ def _serve_declaration(m: SiteModel, entry: Any) -> dict[str, Any]:
         # sampling the server honours; without it the probe would judge by the default bar.
         "agent_config": {"custom_providers": [{
             "name": "gate", "api": "openai", "base_url": "{base_url}", "model": "{served_name}",
-            "catalog_entry": entry.name, **_gate_sampling(m)}], "default_provider": "gate",
+            "catalog_entry": entry["name"], **_gate_sampling(m)}], "default_provider": "gate",
             "catalog": "{model_dir}/abhed-catalog.json"},
         "agent_timeout_s": 600,
         # Served name, max_model_len, vLLM version and weights against the catalog entry
         # (models._host_check), before the gate's first prompt.
         "host_check": ["{venv}/bin/abhed", "serve", "--catalog", "{model_dir}/abhed-catalog.json",
-                       "--model", entry.name, "--check-host", "{base_url}"],
+                       "--model", entry["name"], "--check-host", "{base_url}"],
         "min_gpu_memory_gib": 0.0,
     }
 
 
-def _probe_bar(m: SiteModel, where: Path) -> Any:
-    """The model's ``[model.probe]`` as the catalog's ProbeBar (None: the preset's bar)."""
-    from pydantic import ValidationError
-
-    from models import ProbeBar
-
-    if m.probe is None:
-        return None
+def _check_model(m: SiteModel, where: Path, model_kit: ModelKit | None) -> None:
+    """The model's ``[model.probe]`` (the capability probe's bar) and its declared parallel
+    sizes against the declared GPUs (models' fit rule), before any download; the tensor
+    size a preset would pick is checked again in :func:`_models`."""
+    kit = require_kit(model_kit, str(where))
+    if m.probe is not None:
+        try:
+            kit.check_probe(m.probe)
+        except ValueError as exc:
+            raise SpecError(f"{where}: model {m.name}: [model.probe]: {exc} (the capability "
+                            "probe's bar: docs/probe.md)") from None
     try:
-        return ProbeBar.model_validate(m.probe)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(table)'}: {e['msg']}"
-                             for e in exc.errors())
-        raise SpecError(f"{where}: model {m.name}: [model.probe]: {problems} (the capability "
-                        "probe's bar: docs/probe.md)") from None
-
-
-def _fits(m: SiteModel, where: Path) -> None:
-    """The declared parallel sizes against the declared GPUs (models' fit rule), before
-    any download; the tensor size a preset would pick is checked again in :func:`_layout`."""
-    from models import check_parallel_fit
-
-    try:
-        check_parallel_fit(tensor=m.tensor_parallel_size or 1, pipeline=m.pipeline_parallel_size,
-                           data=m.data_parallel_size, gpus_per_host=m.gpus_per_host,
-                           hosts=m.hosts, backend=m.distributed_executor_backend)
+        kit.check_fit(tensor=m.tensor_parallel_size or 1, pipeline=m.pipeline_parallel_size,
+                      data=m.data_parallel_size, gpus_per_host=m.gpus_per_host,
+                      hosts=m.hosts, backend=m.distributed_executor_backend)
     except ValueError as exc:
         raise SpecError(f"{where}: model {m.name}: {exc} (docs/providers.md, Scale)") from None
 
 
-def _layout(m: SiteModel, entry: Any, where: Path) -> Any:
-    """The model's parallel sizes and vLLM version on its catalog entry, validated there:
-    a layout the declared GPUs cannot hold is refused naming the fields."""
-    from pydantic import ValidationError
-
-    from models import CatalogEntry
-
-    layout = {k: getattr(m, k) for k in ("pipeline_parallel_size", "data_parallel_size",
-                                          "distributed_executor_backend", "gpus_per_host",
-                                          "hosts", "vllm_version")}
-    try:
-        return CatalogEntry.model_validate({**entry.model_dump(), **layout})
-    except ValidationError as exc:
-        problems = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
-        raise SpecError(f"{where}: model {m.name}: {problems} (docs/providers.md, Scale)") from None
-
-
-def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict[str, Any]], int]:
-    from models import ModelsError, entry_from_preset, hash_weights
-
+def _models(site: SiteSpec, base: Path, work: Path, say: Say,
+            model_kit: ModelKit | None) -> tuple[list[dict[str, Any]], int]:
     specs: list[dict[str, Any]] = []
     total = 0
     for i, m in enumerate(site.model):
@@ -310,26 +279,32 @@ def _models(site: SiteSpec, base: Path, work: Path, say: Say) -> tuple[list[dict
         if not src.is_dir():
             raise SpecError(f"model {m.name}: {src} is not a directory (fetch the model first: "
                             "docs/bundle.md)")
+        kit = require_kit(model_kit, str(base))
         dest = work / "models" / m.name
         total += _link_tree(src, dest)
-        digests = hash_weights(dest)
+        digests = kit.hash_weights(dest)
         say(f"models: {m.name}: {len(digests)} files hashed")
         try:
-            entry = entry_from_preset(dest, m.family, name=m.name, served_name=m.served_name,
-                                      weights_dir=".", max_model_len=m.max_model_len,
-                                      gpu_gib=m.gpu_gib, tensor_parallel_size=m.tensor_parallel_size,
-                                      files=digests)
-        except ModelsError as exc:
+            entry = kit.preset_entry(dest, m.family, name=m.name, served_name=m.served_name,
+                                     weights_dir=".", max_model_len=m.max_model_len,
+                                     gpu_gib=m.gpu_gib, tensor_parallel_size=m.tensor_parallel_size,
+                                     files=digests)
+        except ValueError as exc:
             raise SpecError(f"model {m.name}: {exc}") from None
-        entry = _layout(m, entry, base)
-        bar = _probe_bar(m, base)
-        if bar is not None:
-            entry = entry.model_copy(update={"probe": bar})
+        # The parallel sizes and vLLM version on the catalog entry, validated there: a
+        # layout the declared GPUs cannot hold is refused naming the fields.
+        layout = {k: getattr(m, k) for k in ("pipeline_parallel_size", "data_parallel_size",
+                                              "distributed_executor_backend", "gpus_per_host",
+                                              "hosts", "vllm_version")}
+        try:
+            entry = kit.with_layout(entry, layout, m.probe)
+        except ValueError as exc:
+            raise SpecError(f"{base}: model {m.name}: {exc} (docs/providers.md, Scale)") from None
         (dest / "abhed-catalog.json").write_text(
-            json.dumps({"models": [entry.model_dump(mode="json")]}, indent=2, sort_keys=True) + "\n")
+            json.dumps({"models": [entry]}, indent=2, sort_keys=True) + "\n")
         if i == 0:
             (dest / "abhed-serve.json").write_text(
-                json.dumps(_serve_declaration(m, entry), indent=2) + "\n")
+                json.dumps(_serve_declaration(m, entry, kit), indent=2) + "\n")
         specs.append({"name": m.name, "dir": str(dest), "licence": m.licence,
                       "source": m.source, **({"version": m.version} if m.version else {})})
     return specs, total
@@ -370,13 +345,15 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
            progress: Callable[[str, int, int], None] | None = None,
            split_size: int | None = None, split_dir: Path | None = None,
            reuse_weights_from: Sequence[Path] = (),
-           check_settings: SettingsCheck | None = None) -> GatherResult:
+           check_settings: SettingsCheck | None = None,
+           model_kit: ModelKit | None = None) -> GatherResult:
     """Gather, build and sign the bundle ``site_path`` describes (see the module doc).
 
     ``reuse_weights_from`` adds earlier bundles to the spec's own list: model files they
     carried are referenced by hash instead of carried (``Reference``).  ``check_settings``
     checks the ``[agent]`` table against the agent's schema (required when there is one;
-    ``abhed bundle gather`` passes the agent's ``Config``).
+    ``abhed bundle gather`` passes the agent's ``Config``).  ``model_kit`` is the model
+    knowledge a site with a model needs (``models.BUNDLE_KIT``; ``_model_kit``).
 
     Raises:
         BundleError: a SpecError naming what is wrong in the spec or which step failed.
@@ -387,8 +364,7 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     tell = say or (lambda s: print(s, file=sys.stderr))
     site = load_site(site_path)
     for m in site.model:  # refused now, not after an hour of downloads
-        _probe_bar(m, site_path)
-        _fits(m, site_path)
+        _check_model(m, site_path, model_kit)
     if site.roles is not None and site.roles.router is not None:
         _router_pins(site, site_path.resolve().parent, lambda s: None)  # readable, now
     if site.agent is not None:  # refused now, not after an hour of downloads
@@ -427,7 +403,7 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
         with steps.step("router"):
             router_house = _router_wheels(site, base, root, work, tell)
     with steps.step("models") as size:
-        model_specs, size[0] = _models(site, base, work, tell)
+        model_specs, size[0] = _models(site, base, work, tell, model_kit)
     spec: dict[str, Any] = {
         "format": "abhed-bundle-spec/1", "name": site.name, "version": site.version,
         "platform": {"os": "linux", "arch": t.arch, "glibc": t.glibc, "python": t.python,
@@ -461,7 +437,7 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     spec_path.write_text(json.dumps(spec, indent=2))
     with steps.step("build") as size:
         manifest = build_bundle(spec_path, out, keys, progress=progress,
-                                check_settings=check_settings)
+                                check_settings=check_settings, model_kit=model_kit)
         size[0] = out.stat().st_size
         tell(f"build: {manifest.name} version {manifest.version}, {len(manifest.members)} members"
              + (f"; {len(manifest.references)} model file(s) referenced by hash, not carried "

@@ -110,8 +110,8 @@ class SiteModel(_Strict):
         description="bounds each answer in the gate's agent and capability probes; a small "
                     "model left unbounded can ramble to its context limit (SmolLM2 did, for "
                     "ten minutes on a CPU). Default: unbounded (a reasoning model needs room)")
-    # Checked by gather against models.ProbeBar (bundle_bar): the bundle package itself never
-    # imports models, which the installer, built from bundle, does not carry.
+    # Checked by gather through the model kit (models' ProbeBar, see _model_kit): the bundle
+    # package itself never imports models, which the installer, built from bundle, lacks.
     probe: dict[str, Any] | None = Field(
         default=None,
         description="the capability probe's bar for this model, written into its catalog entry "

@@ -20,6 +20,7 @@ import click
 
 import bundle
 from bundle import BundleError, PublicKey, SecretKey, TrustPolicy
+from models import BUNDLE_KIT
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 _EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -193,7 +194,7 @@ def build(spec: Path, out: Path, keys: tuple[Path, ...]) -> None:
     meter = _Meter()
     try:
         manifest = bundle.build_bundle(spec, out, secret, progress=meter,
-                                       check_settings=check_settings)
+                                       check_settings=check_settings, model_kit=BUNDLE_KIT)
     except BundleError as exc:
         _fail(exc)
     meter.summary("built")
@@ -230,7 +231,7 @@ def gather(site: Path, out: Path | None, keys: tuple[Path, ...], resolve_only: b
         result = bundle.gather(site, out, secret, cache=cache_dir, resolve_only=resolve_only,
                                progress=meter, split_size=_size(split_text) if split_text else None,
                                split_dir=split_out, reuse_weights_from=earlier,
-                               check_settings=check_settings)
+                               check_settings=check_settings, model_kit=BUNDLE_KIT)
     except BundleError as exc:
         _fail(exc)
     if lock_out is not None:

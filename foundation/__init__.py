@@ -20,7 +20,8 @@ Public surface:
 * :func:`digest_file` (SHA-256 and size, streamed);
 * :func:`terminate_group` (SIGTERM, grace, SIGKILL, stragglers), :func:`die_with_parent`
   (a child that ends when its parent is killed) and
-  :data:`OFFLINE_ENV` (what keeps a child from reaching a hub);
+  :data:`OFFLINE_ENV` (what keeps a child from reaching a hub); :func:`usable_cpus`
+  (the CPUs this process may run on, for a worker pool);
 * :func:`is_within` (a path inside a root, compared as written);
 * the vLLM router's command (:func:`router_argv`, :data:`ROUTER_MODULE`,
   :data:`ROUTER_PORT`) and what a replica's URL may be (:func:`replica_root`), for
@@ -54,7 +55,7 @@ from foundation._documents import (
 from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within
-from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group
+from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 from foundation._router import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv
 
@@ -93,5 +94,6 @@ __all__ = [
     "router_argv",
     "stricter_or_equal",
     "terminate_group",
+    "usable_cpus",
     "validate_document",
 ]

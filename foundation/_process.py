@@ -15,7 +15,7 @@ import signal
 import subprocess
 from collections.abc import Callable
 
-__all__ = ["OFFLINE_ENV", "die_with_parent", "terminate_group"]
+__all__ = ["OFFLINE_ENV", "die_with_parent", "terminate_group", "usable_cpus"]
 
 # What a child that may load models or phone home (vLLM, transformers, the agent
 # the installer probes) gets, so that it never tries to reach a hub or send usage
@@ -28,6 +28,16 @@ OFFLINE_ENV: dict[str, str] = {
     "VLLM_DO_NOT_TRACK": "1",
     "DO_NOT_TRACK": "1",
 }
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a container's or ``taskset``'s
+    limit, which ``os.cpu_count`` ignores), else the machine's count; at least 1.  How
+    many workers a pool may start (zstd's threads, the grep engines')."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

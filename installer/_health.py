@@ -43,7 +43,7 @@ from foundation import terminate_group
 from ._descriptor import ServeDescriptor, expand, expand_values, find_descriptor, load_descriptor
 from ._errors import HealthCheckFailed
 from ._layout import Layout
-from ._proc import child_env, run, tail
+from ._proc import Completed, child_env, run, tail
 from ._site_install import release_has_site
 
 __all__ = ["HealthStep", "free_port", "loopback_get", "release_descriptor", "run_agent_check",
@@ -133,17 +133,42 @@ def _last_lines(text: str, n: int = 3) -> str:
     return " | ".join(lines) or "(empty)"
 
 
+def _gate_run(argv: list[str], log: Path, env: dict[str, str], timeout_s: float, cwd: Path,
+              what: str, why_slow: str = "") -> Completed:
+    """One gate step's command, its output in its own fresh ``log``: it must finish
+    within ``timeout_s`` (``why_slow`` says what may take the time)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    done = run(argv, log=log, env=env, timeout_s=timeout_s, cwd=cwd)
+    if done.timed_out:
+        raise HealthCheckFailed(f"{what} did not finish within {timeout_s:g} s{why_slow}. "
+                                f"Log: {log}")
+    return done
+
+
+def _agent_probe(argv: list[str], log: Path, env: dict[str, str], timeout_s: float,
+                 workspace: Path, nonce: str, whose_model: str) -> None:
+    """Run the release's agent probe in ``workspace``: it passes when its output names the
+    probe file (``nonce``), which only a tool call that ran could have read.  The gate of
+    a model host and of an agent host (``whose_model`` answering) both hold it."""
+    done = _gate_run(argv, log, env, timeout_s, workspace, "the agent probe")
+    if done.returncode != 0:
+        raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
+                                f"{_last_lines(done.output)}. Log: {log}")
+    if nonce not in log.read_text("utf-8", "replace"):
+        raise HealthCheckFailed("the agent probe exited 0 but its output does not show the probe "
+                                f"file's name: {whose_model} made no tool call, or the tool did "
+                                f"not run. Log: {log}")
+
+
 def _host_check(argv: list[str], env: dict[str, str], layout: Layout, release: Path,
                 timeout_s: float) -> str:
     """The release's own host check (``abhed serve --check-host``, models._host_check):
     the server must serve the declared model, max_model_len, vLLM version and weights
     before the gate asks it anything; its refusal names the field."""
     log = layout.logs / f"gate-{release.name}-host-check.log"
-    log.unlink(missing_ok=True)
-    done = run(argv, log=log, env=env, timeout_s=timeout_s, cwd=release)
-    if done.timed_out:
-        raise HealthCheckFailed(f"the host check did not finish within {timeout_s:g} s "
-                                f"(it hashes the weights). Log: {log}")
+    done = _gate_run(argv, log, env, timeout_s, release, "the host check",
+                     " (it hashes the weights)")
     if done.returncode != 0:
         raise HealthCheckFailed(f"the model server does not serve what the site declared: "
                                 f"{_last_lines(done.output, 2)}. Nothing was switched. Log: {log}")
@@ -306,20 +331,9 @@ def _check(release: Path, layout: Layout, d: ServeDescriptor, model_dir: Path, h
         on_step(f"known answer: {detail}")
         t2 = time.monotonic()
         agent_log = layout.logs / f"gate-{release.name}-agent.log"
-        agent_log.unlink(missing_ok=True)
         agent_env = _agent_env(env, home)
-        done = run(probe, log=agent_log, env=agent_env, timeout_s=d.agent_timeout_s,
-                   cwd=workspace)
-        if done.timed_out:
-            raise HealthCheckFailed(f"the agent probe did not finish within {d.agent_timeout_s:g} s. "
-                                    f"Log: {agent_log}")
-        if done.returncode != 0:
-            raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
-                                    f"{_last_lines(done.output)}. Log: {agent_log}")
-        if nonce not in agent_log.read_text("utf-8", "replace"):
-            raise HealthCheckFailed("the agent probe exited 0 but its output does not show the probe "
-                                    "file's name: the model made no tool call, or the tool did not "
-                                    f"run. Log: {agent_log}")
+        _agent_probe(probe, agent_log, agent_env, d.agent_timeout_s, workspace, nonce,
+                     "the model")
         steps.append(HealthStep("agent_tool_call", time.monotonic() - t2,
                               "the agent's tool call saw the probe file"))
         on_step("agent tool call: ok")
@@ -412,20 +426,8 @@ def run_agent_check(release: Path, layout: Layout, endpoints: tuple[str, ...], *
         on_step(detail)
         t1 = time.monotonic()
         agent_log = layout.logs / f"gate-{release.name}-agent.log"
-        agent_log.parent.mkdir(parents=True, exist_ok=True)
-        agent_log.unlink(missing_ok=True)
-        done = run(probe, log=agent_log, env=child_env({"ABHED_HOME": str(home)}),
-                   timeout_s=d.agent_timeout_s, cwd=workspace)
-        if done.timed_out:
-            raise HealthCheckFailed(f"the agent probe did not finish within "
-                                    f"{d.agent_timeout_s:g} s. Log: {agent_log}")
-        if done.returncode != 0:
-            raise HealthCheckFailed(f"the agent probe exited with code {done.returncode}: "
-                                    f"{_last_lines(done.output)}. Log: {agent_log}")
-        if nonce not in agent_log.read_text("utf-8", "replace"):
-            raise HealthCheckFailed("the agent probe exited 0 but its output does not show the "
-                                    "probe file's name: the site's model made no tool call, or "
-                                    f"the tool did not run. Log: {agent_log}")
+        _agent_probe(probe, agent_log, child_env({"ABHED_HOME": str(home)}), d.agent_timeout_s,
+                     workspace, nonce, "the site's model")
         steps.append(HealthStep("agent_tool_call", time.monotonic() - t1,
                                 "the agent's tool call, answered by the site's model service, "
                                 "saw the probe file"))

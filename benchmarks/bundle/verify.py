@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
+from models import BUNDLE_KIT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _bench import bundle_input, cpu_now
@@ -44,7 +45,7 @@ def main() -> None:
         zstd = _time(lambda: subprocess.run(["zstd", "-q", "-3", "-T1", "-f", "-o",
                                              str(root / "w.zst"), str(root / "m" / "weights.bin")],
                                             check=True), "zstd")
-        build = _time(lambda: build_bundle(spec, out, [key]), "build")
+        build = _time(lambda: build_bundle(spec, out, [key], model_kit=BUNDLE_KIT), "build")
         subprocess.run(["cat", str(out)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         sha = _time(lambda: subprocess.run(["sha256sum", str(out)], stdout=subprocess.DEVNULL,
                                            check=True))

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench import cpu_now  # noqa: E402
+from _bench import cpu_now, need_rg  # noqa: E402
 
 from tests.helpers import link_tree  # noqa: E402
 from tools import ToolSettings, Workspace  # noqa: E402 (after the sys.path line)
@@ -56,7 +56,6 @@ from tools.grep import (  # noqa: E402
     RipgrepEngine,
     collect,
     compile_query,
-    find_rg,
     search,
 )
 
@@ -251,9 +250,7 @@ def main() -> None:
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--memory-cell", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    rg = find_rg()
-    if rg is None:
-        sys.exit("no rg found: run scripts/setup (the ripgrep wheel is in the dev extras)")
+    rg = need_rg()
     print(f"rg: {rg}; python {sys.version.split()[0]}; cpus {os.cpu_count()}; "
           f"load {os.getloadavg()[0]:.1f}")
     if a.memory_cell:

@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _bench import measure  # noqa: E402
+from _bench import measure, need_rg  # noqa: E402
 
 from tests.helpers import link_tree  # noqa: E402
 from tools import ToolContext, ToolSettings, Workspace, run_tool  # noqa: E402
-from tools.grep import Grep, find_rg  # noqa: E402
+from tools.grep import Grep  # noqa: E402
 
 CACHE = Path(os.environ.get("ABHED_BENCH_CACHE", Path.home() / ".cache" / "abhed-bench" / "grep"))
 PATTERNS = {
@@ -110,9 +110,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--patterns", default="literal,alternation,ci-literal")
     a = ap.parse_args()
-    rg = find_rg()
-    if rg is None:
-        sys.exit("no rg found: run scripts/setup (the ripgrep wheel is in the dev extras)")
+    rg = need_rg()
     print(f"grep whole call vs rg -l -j1 (CPU seconds, median of {a.repeat}); load "
           f"{os.getloadavg()[0]:.1f}")
     print(f"{'tree':6} {'git':6} {'pattern':11} {'files':>6} {'rg-eng':>7} {'ratio':>6} "

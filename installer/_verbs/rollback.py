@@ -7,13 +7,11 @@ the same atomic switch as install; a failed gate leaves ``current`` alone.
 from __future__ import annotations
 
 import argparse
-import secrets
 
-from .._audit import AuditLog
 from .._deploy import check_site_change
 from .._errors import NotInstalled, UsageError
-from .._layout import Layout, State, lock_prefix
-from .._release import recover
+from .._layout import State
+from .._release import recovered
 from .._roles import release_role
 from .._site_install import (
     HostLinks,
@@ -28,11 +26,7 @@ from .._ui import out
 
 
 def run(args: argparse.Namespace) -> int:
-    layout = Layout(args.prefix.absolute())
-    audit = AuditLog(layout.audit_dir)
-    run_id = secrets.token_hex(6)
-    with lock_prefix(layout.prefix, create=False):
-        recover(layout, audit, "rollback", run_id)
+    with recovered(args.prefix, "rollback") as (layout, audit, run_id):
         state = State.load(layout)
         current = layout.current_version()
         installed = layout.installed_versions()

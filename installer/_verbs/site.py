@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import secrets
 from pathlib import Path
 
-from .._audit import AuditLog
 from .._errors import NotInstalled, UsageError
-from .._layout import Layout, lock_prefix
+from .._layout import Layout
 from .._local import forget, keep, narrow, read_overlay
-from .._release import recover, write_record
+from .._release import recovered, write_record
 from .._site_install import SITE_DIR, release_has_site, settings_digest, vouched, write_site
 from .._ui import out
 
@@ -28,11 +26,7 @@ def _swap(rel: Path, layout: Layout, settings: bytes, origin: bytes) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    layout = Layout(args.prefix.absolute())
-    audit = AuditLog(layout.audit_dir)
-    run_id = secrets.token_hex(6)
-    with lock_prefix(layout.prefix, create=False):
-        recover(layout, audit, "site", run_id)
+    with recovered(args.prefix, "site") as (layout, audit, run_id):
         version = layout.current_version()
         if version is None:
             raise NotInstalled(f"nothing is current in {layout.prefix}")

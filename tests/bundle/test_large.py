@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bundle import SecretKey, build_bundle
+from models import BUNDLE_KIT
 
 SIZE = 256 * 2**20
 RSS_CAP_KIB = 120 * 1024  # the interpreter + pydantic + cryptography take ~60 MiB
@@ -31,7 +32,7 @@ def test_large_sparse_member_streams_with_bounded_memory(tmp_path: Path, key: Se
         "model": [{"name": "big", "dir": "model", "licence": "none", "source": "test"}],
     }))
     out = tmp_path / "large.abhed"
-    build_bundle(spec, out, [key])
+    build_bundle(spec, out, [key], model_kit=BUNDLE_KIT)
     assert out.stat().st_size > SIZE
     script = (
         "import sys\nfrom pathlib import Path\n"

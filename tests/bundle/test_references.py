@@ -24,6 +24,7 @@ from bundle import (
     inspect_bundle,
     verify_bundle,
 )
+from models import BUNDLE_KIT
 
 from .conftest import forge, manifest_for, write_inputs
 
@@ -41,7 +42,7 @@ def _two(tmp_path: Path, key: SecretKey) -> tuple[Path, Path, Path]:
     """Bundle 1 (everything carried) and the inputs of bundle 2 (same model, other agent)."""
     spec1 = write_inputs(tmp_path / "in1", version=1)
     b1 = tmp_path / "b1.abhed"
-    build_bundle(spec1, b1, [key])
+    build_bundle(spec1, b1, [key], model_kit=BUNDLE_KIT)
     spec2 = write_inputs(tmp_path / "in2", version=2)
     model2 = spec2.parent / "models/tiny"
     (model2 / "config.json").write_bytes((spec1.parent / "models/tiny/config.json").read_bytes())
@@ -56,7 +57,7 @@ def test_an_upgrade_references_the_weights_the_earlier_bundle_carried(
     model2 = spec2.parent / "models/tiny"
     (model2 / "tokenizer.json").write_text('{"vocab": {"changed": 0}}')  # one file differs
     b2 = tmp_path / "b2.abhed"
-    m2 = build_bundle(_with_reuse(spec2, b1), b2, [key])
+    m2 = build_bundle(_with_reuse(spec2, b1), b2, [key], model_kit=BUNDLE_KIT)
 
     refs = {r.name: r for r in m2.references}
     assert set(refs) == {"models/tiny/config.json", "models/tiny/model.safetensors"}
@@ -92,7 +93,7 @@ def test_an_upgrade_references_the_weights_the_earlier_bundle_carried(
     spec3 = write_inputs(tmp_path / "in3", version=3)
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         (spec3.parent / "models/tiny" / name).write_bytes((model2 / name).read_bytes())
-    m3 = build_bundle(_with_reuse(spec3, b2), tmp_path / "b3.abhed", [key])
+    m3 = build_bundle(_with_reuse(spec3, b2), tmp_path / "b3.abhed", [key], model_kit=BUNDLE_KIT)
     assert {r.name: r.carried_by for r in m3.references} == {
         "models/tiny/config.json": "abhed version 1",
         "models/tiny/model.safetensors": "abhed version 1",
@@ -111,15 +112,16 @@ def test_reuse_from_something_that_is_not_a_bundle_is_refused(tmp_path: Path,
     junk = tmp_path / "junk.abhed"
     junk.write_bytes(b"not a tar" * 100)
     with pytest.raises(SpecError, match=r"reuse_weights_from: .*junk\.abhed"):
-        build_bundle(_with_reuse(spec, junk), tmp_path / "out.abhed", [key])
+        build_bundle(_with_reuse(spec, junk), tmp_path / "out.abhed", [key], model_kit=BUNDLE_KIT)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     spec = write_inputs(tmp_path / "in-fifo")
     with pytest.raises(SpecError, match="not a regular file|FIFO|pipe"):
-        build_bundle(_with_reuse(spec, fifo), tmp_path / "out2.abhed", [key])
+        build_bundle(_with_reuse(spec, fifo), tmp_path / "out2.abhed", [key], model_kit=BUNDLE_KIT)
     spec = write_inputs(tmp_path / "in-missing")
     with pytest.raises(SpecError, match="reuse_weights_from"):
-        build_bundle(_with_reuse(spec, tmp_path / "nowhere.abhed"), tmp_path / "o3.abhed", [key])
+        build_bundle(_with_reuse(spec, tmp_path / "nowhere.abhed"), tmp_path / "o3.abhed", [key],
+                     model_kit=BUNDLE_KIT)
     assert not list(tmp_path.glob("out*.abhed"))
 
 

@@ -24,6 +24,7 @@ from bundle import (
 )
 from bundle._manifest import canonical_json, parse_manifest
 from cli.bundle import check_settings
+from models import BUNDLE_KIT
 from tests.helpers import make_wheel
 
 ENDPOINT = "http://10.0.0.5:8000/v1"
@@ -93,7 +94,8 @@ def two_roles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SecretKey
     root = tmp_path_factory.mktemp("roles")
     key = SecretKey.generate()
     out = root / "site-1.abhed"
-    build_bundle(_spec(root, roles=TWO), out, [key], check_settings=check_settings)
+    build_bundle(_spec(root, roles=TWO), out, [key], check_settings=check_settings,
+                 model_kit=BUNDLE_KIT)
     return out, key
 
 
@@ -151,7 +153,7 @@ def test_an_upgrade_that_references_the_weights_still_carries_what_agent_hosts_n
     body["reuse_weights_from"] = [str(first)]
     spec.write_text(json.dumps(body))
     out = tmp_path / "site-2.abhed"
-    build_bundle(spec, out, [key], check_settings=check_settings)
+    build_bundle(spec, out, [key], check_settings=check_settings, model_kit=BUNDLE_KIT)
     m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
     assert m.roles is not None
     assert {r.name for r in m.references} == {"models/tiny/model.safetensors"}
@@ -166,7 +168,7 @@ def test_settings_that_differ_only_by_version_have_one_template_digest(tmp_path:
     for v in (1, 2):
         out = tmp_path / f"v{v}.abhed"
         build_bundle(_spec(tmp_path / f"v{v}", version=v, roles=TWO), out, [key],
-                     check_settings=check_settings)
+                     check_settings=check_settings, model_kit=BUNDLE_KIT)
         m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
         assert m.roles is not None and m.settings_member() is not None
         digests.append((m.roles.settings_template_sha256, m.settings_member().content_sha256))  # type: ignore[union-attr]
@@ -191,7 +193,7 @@ def test_bad_roles_are_refused_by_name_before_anything_is_signed(
         tmp_path: Path, roles: Any, settings: Any, words: str) -> None:
     with pytest.raises(SpecError, match=words):
         build_bundle(_spec(tmp_path, roles=roles, settings=settings), tmp_path / "o.abhed",
-                     [SecretKey.generate()], check_settings=check_settings)
+                     [SecretKey.generate()], check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "o.abhed").exists()
 
 
@@ -204,7 +206,7 @@ def test_a_provider_through_the_hosts_model_relay_is_not_an_endpoint(tmp_path: P
     build_bundle(_spec(tmp_path, roles={"hosts": ["agent", "model"],
                                         "model_endpoints": ["https://gpu-a.site:8443/v1"]},
                        settings=relayed), out, [SecretKey.generate()],
-                 check_settings=check_settings)
+                 check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert out.is_file()
 
 
@@ -320,7 +322,7 @@ def test_the_builder_adds_the_relay_provider_for_an_agent_site(tmp_path: Path) -
                                           "base_url": "https://gpu-a.site:8443/v1"}]}
     with pytest.raises(SpecError, match="'site' is the one the bundle adds"):
         build_bundle(_spec(tmp_path, roles=fronts, settings=clash), tmp_path / "o.abhed",
-                     [SecretKey.generate()], check_settings=check_settings)
+                     [SecretKey.generate()], check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "o.abhed").exists()
 
 

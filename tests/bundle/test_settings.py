@@ -28,6 +28,7 @@ from bundle import (
 )
 from bundle._manifest import parse_manifest
 from cli.bundle import bundle_group, check_settings
+from models import BUNDLE_KIT
 
 from .conftest import forge, manifest_for
 
@@ -72,7 +73,8 @@ def _spec(root: Path, settings: Any = None, *, version: int = 3, prefix: str | N
 
 def _build(tmp_path: Path, key: SecretKey, name: str = "a", **kw: Any) -> Path:
     out = tmp_path / f"{name}.abhed"
-    build_bundle(_spec(tmp_path / name, **kw), out, [key], check_settings=check_settings)
+    build_bundle(_spec(tmp_path / name, **kw), out, [key], check_settings=check_settings,
+                 model_kit=BUNDLE_KIT)
     return out
 
 
@@ -117,7 +119,7 @@ def test_the_sbom_with_site_settings_is_valid_cyclonedx(tmp_path: Path, key: Sec
 def test_without_the_agents_check_settings_are_never_signed(tmp_path: Path,
                                                             key: SecretKey) -> None:
     with pytest.raises(SpecError, match="checked against the agent's schema"):
-        build_bundle(_spec(tmp_path / "a"), tmp_path / "a.abhed", [key])
+        build_bundle(_spec(tmp_path / "a"), tmp_path / "a.abhed", [key], model_kit=BUNDLE_KIT)
     assert not (tmp_path / "a.abhed").exists()
 
 
@@ -182,7 +184,8 @@ name = "{body['site']['name']}"
 deadline = 1979-05-27T07:32:00Z
 """)
     with pytest.raises(SpecError, match=r"site\.settings\.loop\.deadline: a TOML date"):
-        build_bundle(toml, tmp_path / "t.abhed", [key], check_settings=check_settings)
+        build_bundle(toml, tmp_path / "t.abhed", [key], check_settings=check_settings,
+                     model_kit=BUNDLE_KIT)
 
 
 @pytest.mark.parametrize(("kw", "words"), [

@@ -123,16 +123,15 @@ def test_bad_checksum_truncation_and_appended_data_are_named() -> None:
         _read_all(bytes(nonzero_pad))
 
 
-def test_gnu_format_headers_and_non_octal_sizes_are_refused() -> None:
+@pytest.mark.parametrize("field, value, says", [
+    (slice(257, 265), b"ustar  \0", "not a POSIX ustar"),  # GNU's magic
+    (slice(124, 136), b"99999999999\0", "not octal"),  # a size in digits past 7
+])
+def test_gnu_format_headers_and_non_octal_sizes_are_refused(field: slice, value: bytes,
+                                                            says: str) -> None:
     header = bytearray(member_header("a", 1))
-    header[257:265] = b"ustar  \0"
+    header[field] = value
     header[148:156] = b" " * 8
     header[148:156] = format(sum(header), "06o").encode() + b"\0 "
-    with pytest.raises(FormatError, match="not a POSIX ustar"):
-        _read_all(bytes(header) + bytes(512) + end_of_archive())
-    header = bytearray(member_header("a", 1))
-    header[124:136] = b"99999999999\0"
-    header[148:156] = b" " * 8
-    header[148:156] = format(sum(header), "06o").encode() + b"\0 "
-    with pytest.raises(FormatError, match="not octal"):
+    with pytest.raises(FormatError, match=says):
         _read_all(bytes(header) + bytes(512) + end_of_archive())

@@ -6,21 +6,11 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from models import ScriptedServer
 from tests.appliance.helpers import abhed, write_config
 from tests.helpers import wait_for
-
-
-@pytest.fixture
-def server(abhed_home: Path) -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        write_config(abhed_home, s.base_url)
-        yield s
 
 
 def test_run_answers_on_stdout_and_progress_on_stderr(server: ScriptedServer, workspace: Path) -> None:

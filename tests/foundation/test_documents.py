@@ -14,6 +14,7 @@ from foundation import (
     DocumentError,
     FileMissing,
     FileRefused,
+    Problem,
     load_document,
     parse_document,
     validate_document,
@@ -67,6 +68,15 @@ def test_every_invalid_field_is_reported_each_with_its_location(tmp_path: Path) 
     assert f"config {p}: models[1].max_turns: Input should be a valid integer (got '5')" in text
 
 
+def _the_problem(p: Path, body: bytes) -> tuple[Problem, str]:
+    """Write ``body`` to ``p`` and load it: the one problem it is refused for, and the text."""
+    p.write_bytes(body)
+    with pytest.raises(DocumentError) as info:
+        _load(p)
+    (problem,) = info.value.problems
+    return problem, str(info.value)
+
+
 @pytest.mark.parametrize("body, where, says", [
     (b'{"mode": "ask",\n "limits": }', "line 2, column 12", "not valid JSON"),
     (b'{"mode": "ask", "mode": "plan"}', "(top level)", "duplicate key 'mode'"),
@@ -83,12 +93,9 @@ def test_every_invalid_field_is_reported_each_with_its_location(tmp_path: Path) 
 def test_a_json_document_that_does_not_parse_names_where(tmp_path: Path, body: bytes, where: str,
                                                          says: str) -> None:
     p = tmp_path / "c.json"
-    p.write_bytes(body)
-    with pytest.raises(DocumentError) as info:
-        _load(p)
-    (problem,) = info.value.problems
-    assert problem.where == where and says in problem.message, str(info.value)
-    assert str(info.value).startswith(f"config {p}: {where}: ")
+    problem, text = _the_problem(p, body)
+    assert problem.where == where and says in problem.message, text
+    assert text.startswith(f"config {p}: {where}: ")
 
 
 @pytest.mark.parametrize("body, where", [
@@ -98,11 +105,7 @@ def test_a_json_document_that_does_not_parse_names_where(tmp_path: Path, body: b
 ])
 def test_a_toml_document_that_does_not_parse_names_the_line(tmp_path: Path, body: bytes,
                                                              where: str) -> None:
-    p = tmp_path / "c.toml"
-    p.write_bytes(body)
-    with pytest.raises(DocumentError) as info:
-        _load(p)
-    (problem,) = info.value.problems
+    problem, _ = _the_problem(tmp_path / "c.toml", body)
     assert (problem.where, problem.message.startswith("not valid TOML: ")) == (where, True)
 
 
@@ -115,12 +118,8 @@ def test_a_toml_document_that_does_not_parse_names_the_line(tmp_path: Path, body
 ])
 def test_toml_values_json_cannot_hold_are_refused_by_key(tmp_path: Path, body: bytes, where: str,
                                                          says: str) -> None:
-    p = tmp_path / "c.toml"
-    p.write_bytes(body)
-    with pytest.raises(DocumentError) as info:
-        _load(p)
-    (problem,) = info.value.problems
-    assert problem.where == where and says in problem.message, str(info.value)
+    problem, text = _the_problem(tmp_path / "c.toml", body)
+    assert problem.where == where and says in problem.message, text
 
 
 def test_every_value_json_cannot_hold_is_named_in_one_reading(tmp_path: Path) -> None:

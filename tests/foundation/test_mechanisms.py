@@ -23,6 +23,7 @@ from foundation import (
     open_regular_fd,
     read_regular,
     terminate_group,
+    usable_cpus,
 )
 
 
@@ -156,3 +157,13 @@ def test_terminate_group_with_no_grace_kills_at_once_and_an_exited_child_is_fine
 ])
 def test_is_within_compares_whole_components(path: str, root: str, inside: bool) -> None:
     assert is_within(path, root) is inside
+
+
+def test_usable_cpus_follows_the_affinity_not_the_machine() -> None:
+    """A process held to one CPU (taskset, a container's cpuset) gets one worker."""
+    assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
+    one = subprocess.run(
+        [sys.executable, "-c", "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})"
+         "; from foundation import usable_cpus; print(usable_cpus())"],
+        capture_output=True, text=True, check=True, timeout=60)
+    assert one.stdout.strip() == "1"

@@ -32,6 +32,7 @@ import pytest
 
 from bundle import SecretKey, build_bundle
 from cli.bundle import check_settings
+from models import BUNDLE_KIT
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
@@ -231,7 +232,8 @@ def make_bundle(tmp_path_factory: pytest.TempPathFactory, wheelhouse: Path, agen
                             "files": [str(d / "veto.py")]}
         (d / "spec.json").write_text(json.dumps(spec))
         out = d / f"{name}-{version}.abhed"
-        build_bundle(d / "spec.json", out, [key or keys.secret], check_settings=check_settings)
+        build_bundle(d / "spec.json", out, [key or keys.secret], check_settings=check_settings,
+                     model_kit=BUNDLE_KIT)
         made[spec_key] = out
         return out
 
@@ -290,6 +292,17 @@ def sysroot(tmp_path: Path) -> Path:
 @pytest.fixture
 def inst(installer_bin: list[str], tmp_path: Path, sysroot: Path) -> Iterator[Installer]:
     yield Installer(installer_bin, tmp_path / "opt-abhed", sysroot)
+
+
+def installed_host(installer_bin: list[str], where: Path, make_bundle: BundleMaker,
+                   keys: Keys) -> Installer:
+    """A fresh prefix under ``where`` with release 1 installed: the host a test module
+    shares (test_failures, test_probe_gate)."""
+    (where / "sysroot/etc").mkdir(parents=True)
+    inst = Installer(installer_bin, where / "opt-abhed", where / "sysroot")
+    r = inst("install", make_bundle(1), "--trust", keys.pub)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return inst
 
 
 def tree_snapshot(root: Path) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BundleMaker, Installer, Keys, tree_snapshot
+from .conftest import BundleMaker, Installer, Keys, installed_host, tree_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -26,12 +26,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def host(installer_bin: list[str], tmp_path_factory: pytest.TempPathFactory,
          make_bundle: BundleMaker, keys: Keys) -> Installer:
-    d = tmp_path_factory.mktemp("failhost")
-    (d / "sysroot/etc").mkdir(parents=True)
-    inst = Installer(installer_bin, d / "opt-abhed", d / "sysroot")
-    r = inst("install", make_bundle(1), "--trust", keys.pub)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return inst
+    return installed_host(installer_bin, tmp_path_factory.mktemp("failhost"), make_bundle, keys)
 
 
 def _snap(host: Installer) -> dict[str, str]:

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import BundleMaker, Installer, Keys, descriptor, scripted_command, tree_snapshot
+from .conftest import (
+    BundleMaker,
+    Installer,
+    Keys,
+    descriptor,
+    installed_host,
+    scripted_command,
+    tree_snapshot,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -22,12 +30,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def host(installer_bin: list[str], tmp_path_factory: pytest.TempPathFactory,
          make_bundle: BundleMaker, keys: Keys) -> Installer:
-    d = tmp_path_factory.mktemp("probehost")
-    (d / "sysroot/etc").mkdir(parents=True)
-    inst = Installer(installer_bin, d / "opt-abhed", d / "sysroot")
-    r = inst("install", make_bundle(1), "--trust", keys.pub)
-    assert r.returncode == 0, r.stdout + r.stderr
-    return inst
+    return installed_host(installer_bin, tmp_path_factory.mktemp("probehost"), make_bundle, keys)
 
 
 def _entries(host: Installer, version: int, step: str) -> list[dict[str, object]]:

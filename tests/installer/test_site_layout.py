@@ -17,6 +17,7 @@ from cli.bundle import check_settings
 from installer._errors import StepFailed
 from installer._layout import Layout
 from installer._site_install import install_site
+from models import BUNDLE_KIT
 
 
 def _release(tmp_path: Path, settings: dict[str, Any], *, manifest_role: bool = True) -> tuple[
@@ -41,7 +42,8 @@ def _release(tmp_path: Path, settings: dict[str, Any], *, manifest_role: bool = 
             "site": {"name": "plant-7", "prefix": str(prefix), "settings": settings}}
     (src / "spec.json").write_text(json.dumps(spec))
     key = SecretKey.generate()
-    build_bundle(src / "spec.json", tmp_path / "b.abhed", [key], check_settings=check_settings)
+    build_bundle(src / "spec.json", tmp_path / "b.abhed", [key], check_settings=check_settings,
+                 model_kit=BUNDLE_KIT)
     layout = Layout(prefix)
     release = layout.release(4)
     layout.releases.mkdir(parents=True)

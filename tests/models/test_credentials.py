@@ -10,7 +10,6 @@ import os
 import ssl
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from models import (
     VllmServer,
     open_provider,
 )
+from tests.helpers import side_by_side
 
 KEY = "sk-site-7f3a9c-never-logged"
 
@@ -181,9 +181,7 @@ def test_two_concurrent_sessions_against_one_server(abhed_home: Path, tmp_path: 
         return _text(f"reply to {last}")
 
     with ScriptedServer(responder=answer) as server:  # type: ignore[arg-type]
-        results: dict[str, subprocess.CompletedProcess[str]] = {}
-
-        def run(who: str) -> None:
+        def run(who: str) -> subprocess.CompletedProcess[str]:
             # Each engineer is their own user: their own ABHED_HOME (config, event log).
             ws, home = tmp_path / who, tmp_path / f"home-{who}"
             ws.mkdir()
@@ -191,16 +189,12 @@ def test_two_concurrent_sessions_against_one_server(abhed_home: Path, tmp_path: 
             (home / "config.json").write_text(json.dumps({"custom_providers": [
                 {"name": "site", "api": "openai", "base_url": server.base_url,
                  "model": "scripted", "max_retries": 0}]}))
-            results[who] = subprocess.run(
+            return subprocess.run(
                 [sys.executable, "-m", "cli", "run", f"question from {who}",
                  "--workspace", str(ws)], capture_output=True, text=True, timeout=120,
                 check=False, env=dict(os.environ, ABHED_HOME=str(home)))
 
-        threads = [threading.Thread(target=run, args=(w,)) for w in ("alice", "bob")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(150)
+        results = side_by_side(run, ("alice", "bob"), 150)
     for who in ("alice", "bob"):
         r = results[who]
         assert r.returncode == 0, r.stderr

@@ -41,7 +41,7 @@ from models import (
     ScriptStep,
     read_requests,
 )
-from tests.helpers import shared_scratch, wait_for
+from tests.helpers import shared_scratch, side_by_side, wait_for
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="real users and a root relay need root"),
               pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("setpriv") is None,
@@ -209,16 +209,11 @@ def site() -> Iterator[Site]:
 
 def test_two_engineers_on_one_host_are_each_attributed(site: Site) -> None:
     before = len(site.records())
-    answers: dict[str, Any] = {}
 
-    def ask(name: str) -> None:
-        answers[name] = site.as_engineer(name, PROVIDER, str(site.socket), f"hello from {name}")
+    def ask(name: str) -> Any:
+        return site.as_engineer(name, PROVIDER, str(site.socket), f"hello from {name}")
 
-    threads = [threading.Thread(target=ask, args=(n,)) for n in ("eng-a", "eng-b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    answers = side_by_side(ask, ("eng-a", "eng-b"), 120)
     for name in ("eng-a", "eng-b"):
         done = answers[name]
         assert done.returncode == 0, done.stderr
@@ -357,15 +352,22 @@ class _HeldStream(BaseHTTPRequestHandler):
         send(b"[DONE]")
 
 
-def test_a_stream_passes_through_chunk_by_chunk(site: Site, tmp_path: Path) -> None:
-    held = ThreadingHTTPServer(("127.0.0.1", 0), _HeldStream)
-    threading.Thread(target=held.serve_forever, daemon=True).start()
+def _bare_front(site: Site, tmp_path: Path, upstream: str) -> tuple[ModelFront, ssl.SSLContext]:
+    """A front over ``upstream`` (no key file, no declared host) and the TLS context a
+    client with the site's credential reaches it with."""
     front = ModelFront(FrontSettings(
         listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
         credential=site.creds["model"], crl=site.base / "model/crl.pem",
-        upstream=f"http://127.0.0.1:{held.server_address[1]}", record=tmp_path / "r.sqlite"))
+        upstream=upstream, record=tmp_path / "r.sqlite"))
     ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
     ctx.load_cert_chain(str(site.credential))
+    return front, ctx
+
+
+def test_a_stream_passes_through_chunk_by_chunk(site: Site, tmp_path: Path) -> None:
+    held = ThreadingHTTPServer(("127.0.0.1", 0), _HeldStream)
+    threading.Thread(target=held.serve_forever, daemon=True).start()
+    front, ctx = _bare_front(site, tmp_path, f"http://127.0.0.1:{held.server_address[1]}")
     try:
         with front, httpx.Client(verify=ctx, trust_env=False, timeout=30) as c, c.stream(
                 "POST", f"https://127.0.0.1:{front.port}/v1/chat/completions",
@@ -518,12 +520,7 @@ def test_a_model_server_that_is_down_is_a_503_the_agent_retries_and_it_is_record
     with so.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    front = ModelFront(FrontSettings(
-        listen_host="127.0.0.1", listen_port=0, ca=site.ca.cert_path,
-        credential=site.creds["model"], crl=site.base / "model/crl.pem",
-        upstream=f"http://127.0.0.1:{port}", record=tmp_path / "r.sqlite"))
-    ctx = ssl.create_default_context(cafile=str(site.ca.cert_path))
-    ctx.load_cert_chain(str(site.credential))
+    front, ctx = _bare_front(site, tmp_path, f"http://127.0.0.1:{port}")
     with front, httpx.Client(verify=ctx, trust_env=False, timeout=30) as c:
         resp = c.post(f"https://127.0.0.1:{front.port}/v1/chat/completions", json={},
                       headers={"X-Abhed-Engineer": "eng-a"})

@@ -4,9 +4,15 @@
   with ana and bob, ``eng-2`` with cai and dee), each its own namespaces,
   /etc and users; one for the whole run (a real vLLM costs minutes on a
   CPU), torn down at its end: a test that starts services there stops them.
-* ``site_vllm``: real vLLM (CPU build, the tiny test model) started by
-  ``abhed serve`` on the model host, listening on the model host's loopback
-  only; its base URL as seen from the model host.
+* ``site_vllm``: real vLLM (CPU build) started by ``abhed serve`` on the model
+  host, listening on the model host's loopback only; its base URL as seen from
+  the model host.  It serves the tests' tiny model wired for the installer's
+  gate (:func:`tests.site.harness.wired_model`): an engineers' host installed by
+  the built installer is gated by a real tool call through the site's model service.
+* ``site_bundle``: the one signed bundle of the whole site (tests/installer's
+  ``make_bundle``: the agent's wheels, the tiny model's declared parts, the site's
+  settings for prefix ``/srv/abhed``, roles ``agent`` and ``model`` with
+  ``model-1``'s front as the model endpoint), and the public key that verifies it.
 
 A test module that needs another shape calls :func:`tests.site.harness.build_site`
 itself; the serving issue adds model hosts the same way.
@@ -15,10 +21,52 @@ itself; the serving issue adds model hosts the same way.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.site.harness import ENGINEERS, Site, SiteVllm, build_site, start_vllm
+from installer._services import RELAY_SOCKET
+from tests.installer.conftest import PROBE_PROMPT, BundleMaker, Keys, descriptor
+
+# tests/installer's session fixtures, shared (not copied): the site's bundle is made as theirs.
+from tests.installer.conftest import agent_wheel as agent_wheel
+from tests.installer.conftest import keys as keys
+from tests.installer.conftest import make_bundle as make_bundle
+from tests.installer.conftest import wheelhouse as wheelhouse
+from tests.site.harness import (
+    ENGINEERS,
+    Site,
+    SiteVllm,
+    build_site,
+    start_vllm,
+    wired_model,
+)
+from tests.site.model_service import PREFIX
+from tests.vllm_server import vllm_python
+
+# model-1 is the site's first host (harness: 10.213.0.1); its front's port (installer units).
+MODEL_ENDPOINT = "https://model-1:8443/v1"
+
+
+@dataclass(frozen=True)
+class SiteBundle:
+    """The site's signed bundle and the publisher's key that verifies it."""
+
+    path: Path
+    trust: Path
+
+
+def relay_settings(served: str) -> dict[str, Any]:
+    """The site's agent settings (the bundle's ``[agent]``): the engineers' provider goes
+    through the host's relay (docs/model-service.md), at temperature 0, four turns at most."""
+    provider = {"name": "site", "api": "openai", "base_url": "http://model-service/v1",
+                "unix_socket": RELAY_SOCKET, "model": served,
+                "sampling": ["temperature", "seed", "max_tokens"],
+                "params": {"temperature": 0, "max_tokens": 64}, "max_retries": 1}
+    return {"custom_providers": [provider], "default_provider": "site",
+            "loop": {"max_turns": 4}}
 
 
 @pytest.fixture(scope="session")
@@ -32,4 +80,18 @@ def site() -> Iterator[Site]:
 
 @pytest.fixture(scope="session")
 def site_vllm(site: Site) -> SiteVllm:
-    return start_vllm(site, site.hosts["model-1"])
+    return start_vllm(site, site.hosts["model-1"], weights=wired_model(vllm_python()))
+
+
+@pytest.fixture(scope="session")
+def site_bundle(make_bundle: BundleMaker, keys: Keys) -> SiteBundle:
+    """One bundle for the whole site.  Its model is the stand-in of tests/installer (the
+    model host's parts are verified there, not unpacked on an agent host); the agent
+    probe of an agent host's gate forces the glob call the wired model makes."""
+    serve = descriptor(agent_probe=["{venv}/bin/abhed", "run", "--json", "--max-turns", "4",
+                                    "--force-tool", "glob", "--workspace", "{workspace}",
+                                    PROBE_PROMPT], agent_timeout_s=300)
+    made = make_bundle(1, name="abhed-site", serve=serve, site=relay_settings("tiny"),
+                       prefix=Path(PREFIX),
+                       roles={"hosts": ["agent", "model"], "model_endpoints": [MODEL_ENDPOINT]})
+    return SiteBundle(made, keys.pub)

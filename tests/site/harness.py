@@ -25,7 +25,8 @@ Extending it (the serving issue adds model hosts): ``build_site`` takes the
 model hosts' names, ``Site.add_host`` a role and users; ``SiteHost.run`` and
 ``Site.service``/``Site.stop`` run commands and services there (``taskset -c N``
 in front pins one to a core); :func:`start_vllm` serves the test model on a
-model host's loopback; ``SiteHost.path`` maps a path under the host's /etc,
+model host's loopback (``weights=wired_model(...)``: the one whose tool call an installed
+agent host's health gate can check); ``SiteHost.path`` maps a path under the host's /etc,
 /home or /srv to where it lives on the machine (for writing a host's files
 from the test).
 """
@@ -33,6 +34,7 @@ from the test).
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import secrets
 import shutil
@@ -45,10 +47,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.vllm_server import SERVED, entry_for, free_port, tiny_model, vllm_python, write_home
+from tests.vllm_server import (
+    CACHE,
+    SERVED,
+    entry_for,
+    free_port,
+    tiny_model,
+    vllm_python,
+    write_home,
+)
 
 __all__ = ["ENGINEERS", "SUBNET", "Site", "SiteHost", "SiteVllm", "build_site", "start_vllm",
-           "sweep_stale"]
+           "sweep_stale", "wired_model"]
 
 SUBNET = "10.213.0"
 _PREFIX = "abhed-site-"
@@ -315,15 +325,40 @@ class SiteVllm:
     proc: subprocess.Popen[str]  # ``abhed serve``: ``Site.stop`` it to take the host down
 
 
+def wired_model(python: str) -> Path:
+    """The tiny model re-wired so that real vLLM passes an installer's health gate
+    (tests/installer/wired_model.py: ``5`` in free text, ``glob {"pattern": "*"}`` under a
+    named tool choice), made once per machine and cached beside the tiny model, keyed by
+    both scripts: an agent host's gate needs its tool call to list the probe file."""
+    script = Path(__file__).resolve().parents[1] / "installer" / "wired_model.py"
+    tiny = tiny_model(python)
+    key = hashlib.sha256(script.read_bytes() + str(tiny).encode()).hexdigest()[:16]
+    target = CACHE / f"wired-model-{key}"
+    if not (target / ".complete").exists():
+        tmp = Path(tempfile.mkdtemp(prefix="wired-model-", dir=CACHE))
+        done = subprocess.run([python, str(script), str(tiny), str(tmp / "m")],
+                              capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"wiring the tiny model failed:\n{done.stderr[-4000:]}")
+        (tmp / "m" / ".complete").touch()
+        shutil.rmtree(target, ignore_errors=True)
+        (tmp / "m").rename(target)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None,
-               listen: str | None = None, port: int | None = None) -> SiteVllm:
+               listen: str | None = None, port: int | None = None,
+               weights: Path | None = None) -> SiteVllm:
     """``abhed serve`` on ``host`` (as root, its /srv/vllm home); waits for its URL.
     ``cpus`` pins it (``taskset -c``), so two model hosts on one machine do not share cores.
     ``listen``: the address vLLM listens on (default the host's loopback); the host's site
     address when a router on another host reaches it.  ``port``: the one it had, for a host
-    restarted behind a router that knows it by its URL."""
+    restarted behind a router that knows it by its URL.  ``weights``: the model directory
+    served as ``tiny`` (default the tests' tiny model; :func:`wired_model` for a site whose
+    hosts are installed by the installer, whose gates need a real tool call)."""
     python = vllm_python()
-    entry = entry_for(tiny_model(python))
+    entry = entry_for(weights if weights is not None else tiny_model(python))
     port = port if port is not None else free_port()
     home = host.path("/srv/vllm")
     write_home(home, python, entry, port)

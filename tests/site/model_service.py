@@ -32,11 +32,15 @@ from installer._layout import Layout
 from installer._services import FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, ROUTER_UNIT, role_units
 from tests.site.harness import Site, SiteHost, SiteVllm
 
-__all__ = ["PREFIX", "SiteService", "engineer_config", "installer_argv", "site_layer",
-           "start_model_service"]
+__all__ = ["PREFIX", "SYSROOT", "SiteService", "engineer_config", "installer_argv", "site_layer",
+           "start_model_service", "start_relays"]
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/srv/abhed"  # each host's own /srv
+# Each host's root for the installer's systemd units (ABHED_INSTALLER_SYSROOT, with a
+# run/systemd/system of its own): there is no systemd in the test, so the units are staged
+# there and never started by systemctl; the harness starts their ExecStart itself.
+SYSROOT = "/srv/sysroot"
 ABHED = [sys.executable, "-m", "cli"]
 
 
@@ -94,13 +98,15 @@ def _door(site: Site, host: SiteHost, argv: list[str]) -> subprocess.Popen[str]:
 def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
                         site_name: str = "site-test", *, replicas: Sequence[str] = (),
                         router_python: str | None = None,
-                        router_policy: str = "round_robin") -> SiteService:
+                        router_policy: str = "round_robin", relays: bool = True) -> SiteService:
     """The site CA, every host's credential and engineers, the front on the model host and
     a relay on each engineer's host, all through the installer's verbs and units.
 
     ``replicas`` (vLLM root URLs as the model host reaches them): the router's unit runs
     on ``vllm.host`` too (``router_python``: the Python with vllm-router, for the release's
-    venv the unit names), the front before it checks each against ``/srv/vllm``'s catalog."""
+    venv the unit names), the front before it checks each against ``/srv/vllm``'s catalog.
+    ``relays=False``: no relay yet (the engineers' hosts get a release first, whose gate asks
+    the front; then :func:`start_relays`)."""
     svc = SiteService(ca_dir, installer_argv(), f"https://{vllm.host.address}:8443/v1")
     done = svc.operator("ca", "init", str(ca_dir), "--site", site_name, "--days", "30")
     assert done.returncode == 0, done.stderr
@@ -141,11 +147,30 @@ def start_model_service(site: Site, vllm: SiteVllm, ca_dir: Path,
             argv[argv.index("--upstream") + 1] = vllm.base_url.removesuffix("/v1")
         host.path(PREFIX + "/data").mkdir(exist_ok=True)
         svc.procs[host.name] = _door(site, host, argv)
+    if relays:
+        start_relays(site, svc)
+    return svc
+
+
+def start_relays(site: Site, svc: SiteService) -> None:
+    """The relay on each engineer's host.  Where the installer staged the host's units (under
+    :data:`SYSROOT`: a release installed there), the relay unit's ``ExecStart`` runs as
+    written, the release's ``abhed`` and the bundle's endpoints; elsewhere the unit's argv
+    for ``svc.endpoint``, with this checkout's ``abhed``."""
+    layout = Layout(Path(PREFIX))
     for host in site.hosts.values():
+        staged = host.path(f"{SYSROOT}/etc/systemd/system/{RELAY_UNIT}")
+        if staged.is_file():
+            argv = _exec_start(staged.read_text())
+            proc = site.service(host, argv)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("listening on"), proc.stderr.read() if proc.stderr else line
+            svc.procs[host.name] = proc
+            continue
         units = role_units(layout, host.role, [svc.endpoint])
         if RELAY_UNIT in units:
             svc.procs[host.name] = _door(site, host, _exec_start(units[RELAY_UNIT]))
-    return svc
 
 
 def site_layer(host: SiteHost, served: str, max_retries: int = 1) -> None:

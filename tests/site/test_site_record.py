@@ -15,31 +15,54 @@ credential on every host, ``abhed model-front`` on the model host (mutual
 TLS, the host from the certificate) and ``abhed model-relay`` on each
 engineer's host (the engineer from the socket's peer credentials), as the
 installer's units run them.
+
+The engineers' hosts are installed as an operator installs them: the built
+``abhed-installer install --role agent`` of the site's one signed bundle on each
+(in its own filesystem view, prefix ``/srv/abhed``, both at once), after its
+credential and before its relay, so each host's health gate asks the model
+service through the new release's own relay (recorded as the gate).  The relays
+then run as the units the installer staged on each host say (there is no systemd
+here: the installer's ``ABHED_INSTALLER_SYSROOT`` is the host's own ``/srv/sysroot``,
+and the test starts each unit's ``ExecStart``), and the engineers work through that
+release's ``abhed`` and the site layer it linked at ``/etc/abhed/site``.
+
+The model host is not installed by the installer, and why: its release would hold
+the bundle's model parts only (the stand-in weights and vLLM wheel of the test
+bundles; real vLLM and torch are gigabytes of wheels, minutes per install), so the
+vLLM it serves would still be the suite's vLLM env (scripts/vllm-env), and its
+front the same ``abhed model-front`` argv the installer's unit names.  A model-role
+install by the built binary, its weights and its vLLM wheel unpacked and no image
+nor site settings, is tests/installer/test_roles.py's (it would add about a
+minute here, beyond the site tests' CI budget, for nothing this test asserts).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from installer._services import RELAY_SOCKET
-from models import read_requests
+from installer._services import RELAY_SOCKET, RELAY_UNIT
+from models import GATE_ENGINEER, read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
+from tests.site.conftest import MODEL_ENDPOINT, SiteBundle
 from tests.site.harness import ENGINEERS, Site, SiteHost, SiteVllm
 from tests.site.model_service import (
     ABHED,
     PREFIX,
+    SYSROOT,
     SiteService,
     engineer_config,
-    site_layer,
     start_model_service,
+    start_relays,
 )
 
 pytestmark = pytest.mark.slow
@@ -47,6 +70,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
 RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record
+RELEASE_ABHED = f"{PREFIX}/bin/abhed"  # the installed release's (the bin link's target)
 
 
 def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[str]:
@@ -57,31 +81,96 @@ def _curl(host: SiteHost, user: str, *how: str) -> subprocess.CompletedProcess[s
 
 
 def test_a_site_at_work_is_accounted_for_and_the_direct_call_flagged(
-        site: Site, site_vllm: SiteVllm, tmp_path: Path) -> None:
+        site: Site, site_vllm: SiteVllm, site_bundle: SiteBundle, tmp_path: Path) -> None:
     t0 = time.monotonic()
-    svc = start_model_service(site, site_vllm, tmp_path / "ca")
+    svc = start_model_service(site, site_vllm, tmp_path / "ca", relays=False)
     try:
+        t1, cpu = time.monotonic(), _children_cpu_s()
+        _install_engineers_hosts(site, svc, site_bundle)
+        installs = (f"site: both engineers' hosts installed at once in "
+                    f"{time.monotonic() - t1:.1f} s ({_children_cpu_s() - cpu:.1f} s CPU)")
+        start_relays(site, svc)
         _work_then_audit(site, site_vllm, svc, tmp_path, t0)
+        print(installs)
     finally:  # the site outlives this test (one per run): leave it as it was found
         for proc in svc.procs.values():
             site.stop(proc)
         for name in ENGINEERS:
-            shutil.rmtree(site.hosts[name].path("/etc/abhed/site"), ignore_errors=True)
+            _uninstalled(site.hosts[name])
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children (the installers, for the report)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _uninstalled(host: SiteHost) -> None:
+    """What the install left on ``host`` removed: the host link, the staged units, the
+    prefix (credentials included; the next site test issues its own)."""
+    link = host.path("/etc/abhed/site")
+    if link.is_symlink():
+        link.unlink()
+    shutil.rmtree(link, ignore_errors=True)
+    for done in (PREFIX, SYSROOT):
+        shutil.rmtree(host.path(done), ignore_errors=True)
+
+
+def _install(host: SiteHost, svc: SiteService, bundle: SiteBundle,
+             out: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    """The operator's install on ``host``, as root there: the bundle and the publisher's
+    key carried to its /srv, ``--role agent``, the site layer linked at /etc/abhed/site."""
+    for name, src in (("abhed-site-1.abhed", bundle.path), ("release.pub", bundle.trust)):
+        shutil.copyfile(src, host.path(f"/srv/{name}"))
+    host.path(f"{SYSROOT}/run/systemd/system").mkdir(parents=True)
+    host.path(f"{SYSROOT}/etc").mkdir()
+    args = ["install", "/srv/abhed-site-1.abhed", "--trust", "/srv/release.pub", "--role",
+            "agent", "--prefix", PREFIX, "--host-link", "/etc/abhed/site"]
+    out[host.name] = host.run([*svc.installer, *args], timeout=900,
+                              env={"ABHED_INSTALLER_SYSROOT": SYSROOT})
+
+
+def _install_engineers_hosts(site: Site, svc: SiteService, bundle: SiteBundle) -> None:
+    """Both engineers' hosts installed at once by the built installer (module doc)."""
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+    threads = [threading.Thread(target=_install, args=(site.hosts[n], svc, bundle, done))
+               for n in ENGINEERS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in ENGINEERS:
+        host, r = site.hosts[name], done[name]
+        assert r.returncode == 0, f"{name}: {r.stdout}{r.stderr[-6000:]}"
+        assert f"role: agent (no weights, no vLLM, no model service here; the site's model " \
+               f"service: {MODEL_ENDPOINT})" in r.stdout, r.stdout
+        assert "network reaches the site's model endpoints only" in r.stderr
+        assert f"through the release's model relay on {RELAY_SOCKET}" in r.stderr
+        assert "agent tool call through the site's model service: ok" in r.stderr
+        # the site layer is the release's, linked where every abhed on the host looks first
+        link = host.path("/etc/abhed/site")
+        assert link.is_symlink() and os.readlink(link) == f"{PREFIX}/current/site"
+        assert (host.path(PREFIX) / "releases/1/site/settings.json").is_file()
+        # what other roles install was verified, never unpacked here
+        assert not list(host.path(PREFIX).rglob("weights.bin"))
+        assert host.path(f"{SYSROOT}/etc/systemd/system/{RELAY_UNIT}").is_file()
+        svc.outputs.append(f"root@{name}# abhed-installer install abhed-site-1.abhed --trust "
+                           f"release.pub --role agent --prefix {PREFIX} --host-link "
+                           f"/etc/abhed/site\n{r.stdout}{r.stderr}")
 
 
 def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path: Path,
                      t0: float) -> None:
     engineers = [(site.hosts[h], u) for h, users in ENGINEERS.items() for u in users]
-    for name in ENGINEERS:
-        site_layer(site.hosts[name], site_vllm.served)
     for host, user in engineers:
         engineer_config(host, user)
     abhed = [sys.executable, "-m", "cli"]
-    # All four at once, each on their own host as themselves.
+    # All four at once, each on their own host as themselves, with the release's abhed
+    # and nothing configured: the site layer the installer linked is theirs.
     runs = [(host, user, host.popen(
-        [*abhed, "run", f"list the files in /home/{user}/ws", "--workspace", f"/home/{user}/ws",
-         "--force-tool", "glob", "--json"], user=user,
-        env={"ABHED_HOME": f"/home/{user}/.abhed", "PYTHONPATH": str(ROOT)}))
+        [RELEASE_ABHED, "run", f"list the files in /home/{user}/ws", "--workspace",
+         f"/home/{user}/ws", "--force-tool", "glob", "--json"], user=user,
+        env={"ABHED_HOME": f"/home/{user}/.abhed"}))
         for host, user in engineers]
     sessions: dict[tuple[str, str], str] = {}
     for host, user, proc in runs:
@@ -130,8 +219,10 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
     record = collected / "model-1-requests.jsonl"
     shutil.copy(site_vllm.host.path("/srv/requests.jsonl"), record)
     stored = read_requests(record)
-    # At least two turns per session (the forced call, then more), the refused and direct calls.
-    assert len(stored) >= 2 * len(engineers) + 2
+    gates = [s for s in stored if s.record.engineer == GATE_ENGINEER]
+    # At least two turns per session (the forced call, then more), the refused and direct
+    # calls, beside the install gates' own.
+    assert len(stored) - len(gates) >= 2 * len(engineers) + 2
     join = subprocess.run([*abhed, "events", "join", "--requests", str(record), "--agent-logs",
                            str(collected / "agents"), "--json"], capture_output=True, text=True,
                           timeout=120, env={"ABHED_HOME": str(tmp_path / "auditor"),
@@ -139,10 +230,14 @@ def _work_then_audit(site: Site, site_vllm: SiteVllm, svc: SiteService, tmp_path
     assert join.returncode == 1, join.stderr
     report = json.loads(join.stdout)
     # Each engineer's abhed lists the served models before its session starts.
-    listings = [s for s in stored if s.record.endpoint == "/v1/models"]
+    listings = [s for s in stored
+                if s.record.endpoint == "/v1/models" and s.record.engineer != GATE_ENGINEER]
     assert len(listings) == len(engineers)
-    assert report["counts"] == {"matched": len(stored) - 2 - len(listings), "ungoverned": 2,
-                                "listing": len(listings)}
+    # Each host's install gate asked through its release's relay, recorded as the gate.
+    assert {s.record.host for s in gates} == set(ENGINEERS)
+    assert {s.record.endpoint for s in gates} >= {"/v1/models", "/v1/chat/completions"}
+    assert report["counts"] == {"matched": len(stored) - 2 - len(listings) - len(gates),
+                                "ungoverned": 2, "listing": len(listings), "gate": len(gates)}
     flagged = [(r["host"], r["engineer"], r["outcome"]) for r in report["requests"]
                if r["verdict"] == "ungoverned"]
     assert sorted(flagged) == [(eng1.address, "_unknown", "refused"), ("eng-1", "ana", "ok")]
@@ -210,12 +305,12 @@ def _bad_input(site: Site, vllm: SiteVllm, svc: SiteService, tmp_path: Path) -> 
                                  "--crl", f"{PREFIX}/state/credential/crl.pem",
                                  "--upstream", vllm.base_url.removesuffix("/v1"),
                                  "--record", "/srv/impostor.sqlite"], env={"PYTHONPATH": str(ROOT)})
-    relay = site.service(eng2, [*ABHED, "model-relay", "--socket", "/run/abhed/other.sock",
+    relay = site.service(eng2, [RELEASE_ABHED, "model-relay", "--socket",
+                                "/run/abhed/other.sock",
                                 "--upstream", f"https://{model.address}:8444",
                                 "--ca", f"{PREFIX}/state/credential/ca.pem",
                                 "--credential", f"{PREFIX}/state/credential/host.pem",
-                                "--engineers", f"{PREFIX}/state/engineers.json"],
-                         env={"PYTHONPATH": str(ROOT)})
+                                "--engineers", f"{PREFIX}/state/engineers.json"])
     svc.procs.update({"impostor-front": front, "impostor-relay": relay})
     for proc in (front, relay):
         assert proc.stdout is not None and proc.stdout.readline().startswith("listening on")

@@ -25,6 +25,7 @@ from appliance.events import (
 from models import Delta
 from tools import ToolResult
 from tui import AbhedApp
+from tui._approval import ApprovalCard
 from tui._link import LinkInfo, PendingApproval
 
 
@@ -78,6 +79,13 @@ async def send(pilot: Pilot[Any], app: AbhedApp, prompt: str) -> None:
     await until(pilot, lambda: app.info is not None, what="the agent to start")
     app.composer.text = prompt
     await pilot.press("enter")
+
+
+async def asked(pilot: Pilot[Any], app: AbhedApp, prompt: str) -> ApprovalCard:
+    """Send ``prompt`` and wait for the approval card its first tool call brings up."""
+    await send(pilot, app, prompt)
+    card: ApprovalCard = await until(pilot, lambda: app.card, what="the approval card")
+    return card
 
 
 INFO = LinkInfo(session_id="s-20260101-000000-abcdef", workspace="/work/demo", provider="local",

@@ -9,7 +9,7 @@ import pytest
 from textual import events
 
 from models import ScriptedServer
-from tests.tui.helpers import kind_of, notes, real_app, send, until, write_config
+from tests.tui.helpers import asked, kind_of, notes, real_app, send, until, write_config
 from tui._entries import ToolEntry
 
 pytestmark = pytest.mark.anyio
@@ -78,8 +78,7 @@ async def test_destructive_bash_card_offers_no_always_and_deny_reason_reaches_mo
                {"text": "ok, I will not"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await send(pilot, app, "clean up")
-        card = await until(pilot, lambda: app.card, what="the approval card")
+        card = await asked(pilot, app, "clean up")
         assert card.pending.always_rules == ()
         assert "rm -rf build" in card.pending.commands
         await pilot.press("shift+tab")  # to the card: only then do its keys answer
@@ -106,8 +105,7 @@ async def test_allow_always_stores_the_rule_it_showed(abhed_home: Path, workspac
                    {"text": "written"})
         app = real_app(workspace)
         async with app.run_test(size=SIZE) as pilot:
-            await send(pilot, app, "write notes")
-            card = await until(pilot, lambda: app.card, what="the approval card")
+            card = await asked(pilot, app, "write notes")
             assert card.pending.always_rules, "a write in ask mode can be allowed always"
             shown = card.pending.always_rules[0]
             await pilot.press("shift+tab", "a")
@@ -237,10 +235,8 @@ async def test_resume_rerenders_the_session_from_its_log(server: ScriptedServer,
     server.add({"text": "first answer"})
     app = real_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.info is not None)
+        await send(pilot, app, "remember me")
         sid = app.info.session_id if app.info else ""
-        app.composer.text = "remember me"
-        await pilot.press("enter")
         await until(pilot, lambda: app.view.last_answer and not app.running)
     again = real_app(workspace, session_id=sid)
     async with again.run_test(size=SIZE) as pilot:
@@ -406,8 +402,7 @@ async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, w
                    {"text": "edited"})
         app = real_app(workspace)
         async with app.run_test(size=SIZE) as pilot:
-            await send(pilot, app, "fix x70")
-            card = await until(pilot, lambda: app.card, what="the approval card")
+            card = await asked(pilot, app, "fix x70")
             shown = "\n".join(s.text for s in app.screen._compositor.render_strips())
             assert "-@@" not in shown and "   70       - x70 = 70" in shown
             assert "         70 + x70 = 7" in shown and "   67    67   x67 = 67" in shown
@@ -419,16 +414,21 @@ async def test_an_edit_is_approved_looking_at_its_real_lines(abhed_home: Path, w
             assert "x70 = 7\n" in target.read_text()
 
 
+async def _a_session_in(workspace: Path) -> str:
+    """Open the app in a new folder ``workspace`` until its session has started: its id."""
+    workspace.mkdir()
+    there = real_app(workspace)
+    async with there.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: there.info is not None)
+        return there.info.session_id if there.info else ""
+
+
 async def test_resume_lists_only_this_workspace_and_never_starts_another_workspaces_session(
         server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
     """Issue 33: /resume listed every workspace's sessions; picking another's failed to start,
     Ctrl+R failed again, and nothing said that /new recovers."""
     other = (tmp_path / "other").resolve()
-    other.mkdir()
-    there = real_app(other)
-    async with there.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: there.info is not None)
-        foreign = there.info.session_id if there.info else ""
+    foreign = await _a_session_in(other)
     here = real_app(workspace)
     async with here.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: here.info is not None)
@@ -455,11 +455,7 @@ async def test_resume_lists_only_this_workspace_and_never_starts_another_workspa
 async def test_a_session_that_cannot_start_here_says_new_recovers(
         server: ScriptedServer, workspace: Path, tmp_path: Path) -> None:
     other = (tmp_path / "other").resolve()
-    other.mkdir()
-    there = real_app(other)
-    async with there.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: there.info is not None)
-        foreign = there.info.session_id if there.info else ""
+    foreign = await _a_session_in(other)
     app = real_app(workspace, session_id=foreign)  # abhed tui --session FOREIGN, here
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.state == "not started", what="the error screen")

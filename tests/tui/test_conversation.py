@@ -3,6 +3,8 @@ truth, approvals only deliberate keys answer, and the keys and habits around the
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,14 @@ def prompts_on_screen(app: AbhedApp) -> list[int]:
 async def started(pilot: Pilot[Any], app: AbhedApp) -> None:
     app.sink.started(INFO)
     await pilot.pause()
+
+
+@asynccontextmanager
+async def running(app: AbhedApp) -> AsyncIterator[Pilot[Any]]:
+    """``app`` on the test terminal with its session started: where most tests begin."""
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot, app)
+        yield pilot
 
 
 async def long_session(pilot: Pilot[Any], app: AbhedApp, turns: int, *, short: bool = False) -> None:
@@ -106,8 +116,7 @@ async def test_every_message_of_a_600_message_session_is_reachable_in_order() ->
 
 async def test_browsing_keeps_what_is_drawn_bounded_and_a_long_answer_draws_in_part() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         await long_session(pilot, app, 100)
         t = app.transcript
         for _ in range(25):
@@ -128,8 +137,7 @@ async def test_browsing_keeps_what_is_drawn_bounded_and_a_long_answer_draws_in_p
 
 async def test_markdown_keeps_the_blank_lines_between_blocks() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "explain", answer="First paragraph.\n\nSecond paragraph.\n\n- one\n- two\n\n"
                                          "## A heading\n\nText.\n\n```python\nx = 1\n```\n\nAfter.")
         await pilot.pause()
@@ -147,8 +155,7 @@ async def test_markdown_keeps_the_blank_lines_between_blocks() -> None:
 
 async def test_a_prompt_follows_again_and_new_output_below_is_marked() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         await long_session(pilot, app, 30)
         t = app.transcript
         mark = app.query_one("#below")
@@ -173,8 +180,7 @@ async def test_a_prompt_follows_again_and_new_output_below_is_marked() -> None:
 
 async def test_failed_killed_timed_out_and_refused_cards_say_so_collapsed() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         cases = [
             ({"exit_code": 3}, True, "", "step 1\nstep 2\nstep 3\nstep 4\nFATAL: boom\n[exit code 3]",
              "failed (exit 3)", "FATAL: boom"),
@@ -198,8 +204,7 @@ async def test_failed_killed_timed_out_and_refused_cards_say_so_collapsed() -> N
 
 async def test_run_time_and_approval_wait_are_shown_apart() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "edit", tool="edit", args={"path": "/w/a", "old_string": "a",
                                                  "new_string": "b"},
                   output="Edited /w/a", ms=7574.0, wait_ms=7573.0)
@@ -211,8 +216,7 @@ async def test_run_time_and_approval_wait_are_shown_apart() -> None:
 async def test_a_running_command_streams_into_its_card_bounded_with_its_age() -> None:
     now = [50.0]
     app = fake_app(clock=lambda: now[0])
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "start")
         app.running = True
         app.sink.event(stored(ActionEvent(session_id=SID, call_id="c9", tool="bash",
@@ -237,8 +241,7 @@ async def test_a_running_command_streams_into_its_card_bounded_with_its_age() ->
 
 async def test_a_running_subagent_shows_its_current_calls_and_its_approval_says_who_asks() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "audit")
         app.running = True
         app.sink.event(stored(ActionEvent(session_id=SID, call_id="t1", tool="task",
@@ -260,8 +263,7 @@ async def test_a_running_subagent_shows_its_current_calls_and_its_approval_says_
 
 async def test_typing_never_answers_an_open_card() -> None:
     app = fake_app(guard_s=0.0)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "go")
         app.running = True
         p = pending("bash", {"command": "make install", "description": "d"}, "asks",
@@ -304,8 +306,7 @@ async def test_the_answer_keys_stay_on_screen_at_60x20() -> None:
 
 async def test_shift_tab_to_a_card_keeps_typed_text_and_enter_does_not_toggle() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "go", tool="read", args={"path": "/w/a"},
                   output="".join(f"{i}\n" for i in range(30)), answer="done")
         await pilot.pause()
@@ -336,8 +337,7 @@ async def test_resume_picker_closes_with_esc_and_ctrl_c_and_enter_on_this_sessio
                      "first_prompt": "older"}]
 
     app = fake_app(link_factory=Listing)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         for key in ("escape", "ctrl+c"):
             app.composer.text = "/resume"
             await pilot.press("enter")
@@ -380,8 +380,7 @@ async def test_enter_while_starting_sends_once_ready_and_the_cursor_stays() -> N
 async def test_prompt_history_up_down_per_workspace_across_runs(tmp_path: Path) -> None:
     path = tmp_path / "state" / "tui-history" / "w.jsonl"
     app = fake_app(history=PromptHistory(path))
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         for text in ("first prompt", "second\nprompt"):
             app.composer.text = text
             await pilot.press("enter")
@@ -426,8 +425,7 @@ async def test_undo_takes_its_argument_and_says_what_is_wrong() -> None:
             return ""
 
     app = fake_app(link_factory=Undoing)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         for text in ("/undo", "/undo 2", "/undo two", "/undo --skip 'a b.txt' --overwrite c",
                      "/redo", "/redo 3", "/undo --skip"):
             app.composer.text = text
@@ -442,8 +440,7 @@ async def test_the_token_count_resets_on_new_and_resume() -> None:
     from appliance.events import ModelTurn, TurnUsage
 
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         app.sink.event(stored(ModelTurn(session_id=SID, run_id="r", turn=1, text="hi",
                                         duration_ms=1.0, usage=TurnUsage(prompt_tokens=900,
                                                                          completion_tokens=100))))
@@ -503,8 +500,7 @@ def test_quitting_prints_the_session_and_how_to_resume(monkeypatch: pytest.Monke
 
 async def test_wording() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "go", tool="read", args={"path": "/w/a"}, output="1\n2\n3\n4\n5\n")
         app.sink.event(stored(RunEnded(session_id=SID, run_id="r", reason="interrupted",
                                        message="interrupted (Esc)", turns=1)))
@@ -516,8 +512,7 @@ async def test_wording() -> None:
 
 async def test_streaming_still_works_after_the_rewrite() -> None:
     app = fake_app()
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "write")
         app.running = True
         await pilot.pause()  # the turn's events are handled before its text is drawn
@@ -538,8 +533,7 @@ async def test_a_steer_the_run_never_read_is_sent_as_the_next_prompt() -> None:
             return late
 
     app = fake_app(link_factory=Late)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         app.composer.text = "first"
         await pilot.press("enter")
         link = app.link
@@ -568,8 +562,7 @@ async def test_a_resumed_long_session_draws_only_what_is_near_the_screen() -> No
             return log
 
     app = fake_app(link_factory=Resumed)
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         t = app.transcript
         assert len(t.entries) == 600 and t.follow and t.scroll_y == t.max_scroll_y
         assert sum(t._measured) < 40  # the rest waits, estimated, until scrolled to
@@ -584,8 +577,7 @@ async def test_typed_keys_come_before_the_stream() -> None:
     the person types."""
     now = [100.0]
     app = fake_app(clock=lambda: now[0])
-    async with app.run_test(size=SIZE) as pilot:
-        await started(pilot, app)
+    async with running(app) as pilot:
         feed_turn(app, "write a long module")
         app.running = True
         await pilot.press("x")

@@ -11,7 +11,7 @@ docs/tui.md shows these files (tests/tui/__snapshots__/test_snapshots/).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -50,12 +50,19 @@ def prepared(feed: Callable[[AbhedApp], None] | None = None, **kw: Any) -> tuple
     return app, run_before
 
 
+def looks_right(snap_compare: Any, feed: Callable[[AbhedApp], None] | None = None, *,
+                size: tuple[int, int] = SIZE, press: Sequence[str] = (), **kw: Any) -> bool:
+    """The app ``feed`` fed (``kw`` made it), drawn at ``size`` after ``press``, is its
+    snapshot."""
+    app, before = prepared(feed, **kw)
+    return bool(snap_compare(app, terminal_size=size, run_before=before, press=list(press)))
+
+
 def test_idle(snap_compare: Any) -> None:
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "what does util.py export?", tool="read", args={"path": "/work/demo/src/util.py"},
         output="     1\tdef slug(text: str) -> str:\n     2\t    return text.lower()\n",
         answer="`src/util.py` exports one function, **`slug`**, which lower-cases its input."))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
 def test_streaming_frozen_mid_stream(snap_compare: Any) -> None:
@@ -64,20 +71,18 @@ def test_streaming_frozen_mid_stream(snap_compare: Any) -> None:
         a.running = True
         stream(a, "Here is a **FizzBuzz**:\n\n```python\nfor i in range(1, 101):\n"
                   "    if i % 15 == 0:\n        print('FizzBuzz')\n    elif i % 3")
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert looks_right(snap_compare, feed)
 
 
 def test_tool_card_expanded(snap_compare: Any) -> None:
     out = "".join(f"test_case_{i:02d} PASSED\n" for i in range(30))
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "run the tests", tool="bash", args={"command": "pytest -q", "description": "tests"},
-        output=out, answer="All 30 tests pass."))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before, press=["ctrl+o"])
+        output=out, answer="All 30 tests pass."), press=["ctrl+o"])
 
 
 def test_diff_of_an_edit(snap_compare: Any) -> None:
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "make slug strip spaces", tool="edit",
         args={"path": "/work/demo/src/util.py",
               "old_string": "def slug(text: str) -> str:\n    return text.lower()",
@@ -87,7 +92,6 @@ def test_diff_of_an_edit(snap_compare: Any) -> None:
                          "@@ -10,5 +10,5 @@\n \n \n def slug(text: str) -> str:\n"
                          "-    return text.lower()\n+    return text.strip().lower()\n \n"},
         answer="Done: `slug` now strips spaces first."))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
 def test_approval_card_for_a_destructive_command(snap_compare: Any) -> None:
@@ -98,8 +102,7 @@ def test_approval_card_for_a_destructive_command(snap_compare: Any) -> None:
                                          "remove build outputs"},
                                 "destructive: rm -rf (recursive forced delete) (always asks, in "
                                 "every mode)", commands=("rm -rf build dist",)))
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert looks_right(snap_compare, feed)
 
 
 def test_todo_panel(snap_compare: Any) -> None:
@@ -112,31 +115,27 @@ def test_todo_panel(snap_compare: Any) -> None:
         a.sink.event(stored(PlanUpdated(session_id=SID, call_id="c2", title="--json flag", steps=[
             PlanStepState(step="parse the flag", status="done"),
             PlanStepState(step="print JSON lines", status="in_progress")])))
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=(120, 32), run_before=before)
+    assert looks_right(snap_compare, feed, size=(120, 32))
 
 
 def test_narrow_terminal(snap_compare: Any) -> None:
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "list the python files", tool="glob", args={"pattern": "**/*.py"},
         output="/work/demo/src/app.py\n/work/demo/src/util.py\n/work/demo/tests/test_util.py\n",
-        answer="Three: `src/app.py`, `src/util.py` and `tests/test_util.py`."))
-    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+        answer="Three: `src/app.py`, `src/util.py` and `tests/test_util.py`."), size=(80, 24))
 
 
 def test_error_screen(snap_compare: Any) -> None:
-    app, before = prepared(config=None, problem=(
+    assert looks_right(snap_compare, config=None, problem=(
         "no model provider is configured: add one to \"custom_providers\" in config.json "
         "(see docs/providers.md), e.g. a local `abhed serve`"))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
 def test_hostile_output_is_shown_as_text(snap_compare: Any) -> None:
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "cat the file", tool="bash", args={"command": "cat notes.txt", "description": "show"},
         output="before\x1b]52;c;UFdORUQ=\x07after \x1b[2J\x1b[31mred\x1b[0m \r\x00end",
         answer="It holds escape sequences: \x1b]0;title\x07 and \x9b31m."))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
 def test_subagent_nested_in_its_task_card(snap_compare: Any) -> None:
@@ -153,17 +152,15 @@ def test_subagent_nested_in_its_task_card(snap_compare: Any) -> None:
         a.sink.event(stored(TaskEnded(session_id=SID, call_id="r-1.1.0", child_session_id="s-child",
                                       status="done", spent={"turns": 3, "tokens": 5120},
                                       files_changed=[])))
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert looks_right(snap_compare, feed)
 
 
 def test_a_failing_command_says_failed_and_shows_why(snap_compare: Any) -> None:
     out = "starting\nstep 1\nstep 2\nstep 3\nstep 4\nFATAL: no database at /var/db\n[exit code 3]"
-    app, before = prepared(lambda a: feed_turn(
+    assert looks_right(snap_compare, lambda a: feed_turn(
         a, "run the migration", tool="bash", args={"command": "./migrate.sh", "description": "m"},
         output=out, details={"exit_code": 3, "signal": None, "timed_out": False},
         ms=7574.0, wait_ms=7570.0, answer="The migration failed: there is no database."))
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
 
 
 def test_a_running_command_streams_its_output_with_its_age(snap_compare: Any) -> None:
@@ -213,8 +210,7 @@ def test_a_running_subagent_shows_its_calls(snap_compare: Any) -> None:
                 a.sink.event(stored(ObservationEvent(
                     session_id="s-child", call_id=cid, tool=tool, duration_ms=3.0,
                     result=ToolResult(ok=True, content="3 matches"))))
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert looks_right(snap_compare, feed)
 
 
 def test_approval_of_a_heredoc_at_60x20_keeps_its_keys_on_screen(snap_compare: Any) -> None:
@@ -228,8 +224,7 @@ def test_approval_of_a_heredoc_at_60x20_keeps_its_keys_on_screen(snap_compare: A
                                 "mutating command in ask mode", commands=(
                                     "cat >notes.txt", "echo 'export PATH=$HOME/bin:$PATH' >>~/.bashrc"),
                                 always=("tool=bash program=cat",)))
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=(60, 20), run_before=before)
+    assert looks_right(snap_compare, feed, size=(60, 20))
 
 
 def test_approval_of_a_write_shows_the_diff_against_the_file(snap_compare: Any) -> None:
@@ -244,8 +239,7 @@ def test_approval_of_a_write_shows_the_diff_against_the_file(snap_compare: Any) 
                     "writes need approval in ask mode", always=("tool=write path=/work/demo/**",))
         p.preview = preview
         a.sink.approval(p)
-    app, before = prepared(feed)
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert looks_right(snap_compare, feed)
 
 
 def test_new_output_below_while_scrolled_up(snap_compare: Any) -> None:

@@ -14,8 +14,7 @@ Errors: everything the model can cause is a :class:`tools.ToolFailure`
 
 from __future__ import annotations
 
-import os
-
+from foundation import usable_cpus
 from tools._grep._candidates import Candidates, collect
 from tools._grep._engine import BINARY_SNIFF_BYTES, Engine, MatchLine, ScanResult
 from tools._grep._pyengine import PythonEngine
@@ -56,11 +55,7 @@ __all__ = [
 
 def default_threads() -> int:
     """Threads for rg and worker processes for the Python engine: the same number."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, 8))
+    return min(usable_cpus(), 8)
 
 
 def select_engine(choice: str, root: str, threads: int | None = None) -> Engine:

@@ -35,6 +35,21 @@ def make_session(workspace: Path) -> tuple[EventStore, Session, Dispatcher]:
     return store, dispatcher.session, dispatcher
 
 
+def three_globs(workspace: Path) -> EventStore:
+    """A log whose session ran glob three times: the chain the tamper tests break."""
+    store, _, dispatch = make_session(workspace)
+    for _ in range(3):
+        dispatch.call("glob", {"pattern": "*"})
+    return store
+
+
+def broken(store: EventStore) -> ChainBroken:
+    """What ``verify`` refuses the log with (it must refuse it)."""
+    with pytest.raises(ChainBroken) as info:
+        store.verify()
+    return info.value
+
+
 def raw(store: EventStore) -> sqlite3.Connection:
     """A plain connection that, like an attacker with the file, drops the guard triggers."""
     conn = sqlite3.connect(store.path, isolation_level=None)
@@ -91,9 +106,7 @@ def test_verify_passes_on_an_intact_log(workspace: Path) -> None:
 
 @pytest.mark.parametrize("column", ["body", "ts", "type", "session_id", "prev_hash", "hash"])
 def test_verify_names_an_altered_event(workspace: Path, column: str) -> None:
-    store, _, dispatch = make_session(workspace)
-    for _ in range(3):
-        dispatch.call("glob", {"pattern": "*"})
+    store = three_globs(workspace)
     conn = raw(store)
     if column == "body":
         body = json.loads(conn.execute("SELECT body FROM events WHERE seq = 4").fetchone()[0])
@@ -104,18 +117,14 @@ def test_verify_names_an_altered_event(workspace: Path, column: str) -> None:
         conn.execute(f"UPDATE events SET {column} = ? WHERE seq = 4", ("f" * 64,))
     else:
         conn.execute(f"UPDATE events SET {column} = 'x' WHERE seq = 4")
-    with pytest.raises(ChainBroken) as info:
-        store.verify()
-    assert info.value.seq == 4
+    assert broken(store).seq == 4
 
 
 def test_verify_catches_an_event_altered_and_rehashed(workspace: Path) -> None:
     """Recomputing the altered row's own hash is not enough: the next row's link breaks."""
     from appliance.events._schema import chain_hash
 
-    store, _, dispatch = make_session(workspace)
-    for _ in range(3):
-        dispatch.call("glob", {"pattern": "*"})
+    store = three_globs(workspace)
     conn = raw(store)
     seq, sid, sseq, type_, ts, body, prev = conn.execute(
         "SELECT seq, session_id, session_seq, type, ts, body, prev_hash FROM events WHERE seq = 3"
@@ -123,33 +132,23 @@ def test_verify_catches_an_event_altered_and_rehashed(workspace: Path) -> None:
     body = body.replace('"glob"', '"bash"')
     conn.execute("UPDATE events SET body = ?, hash = ? WHERE seq = 3",
                  (body, chain_hash(seq, sid, sseq, type_, ts, body, prev)))
-    with pytest.raises(ChainBroken) as info:
-        store.verify()
-    assert info.value.seq == 4
+    assert broken(store).seq == 4
 
 
 def test_verify_catches_a_deleted_event(workspace: Path) -> None:
-    store, _, dispatch = make_session(workspace)
-    for _ in range(3):
-        dispatch.call("glob", {"pattern": "*"})
+    store = three_globs(workspace)
     raw(store).execute("DELETE FROM events WHERE seq = 3")
-    with pytest.raises(ChainBroken) as info:
-        store.verify()
-    assert info.value.seq == 3
-    assert "deleted" in info.value.reason
+    found = broken(store)
+    assert found.seq == 3 and "deleted" in found.reason
 
 
 def test_verify_catches_reordered_events(workspace: Path) -> None:
-    store, _, dispatch = make_session(workspace)
-    for _ in range(3):
-        dispatch.call("glob", {"pattern": "*"})
+    store = three_globs(workspace)
     conn = raw(store)
     conn.execute("UPDATE events SET seq = -1 WHERE seq = 3")
     conn.execute("UPDATE events SET seq = 3 WHERE seq = 4")
     conn.execute("UPDATE events SET seq = 4 WHERE seq = -1")
-    with pytest.raises(ChainBroken) as info:
-        store.verify()
-    assert info.value.seq == 3
+    assert broken(store).seq == 3
 
 
 def test_update_and_delete_are_refused_by_the_store(workspace: Path) -> None:

@@ -123,25 +123,28 @@ def test_the_installer_gates_requests_are_counted_apart_not_flagged(
     assert "2 from the installer's health gate" in report.lines()[0]
 
 
+def _tamper(db: Path, table: str, update: str) -> None:
+    """Change a row as someone with the file could: the append-only trigger dropped first."""
+    conn = sqlite3.connect(db)
+    conn.execute(f"DROP TRIGGER {table}_no_update")
+    conn.execute(update)
+    conn.commit()
+    conn.close()
+
+
 def test_a_tampered_record_or_log_cannot_be_checked(tmp_path: Path,
                                                     site: tuple[Path, Path, str]) -> None:
     agents, base, _ = site
     record = _with(tmp_path, base)
-    conn = sqlite3.connect(record)
-    conn.execute("DROP TRIGGER requests_no_update")
-    conn.execute("UPDATE requests SET body = replace(body, '\"ok\"', '\"refused\"') WHERE seq = 2")
-    conn.commit()
-    conn.close()
+    _tamper(record, "requests",
+            "UPDATE requests SET body = replace(body, '\"ok\"', '\"refused\"') WHERE seq = 2")
     report = join_logs([record], collect_agent_logs(agents))
     assert report.exit_code == 2 and "broken at record 2" in report.problems[0]
     bad_agents = tmp_path / "agents"
     shutil.copytree(agents, bad_agents)
     db = bad_agents / HOST / ME / "events.db"
-    conn = sqlite3.connect(db)
-    conn.execute("DROP TRIGGER events_no_update")
-    conn.execute("UPDATE events SET body = replace(body, 'look', 'LOOK') WHERE type = 'user_message'")
-    conn.commit()
-    conn.close()
+    _tamper(db, "events",
+            "UPDATE events SET body = replace(body, 'look', 'LOOK') WHERE type = 'user_message'")
     report = join_logs([base], collect_agent_logs(bad_agents))
     assert report.exit_code == 2 and "does not verify" in report.problems[0]
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from appliance.compose import load_config
 from appliance.events import EventStore
@@ -16,13 +13,6 @@ from models import ScriptedServer
 from tests.appliance.helpers import RpcClient as Client
 from tests.appliance.helpers import write_config
 from tests.helpers import wait_for
-
-
-@pytest.fixture
-def server(abhed_home: Path) -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        write_config(abhed_home, s.base_url)
-        yield s
 
 
 def test_start_prompt_events_and_ids(server: ScriptedServer, workspace: Path) -> None:

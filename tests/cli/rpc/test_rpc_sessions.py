@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from models import ScriptedServer
 from tests.appliance.helpers import RpcClient as Client
-from tests.appliance.helpers import write_config
-
-
-@pytest.fixture
-def server(abhed_home: Path) -> Iterator[ScriptedServer]:
-    with ScriptedServer() as s:
-        write_config(abhed_home, s.base_url)
-        yield s
 
 
 def _error(c: Client) -> str:
