@@ -355,7 +355,8 @@ def test_a_router_is_signed_in_the_manifest_with_its_replicas_as_vllm_roots(
     relayed = _settings("http://model-service/v1")
     relayed["custom_providers"][0]["unix_socket"] = "/run/abhed/model.sock"
     build_bundle(_spec(tmp_path, roles={**ROUTED, "router": {**ROUTER, "policy": "round_robin"}},
-                       settings=relayed), out, [key], check_settings=check_settings)
+                       settings=relayed), out, [key], check_settings=check_settings,
+                       model_kit=BUNDLE_KIT)
     m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
     assert m.roles is not None and m.roles.router is not None
     assert m.roles.router.host == "model-1" and m.roles.router.policy == "round_robin"
@@ -379,7 +380,8 @@ def test_a_router_is_signed_in_the_manifest_with_its_replicas_as_vllm_roots(
             {k: v for k, v in spec.items() if k != drop and (drop != "roles" or k != "site")}))
         with pytest.raises(SpecError, match="router_wheelhouse"):
             build_bundle(tmp_path / "spec.json", tmp_path / "o.abhed", [key],
-                         check_settings=check_settings)
+                         check_settings=check_settings,
+                         model_kit=BUNDLE_KIT)
 
 
 def test_a_manifest_without_a_router_does_not_name_one(two_roles: tuple[Path, SecretKey]) -> None:
@@ -413,7 +415,8 @@ def test_a_bad_router_is_refused_by_name_before_anything_is_signed(
         tmp_path: Path, roles: Any, words: str) -> None:
     with pytest.raises(SpecError, match=words):
         build_bundle(_spec(tmp_path, roles=roles, settings=None), tmp_path / "o.abhed",
-                     [SecretKey.generate()], check_settings=check_settings)
+                     [SecretKey.generate()], check_settings=check_settings,
+                     model_kit=BUNDLE_KIT)
     assert not (tmp_path / "o.abhed").exists()
 
 
