@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from foundation import replica_root
+from foundation import replica_root, service_url
 
 from ._errors import SpecError
 
@@ -57,21 +57,9 @@ def check_role_names(hosts: Sequence[Any]) -> tuple[str, ...]:
 
 
 def check_endpoint(url: str) -> str:
-    """A model endpoint: an http(s) URL with a host, no credentials, query or fragment.
-    Returned without a trailing slash (as the agent's provider normalises base URLs)."""
-    if not isinstance(url, str) or len(url) > 2000:
-        raise ValueError(f"model endpoint {url!r} is not a URL")
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
-    except ValueError:
-        raise ValueError(f"model endpoint {url!r} has a bad port") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"model endpoint {url!r} must be an http:// or https:// URL with a "
-                         "host (e.g. http://10.0.0.5:8000/v1)")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError(f"model endpoint {url!r} must not carry a query, fragment or "
-                         "credentials")
+    """A model endpoint: foundation's one rule for a site's service URLs.  Returned
+    without a trailing slash (as the agent's provider normalises base URLs)."""
+    service_url(url, "model endpoint", "http://10.0.0.5:8000/v1")
     return url.rstrip("/")
 
 

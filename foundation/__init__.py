@@ -24,8 +24,9 @@ Public surface:
   (the CPUs this process may run on, for a worker pool);
 * :func:`is_within` (a path inside a root, compared as written);
 * the vLLM router's command (:func:`router_argv`, :data:`ROUTER_MODULE`,
-  :data:`ROUTER_PORT`) and what a replica's URL may be (:func:`replica_root`), for
-  ``abhed serve`` and the installer's unit alike;
+  :data:`ROUTER_PORT`), what a replica's URL may be (:func:`replica_root`) and any URL a
+  site names for its model service (:func:`service_url`), for ``abhed serve``, the
+  site spec and the installer's unit alike;
 * the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
   :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
@@ -57,7 +58,7 @@ from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or
 from foundation._paths import is_within
 from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
-from foundation._router import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv
+from foundation._router import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv, service_url
 
 __all__ = [
     "GENESIS",
@@ -92,6 +93,7 @@ __all__ = [
     "read_regular",
     "replica_root",
     "router_argv",
+    "service_url",
     "stricter_or_equal",
     "terminate_group",
     "usable_cpus",

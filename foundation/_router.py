@@ -11,7 +11,7 @@ may not import the installer, so it lives here, where both stand.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 __all__ = ["ROUTER_MODULE", "ROUTER_PORT", "replica_root", "router_argv"]
 
@@ -20,22 +20,30 @@ ROUTER_PORT = 8100
 """Where the router listens by default: loopback, only the model-service front reaches it."""
 
 
-def replica_root(url: object) -> str:
-    """A replica's vLLM root URL (``http://10.0.0.5:8000``): http(s), a host, no
-    credentials, query or fragment, no path but an optional ``/v1`` (dropped).
-    ValueError naming the URL otherwise."""
+def service_url(url: object, what: str, example: str) -> SplitResult:
+    """``url`` split, when it is an http(s) URL with a host and no credentials, query or
+    fragment: the one rule for every URL a site names for its model service (the agent
+    hosts' model endpoints, the router's replicas).  ValueError naming ``what`` otherwise,
+    with ``example`` as the form to give."""
     if not isinstance(url, str) or len(url) > 2000:
-        raise ValueError(f"replica {str(url)[:80]!r} is not a URL")
+        raise ValueError(f"{what} {str(url)[:80]!r} is not a URL")
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
     except ValueError:
-        raise ValueError(f"replica {url!r} has a bad port") from None
+        raise ValueError(f"{what} {url!r} has a bad port") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"replica {url!r} must be an http:// or https:// URL with a host "
-                         "(vLLM's root, e.g. http://10.0.0.5:8000)")
+        raise ValueError(f"{what} {url!r} must be an http:// or https:// URL with a host "
+                         f"(e.g. {example})")
     if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError(f"replica {url!r} must not carry a query, fragment or credentials")
+        raise ValueError(f"{what} {url!r} must not carry a query, fragment or credentials")
+    return parts
+
+
+def replica_root(url: object) -> str:
+    """A replica's vLLM root URL (``http://10.0.0.5:8000``): a :func:`service_url` with no
+    path but an optional ``/v1`` (dropped).  ValueError naming the URL otherwise."""
+    parts = service_url(url, "replica", "vLLM's root, http://10.0.0.5:8000")
     if parts.path.rstrip("/") not in ("", "/v1"):
         raise ValueError(f"replica {url!r}: give vLLM's root URL, no path")
     return f"{parts.scheme}://{parts.netloc}"
