@@ -71,7 +71,7 @@ from ._settings import (
     settings_bytes,
     unexpand,
 )
-from ._spec import BuildSpec, load_spec, normalize, parse_lock
+from ._spec import BuildSpec, WheelhouseSpec, load_spec, normalize, parse_lock
 from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
 from ._trust import sign_set
 from ._wheels import compact_filename, platform_tags
@@ -189,7 +189,9 @@ def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -
                            [_Source(f"agent/{wheel.name}", wheel, label)],
                            licence=lic, purl=f"pkg:pypi/{normalize(name)}@{ver}"))
     if spec.wheelhouse is not None:
-        parts.extend(_gather_wheelhouse(spec, base))
+        parts.extend(_gather_wheelhouse(spec, base, spec.wheelhouse))
+    if spec.router_wheelhouse is not None:
+        parts.extend(_gather_wheelhouse(spec, base, spec.router_wheelhouse, router=True))
     for model in spec.model:
         root = base / model.dir
         if not root.is_dir():
@@ -298,10 +300,13 @@ def _site_settings(spec: BuildSpec, check: SettingsCheck | None) -> bytes | None
                             check=check, where="[site.settings]")
 
 
-def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
-    assert spec.wheelhouse is not None
-    house = base / spec.wheelhouse.dir
-    lock = parse_lock(base / spec.wheelhouse.lock)
+def _gather_wheelhouse(spec: BuildSpec, base: Path, wheelhouse: WheelhouseSpec, *,
+                       router: bool = False) -> list[_Part]:
+    """The wheelhouse's wheels, each checked against its lock.  ``router``: vllm-router's
+    own (``[router_wheelhouse]``), stored as ``router/<wheel>``, component kind ``router``:
+    the model role's alone, installed into a venv of their own (installer._release)."""
+    house = base / wheelhouse.dir
+    lock = parse_lock(base / wheelhouse.lock)
     if not house.is_dir():
         raise SpecError(f"wheelhouse {house} is not a directory")
     parts: list[_Part] = []
@@ -323,11 +328,12 @@ def _gather_wheelhouse(spec: BuildSpec, base: Path) -> list[_Part]:
                             f"its hashes); the wheelhouse holds a different file than was "
                             "locked: download it again")
         found.add(key)
-        kind = "vllm" if key == "vllm" else "wheel"
+        kind = "router" if router else "vllm" if key == "vllm" else "wheel"
         # pip download keeps every compressed tag (charset_normalizer's name is 101 bytes,
         # over ustar's 100): stored under the target's best tag alone, as gather stores it.
         stored = compact_filename(wheel.name, spec.platform.python, plats)
-        parts.append(_Part(kind, key, ver, [_Source(f"wheels/{stored}", wheel,
+        folder = "router" if router else "wheels"
+        parts.append(_Part(kind, key, ver, [_Source(f"{folder}/{stored}", wheel,
                                                     known=(digest, wheel_size))],
                            licence=lic, purl=f"pkg:pypi/{key}@{ver}"))
     missing = sorted(set(lock) - found)
@@ -675,7 +681,8 @@ def _roles(spec: BuildSpec, parts: list[_Part], site_bytes: bytes | None,
         template = hashlib.sha256(settings_bytes(unexpand(json.loads(site_bytes), release))) \
             .hexdigest()
     return Roles(hosts=spec.roles.hosts, agent=tuple(agent), model=tuple(model),
-                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template)
+                 model_endpoints=spec.roles.model_endpoints, settings_template_sha256=template,
+                 router=spec.roles.router)
 
 
 def _write(partial: Path, raw_manifest: bytes, signature: bytes,

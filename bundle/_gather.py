@@ -146,6 +146,46 @@ def _resolve(site: SiteSpec, base: Path, cache: Path, say: Say) -> list[LockedWh
     return wheels
 
 
+def _router_pins(site: SiteSpec, base: Path, say: Say) -> list[str]:
+    """vllm-router's pins: ``[wheels] router_lock``, else the agent project's own list."""
+    return read_pins(base / (site.wheels.router_lock
+                             or f"{site.agent_project}/scripts/router-requirements.txt"),
+                     site.target.accelerator, say)
+
+
+def _router_wheels(site: SiteSpec, base: Path, cache: Path, work: Path,
+                   say: Say) -> dict[str, str] | None:
+    """With ``[roles.router]``: vllm-router's pinned wheels for the target (``[wheels]
+    router_lock``, default the agent project's scripts/router-requirements.txt), chosen and
+    fetched as the others are, into ``work/router-wheels`` with their hash lock: the build
+    spec's ``[router_wheelhouse]``, which the model role installs into a venv of its own.
+    None: no router declared."""
+    if site.roles is None or site.roles.router is None:
+        return None
+    t = site.target
+    pins = _router_pins(site, base, say)
+    links = [base / d for d in site.wheels.find_links]
+    key = hashlib.sha256(json.dumps([_RESOLVER_VERSION, t.model_dump(mode="json"), pins,
+                                     site.wheels.index_url, [str(d) for d in links]],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    cached = cache / "resolve" / f"{site.name}-router-{key}.json"
+    if cached.is_file():
+        wheels = [LockedWheel(**w) for w in json.loads(cached.read_text())]
+    else:
+        wheels = select_files(pins, python=t.python, arch=t.arch, glibc=t.glibc, say=say,
+                              index_url=site.wheels.index_url, find_links=links)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps([w.__dict__ for w in wheels], indent=1))
+    dest = work / "router-wheels"
+    if dest.exists():
+        shutil.rmtree(dest)  # links only: a stale one must not reach the build
+    fetch_wheels(wheels, cache, dest, say=say, python=t.python,
+                 plats=platform_tags(t.arch, t.glibc))
+    (work / "router-wheels.lock").write_text(lock_text(wheels))
+    say(f"router: {len(wheels)} vllm-router wheels for the model host that runs it")
+    return {"dir": str(dest), "lock": str(work / "router-wheels.lock")}
+
+
 def _link_tree(src: Path, dest: Path) -> int:
     """Hard-link (or copy) every regular file of ``src`` into ``dest``; symlinks refused."""
     if dest.exists():
@@ -325,6 +365,8 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     site = load_site(site_path)
     for m in site.model:  # refused now, not after an hour of downloads
         _check_model(m, site_path, model_kit)
+    if site.roles is not None and site.roles.router is not None:
+        _router_pins(site, site_path.resolve().parent, lambda s: None)  # readable, now
     if site.agent is not None:  # refused now, not after an hour of downloads
         prepare_settings(site.agent, prefix=site.prefix, version=site.version,
                          check=check_settings, where=f"{site_path}: [agent]")
@@ -356,6 +398,10 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
         (work / "wheels.lock").write_text(result.lock)
         size[0] = result.download_bytes
         tell(f"wheels: {fetched} fetched, {reused} from the cache")
+    router_house = None
+    if site.roles is not None and site.roles.router is not None:
+        with steps.step("router"):
+            router_house = _router_wheels(site, base, root, work, tell)
     with steps.step("models") as size:
         model_specs, size[0] = _models(site, base, work, tell, model_kit)
     spec: dict[str, Any] = {
@@ -367,6 +413,8 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
         "wheelhouse": {"dir": str(work / "wheels"), "lock": str(work / "wheels.lock")},
         "model": model_specs,
     }
+    if router_house is not None:
+        spec["router_wheelhouse"] = router_house
     if site.source_date_epoch is not None:
         spec["source_date_epoch"] = site.source_date_epoch
     if site.image is not None:

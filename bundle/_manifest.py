@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from foundation import DocumentError, parse_document, validate_document
 
 from ._errors import FormatError
-from ._roles import MAX_ENDPOINTS, ROLE_NAMES, check_endpoint, check_role_names
+from ._roles import MAX_ENDPOINTS, ROLE_NAMES, SiteRouter, check_roles
 from ._tar import check_member_name
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
@@ -34,7 +34,9 @@ _SHA256 = r"^[0-9a-f]{64}$"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs",
-                        "site"]
+                        "site", "router"]
+"""``router``: a wheel of vllm-router (``router/<wheel>``), for the model host that runs it,
+installed into a venv of its own."""
 
 
 class _Model(BaseModel):
@@ -135,7 +137,9 @@ class Roles(_Model):
     ``agent`` and ``model`` list member names (as stored) and, for ``model``, the
     references; ``all`` installs every member.  ``model_endpoints`` are the model
     service's URLs an agent host's provider points at: its health gate may reach those
-    and nothing else.
+    and nothing else.  ``router``: several model hosts behind the vLLM router, on the model
+    host it names (absent when none: older verifiers still read such a bundle).  Checked by
+    ``bundle._roles.check_roles``, the spec's own check.
     """
 
     hosts: tuple[str, ...] = Field(min_length=1, max_length=len(ROLE_NAMES))
@@ -147,15 +151,11 @@ class Roles(_Model):
         description="sha256 of the site settings with this release's directory written back "
         "as {release}: the same in two bundles whose settings differ only by their version, "
         "so an upgrade that changes only the model leaves agent hosts as they are")
+    router: SiteRouter | None = None
 
     @model_validator(mode="after")
     def _known(self) -> Roles:
-        check_role_names(self.hosts)
-        for url in self.model_endpoints:
-            check_endpoint(url)
-        if "agent" in self.hosts and not self.model_endpoints:
-            raise ValueError("role 'agent' needs model_endpoints: the model service its "
-                             "provider points at")
+        check_roles(self.hosts, self.model_endpoints, self.router)
         return self
 
 
@@ -254,9 +254,10 @@ class Manifest(_Model):
             for name in listed:
                 if name not in names and name not in referenced:
                     raise ValueError(f"role {role!r} lists unknown member {name!r}")
-                if role == "agent" and (name in referenced or kinds.get(name) == "vllm"):
+                if role == "agent" and (name in referenced
+                                        or kinds.get(name) in ("vllm", "router")):
                     raise ValueError(f"role 'agent' lists {name!r}: an agent host gets no "
-                                     "weights and no vLLM")
+                                     "weights, no vLLM and no vLLM router")
                 if role == "model" and kinds.get(name) in ("image", "site"):
                     raise ValueError(f"role 'model' lists {name!r}: a model host gets no "
                                      "microVM image and no site settings")
@@ -359,6 +360,8 @@ def manifest_json(manifest: Manifest) -> bytes:
     for optional in ("references", "site", "roles"):  # absent when empty: older verifiers read it
         if not data[optional]:
             del data[optional]
+    if "roles" in data and data["roles"]["router"] is None:
+        del data["roles"]["router"]
     return canonical_json(data)
 
 

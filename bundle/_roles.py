@@ -24,19 +24,23 @@ import email.parser
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from foundation import replica_root, service_url
 
 from ._errors import SpecError
 
-__all__ = ["RELAY_PROVIDER", "RELAY_SOCKET", "ROLE_NAMES", "RolesSpec", "agent_closure",
-           "check_endpoint", "check_provider_endpoints", "check_role_names", "endpoint_address",
-           "with_relay_provider"]
+__all__ = ["RELAY_PROVIDER", "RELAY_SOCKET", "ROLE_NAMES", "RolesSpec", "SiteRouter",
+           "agent_closure", "check_endpoint", "check_provider_endpoints", "check_role_names",
+           "check_roles", "endpoint_address", "with_relay_provider"]
 
 ROLE_NAMES = ("agent", "model", "all")
 MAX_ENDPOINTS = 32
+MAX_REPLICAS = 32
+_HOSTNAME = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}))*$"
 
 
 def check_role_names(hosts: Sequence[Any]) -> tuple[str, ...]:
@@ -53,21 +57,9 @@ def check_role_names(hosts: Sequence[Any]) -> tuple[str, ...]:
 
 
 def check_endpoint(url: str) -> str:
-    """A model endpoint: an http(s) URL with a host, no credentials, query or fragment.
-    Returned without a trailing slash (as the agent's provider normalises base URLs)."""
-    if not isinstance(url, str) or len(url) > 2000:
-        raise ValueError(f"model endpoint {url!r} is not a URL")
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
-    except ValueError:
-        raise ValueError(f"model endpoint {url!r} has a bad port") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"model endpoint {url!r} must be an http:// or https:// URL with a "
-                         "host (e.g. http://10.0.0.5:8000/v1)")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError(f"model endpoint {url!r} must not carry a query, fragment or "
-                         "credentials")
+    """A model endpoint: foundation's one rule for a site's service URLs.  Returned
+    without a trailing slash (as the agent's provider normalises base URLs)."""
+    service_url(url, "model endpoint", "http://10.0.0.5:8000/v1")
     return url.rstrip("/")
 
 
@@ -144,6 +136,71 @@ def with_relay_provider(settings: Mapping[str, Any], endpoints: Sequence[str],
     return out
 
 
+class SiteRouter(BaseModel):
+    """``[roles.router]``: one model served by several model hosts behind the vLLM project's
+    router (docs/model-service.md, *Several model hosts*).  Signed in the manifest's
+    ``roles``; the installer writes the router's unit, and points the front at it, on the
+    model host named ``host`` only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    host: str = Field(
+        pattern=_HOSTNAME, max_length=253,
+        description="the model host that runs the router and the front before it: its name "
+                    "as `hostname` (or `hostname -f`) prints it there")
+    replicas: tuple[str, ...] = Field(
+        min_length=2, max_length=MAX_REPLICAS,
+        description="each model host's vLLM root URL as the router's host reaches it "
+                    "(http://10.0.0.6:8000); the router host's own vLLM is one of them")
+    policy: Literal["round_robin", "power_of_two", "cache_aware"] = Field(
+        default="cache_aware", description="how the router picks a host; cache_aware keeps a "
+        "session on the host holding its prefix cache")
+
+
+def check_roles(hosts: Sequence[Any], endpoints: Sequence[Any],
+                router: SiteRouter | None) -> tuple[tuple[str, ...], tuple[str, ...],
+                                                    SiteRouter | None]:
+    """The one check of ``[roles]``, for the site or build spec and for the signed
+    manifest alike: ValueError naming the field.  Returns the roles, the endpoints without
+    a trailing slash and the router with its replicas as vLLM roots (what a spec keeps; the
+    manifest's were written that way, so checking them again changes nothing)."""
+    roles = check_role_names(hosts)
+    urls = tuple(check_endpoint(u) for u in endpoints)
+    twice = sorted({u for u in urls if urls.count(u) > 1})
+    if twice:
+        raise ValueError(f"model_endpoints lists {twice[0]} twice")
+    if "agent" in roles and not urls:
+        raise ValueError("role 'agent' needs model_endpoints: the model service its "
+                         "provider points at (e.g. [\"http://10.0.0.5:8000/v1\"])")
+    if router is None:
+        return roles, urls, None
+    if not {"model", "all"} & set(roles):
+        raise ValueError(f"[roles.router] puts the vLLM router before several model hosts, but "
+                         f"hosts ({', '.join(roles)}) names no model role: add \"model\" to "
+                         "hosts, or leave [roles.router] out")
+    try:
+        replicas = tuple(replica_root(u) for u in router.replicas)
+    except ValueError as exc:
+        raise ValueError(f"router.replicas: {exc}") from None
+    twice = sorted({r for r in replicas if replicas.count(r) > 1})
+    if twice:
+        raise ValueError(f"router.replicas lists {twice[0]} twice: each model host once")
+    fronts = {u.removesuffix("/v1") for u in urls}
+    for r in replicas:
+        if r in fronts:
+            raise ValueError(f"router.replicas: {r} is one of model_endpoints (a model host's "
+                             "front, where agent hosts connect), not a model host's vLLM: the "
+                             "router would send requests back to the front")
+    for u in urls:
+        host = urlsplit(u).hostname or ""
+        if host.casefold() != router.host.casefold():
+            raise ValueError(f"model_endpoints: {u} is on {host}, but router.host is "
+                             f"{router.host}: with a router, agent hosts reach the front on "
+                             "the router's host, and the router balances (one mechanism, not "
+                             "the router and the client's own rotation both)")
+    return roles, urls, router.model_copy(update={"replicas": replicas})
+
+
 def _requires(path: Path) -> list[str]:
     """A wheel's ``Requires-Dist`` lines, from its METADATA."""
     try:
@@ -213,20 +270,14 @@ class RolesSpec(BaseModel):
         default=(), max_length=MAX_ENDPOINTS,
         description="the model service's URLs (e.g. http://10.0.0.5:8000/v1) that agent "
                     "hosts' provider points at; their gate may reach these and nothing else")
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return check_role_names(v)
-
-    @field_validator("model_endpoints")
-    @classmethod
-    def _endpoints(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(check_endpoint(u) for u in v)
+    router: SiteRouter | None = Field(
+        default=None, description="[roles.router]: several model hosts behind the vLLM "
+        "router, on the model host it names")
 
     @model_validator(mode="after")
-    def _agent_needs_endpoints(self) -> RolesSpec:
-        if "agent" in self.hosts and not self.model_endpoints:
-            raise ValueError("role 'agent' needs model_endpoints: the model service its "
-                             "provider points at (e.g. [\"http://10.0.0.5:8000/v1\"])")
+    def _checked(self) -> RolesSpec:
+        # Normalised in place (frozen: pydantic's own fields dict, set once, here).
+        _, urls, router = check_roles(self.hosts, self.model_endpoints, self.router)
+        object.__setattr__(self, "model_endpoints", urls)
+        object.__setattr__(self, "router", router)
         return self

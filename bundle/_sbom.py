@@ -43,7 +43,8 @@ class SbomComponent:
     properties: dict[str, str] = field(default_factory=dict)
 
 
-_TYPES = {"agent": "library", "wheel": "library", "vllm": "library", "deb": "library",
+_TYPES = {"agent": "library", "wheel": "library", "vllm": "library", "router": "library",
+          "deb": "library",
           "model": "machine-learning-model", "image": "operating-system",
           "installer": "application", "docs": "file", "site": "data"}
 

@@ -72,6 +72,9 @@ class Wheels(_Strict):
                                         "searched first (e.g. a site's own torch build)")
     agent_dependencies: bool = Field(default=True,
                                      description="add the agent's own dependencies")
+    router_lock: str | None = Field(
+        default=None, description="vllm-router's complete name==version list, read only with "
+        "[roles.router]; default: the agent project's scripts/router-requirements.txt")
 
 
 class SiteModel(_Strict):

@@ -50,6 +50,10 @@ Example (``bundle/examples/minimal.toml`` is a complete one)::
     hosts = ["agent", "model"]
     model_endpoints = ["http://10.0.0.5:8000/v1"]
 
+    [router_wheelhouse]          # with [roles.router]: vllm-router's wheels, for model hosts
+    dir = "router-wheels"        # installed into a venv of their own (their pins are not vLLM's)
+    lock = "router.lock"
+
 An upgrade whose weights did not change can reference them instead of carrying
 them again: ``reuse_weights_from = ["abhed-3.abhed"]`` (top level) names
 earlier bundles; every model file whose sha256 one of them carried (or itself
@@ -152,6 +156,9 @@ class BuildSpec(_Spec):
     platform: Platform
     agent: AgentSpec | None = None
     wheelhouse: WheelhouseSpec | None = None
+    router_wheelhouse: WheelhouseSpec | None = Field(
+        default=None, description="vllm-router's wheels and their hash lock, carried as "
+        "router/<wheel> for the model role when [roles.router] is declared (required then)")
     model: tuple[ModelSpec, ...] = ()
     image: ImageSpec | None = None
     installer: InstallerSpec | None = None
@@ -170,6 +177,14 @@ class BuildSpec(_Spec):
         names = [m.name for m in self.model]
         if len(set(names)) != len(names):
             raise ValueError("two [[model]] entries share a name")
+        router = self.roles is not None and self.roles.router is not None
+        if router and self.router_wheelhouse is None:
+            raise ValueError("[roles.router] needs [router_wheelhouse]: vllm-router's wheels "
+                             "for the model host that runs it (abhed bundle gather writes it "
+                             "from scripts/router-requirements.txt)")
+        if not router and self.router_wheelhouse is not None:
+            raise ValueError("[router_wheelhouse] without [roles.router]: no model host would "
+                             "run the router; declare it, or leave the wheels out")
         return self
 
 

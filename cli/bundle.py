@@ -385,6 +385,10 @@ def _say_roles(m: bundle.Manifest) -> None:
                    f"{size:,} bytes unpacked")
     if m.roles.model_endpoints:
         click.echo(f"  model endpoints (agent hosts): {', '.join(m.roles.model_endpoints)}")
+        if m.roles.router is not None:
+            r = m.roles.router
+            click.echo(f"  router: vllm-router on {r.host} ({r.policy}) over "
+                       f"{', '.join(r.replicas)}")
 
 
 def _say_settings(info: bundle.BundleInfo) -> None:

@@ -21,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -48,12 +49,16 @@ from cli._common import config_option, get_config
               "the router's, with serve.router), shell-quoted; start nothing.")
 @click.option("--check-host", "check_url", default=None, metavar="URL",
               help="Check the model host at URL serves what the catalog entry declares "
-              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field.")
+              "(name, max_model_len, vLLM version, weights) and exit: 0 if so, 1 naming the field, "
+              "4 if it does not answer. Sends $VLLM_API_KEY when set.")
+@click.option("--wait-s", "wait_s", type=click.FloatRange(0, 3600), default=0.0,
+              help="With --check-host: wait up to this long for the host to answer (its vLLM "
+              "starting) before checking.")
 @config_option
 def serve(model_name: str | None, port: int | None, host: str | None, python: str | None,
           log_path: Path | None, timeout_s: float | None, catalog_path: Path | None,
           hash_dir: Path | None, socket_path: Path | None, stop_when_unused: bool, dry_run: bool,
-          check_url: str | None, config_path: Path | None) -> None:
+          check_url: str | None, wait_s: float, config_path: Path | None) -> None:
     """Serve a catalog model with vLLM until interrupted."""
     from appliance.compose import load_config_catalog
     from models import (
@@ -91,11 +96,12 @@ def serve(model_name: str | None, port: int | None, host: str | None, python: st
                f"{identity['key_sha256']}) and the catalog's digests" if identity else
                "weights: verified against the catalog's digests (the model has no signature)")
     if check_url is not None:
-        from models import check_model_host
-
         try:
             entry.verify_weights(catalog.base())  # each installed file against its digest
-            check_model_host(check_url, entry.host_declaration(), installed_weights=entry.files)
+            _check_host(check_url, entry, wait_s)
+        except ServeError as exc:  # 4: it did not answer (installer._replicas reads this)
+            click.echo(f"abhed serve: {exc}", err=True)
+            sys.exit(4 if exc.reason == "unreachable" else 1)
         except ModelsError as exc:
             click.echo(f"abhed serve: {exc}", err=True)
             sys.exit(1)
@@ -184,3 +190,26 @@ def _with_hint(exc: Exception, config_path: Path | None) -> str:
             "`scripts/vllm-env` builds vLLM's CPU build (once, a few minutes) and prints its "
             "Python as its last line; pass that with --python, or set serve.vllm_python to it "
             f"in {config_file}.")
+
+
+def _check_host(url: str, entry: Any, wait_s: float) -> None:
+    """The host check (models._host_check), once the host answers: a host that does not
+    answer yet (its vLLM loading) is asked again until ``wait_s`` has passed; one that
+    answers otherwise than declared is refused at once.  The key vLLM demands comes from
+    ``VLLM_API_KEY`` (the model server's unit sets it from the host's key file), never argv."""
+    import time
+
+    from models import ServeError, check_model_host
+
+    key = os.environ.get("VLLM_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            check_model_host(url, entry.host_declaration(), installed_weights=entry.files,
+                             headers=headers)
+            return
+        except ServeError as exc:
+            if exc.reason != "unreachable" or time.monotonic() >= deadline:
+                raise
+            time.sleep(1)  # a starting vLLM: polled, as systemd's start timeout bounds it

@@ -23,6 +23,10 @@ Public surface:
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub); :func:`usable_cpus`
   (the CPUs this process may run on, for a worker pool);
 * :func:`is_within` (a path inside a root, compared as written);
+* the vLLM router's command (:func:`router_argv`, :data:`ROUTER_MODULE`,
+  :data:`ROUTER_PORT`), what a replica's URL may be (:func:`replica_root`) and any URL a
+  site names for its model service (:func:`service_url`), for ``abhed serve``, the
+  site spec and the installer's unit alike;
 * the hash-chain rule both tamper-evident logs follow (:func:`link_hash`,
   :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
@@ -54,11 +58,14 @@ from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or
 from foundation._paths import is_within
 from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
+from foundation._router import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv, service_url
 
 __all__ = [
     "GENESIS",
     "MODES",
     "OFFLINE_ENV",
+    "ROUTER_MODULE",
+    "ROUTER_PORT",
     "DocumentError",
     "FileDigest",
     "FileMissing",
@@ -84,6 +91,9 @@ __all__ = [
     "parse_json_list",
     "read_document",
     "read_regular",
+    "replica_root",
+    "router_argv",
+    "service_url",
     "stricter_or_equal",
     "terminate_group",
     "usable_cpus",

@@ -132,7 +132,7 @@ def _admit(opts: DeployOptions, action: str, layout: Layout, audit: AuditLog,
     base["role"] = role
     signed, manifest = manifest, manifest.for_role(role)
     if current is not None and role != "all" and not opts.switch_role \
-            and same_for_role(manifest, layout.release(current)):
+            and same_for_role(manifest, layout.release(current), role):
         audit.append(action, "done", "unchanged", **base,
                      detail=f"nothing to do for role {role}: release {current} holds the same "
                      "files")

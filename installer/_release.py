@@ -129,13 +129,20 @@ def reuse_weights(layout: Layout, release: Path, manifest: Manifest) -> tuple[in
     return files, size
 
 
-def _requirements(manifest: Manifest) -> tuple[str, list[str]]:
-    """pip's hash-locked requirements for every wheel in the bundle, and the wheel dirs."""
+ROUTER_DIR = "router"
+"""Where the bundle carries vllm-router's wheels (``router/<wheel>``, bundle._build): the
+model role's, installed into ``release/router-venv`` (as ``installer._services.ROUTER_VENV``),
+never into the release's venv, whose pins (vLLM's) they do not share."""
+
+
+def _requirements(manifest: Manifest, router: bool = False) -> tuple[str, list[str]]:
+    """pip's hash-locked requirements for every wheel in the bundle, and the wheel dirs;
+    ``router``: vllm-router's alone (``router/``), which the others leave out."""
     pins: dict[tuple[str, str], set[str]] = defaultdict(set)
     versions: dict[str, str] = {}
     dirs: set[str] = set()
     for m in manifest.members:
-        if not m.name.endswith(".whl"):
+        if not m.name.endswith(".whl") or m.name.startswith(ROUTER_DIR + "/") != router:
             continue
         dirs.add(m.name.rsplit("/", 1)[0])
         parts = m.name.rsplit("/", 1)[-1][:-4].split("-")
@@ -216,16 +223,37 @@ def build_venv(layout: Layout, release: Path, manifest: Manifest, python: str,
         pip = _unpacked_pip(release, venv, pip_wheel, log) if pip_wheel else \
             [str(venv / "bin/python"), "-m", "pip"]
         _pip_install(release, venv, manifest, pip, reqs, dirs, log, say)
+        if any(m.name.startswith(ROUTER_DIR + "/") for m in manifest.members):
+            _router_venv(release, python, pip, manifest, log, say)
     finally:
         remove_tree(release / PIP_SCRATCH)
 
 
+def _router_venv(release: Path, python: str, pip: list[str], manifest: Manifest, log: Path,
+                 say: Any) -> None:
+    """vllm-router's own venv (``release/router-venv``), from the bundle's ``router/``
+    wheels, offline and hash-checked as the release's venv is, with the same pip run by
+    its own interpreter (pip installs into the environment of the Python that runs it)."""
+    venv = release / "router-venv"
+    bundled = pip[1:2] != ["-m"]  # the bundle's pip, unpacked: no pip in the venv needed
+    args = [python, "-m", "venv", *(["--without-pip"] if bundled else []), str(venv)]
+    done = run(args, log=log, env=child_env(), timeout_s=600)
+    if done.returncode != 0:
+        raise StepFailed(f"could not create the router's venv with {python} (exit "
+                         f"{done.returncode}): {done.output.strip()[-500:]}. Log: {log}")
+    reqs, dirs = _requirements(manifest, router=True)
+    (release / "router-requirements.txt").write_text(reqs)
+    own = [str(venv / "bin/python"), *pip[1:]]
+    _pip_install(release, venv, manifest, own, reqs, dirs, log, say,
+                 req_file=release / "router-requirements.txt")
+
+
 def _pip_install(release: Path, venv: Path, manifest: Manifest, pip: list[str], reqs: str,
-                 dirs: list[str], log: Path, say: Any) -> None:
+                 dirs: list[str], log: Path, say: Any, req_file: Path | None = None) -> None:
     """``pip install`` of the hash-locked wheels, offline, then ``pip check``."""
     from ._faults import fault_point
 
-    req_file = release / "requirements.txt"
+    req_file = req_file or release / "requirements.txt"
     argv = pip + ["--isolated", "--disable-pip-version-check", "--no-input", "install",
                   "--no-index", "--no-cache-dir", "--no-compile", "--only-binary=:all:",
                   "--require-hashes", "--progress-bar", "off", "--no-warn-script-location",

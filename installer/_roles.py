@@ -15,6 +15,8 @@ role model", exit 0.
 from __future__ import annotations
 
 import json
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +25,8 @@ from ._errors import UsageError
 if TYPE_CHECKING:
     from bundle import Manifest
 
-__all__ = ["ROLES", "release_role", "same_for_role", "choose_role"]
+__all__ = ["ROLES", "RouterPlan", "choose_role", "release_role", "release_router",
+           "same_for_role", "this_host_names"]
 
 ROLES = ("agent", "model", "all")
 """As ``bundle.ROLE_NAMES`` (tests/installer/test_roles.py keeps the two equal): the
@@ -77,6 +80,57 @@ def release_role(release: Path) -> tuple[str, tuple[str, ...]]:
     return (role if role in ROLES else "all"), endpoints
 
 
+@dataclass(frozen=True)
+class RouterPlan:
+    """The router this host runs for a release: the replicas (vLLM roots), the router's
+    policy and the catalog the front checks each replica against (its path under
+    ``PREFIX/current``, which the units follow)."""
+
+    replicas: tuple[str, ...]
+    policy: str
+    catalog: str | None
+
+
+def this_host_names() -> set[str]:
+    """This host's names, case-folded: ``hostname`` and ``hostname -f``, or under a fake
+    root (``ABHED_INSTALLER_SYSROOT``) its ``etc/hostname``, so a test can be any host."""
+    from ._preflight import sysroot
+
+    root = sysroot()
+    if str(root) != "/":
+        try:
+            names = {(root / "etc/hostname").read_text("utf-8").strip()}
+        except OSError:
+            names = set()
+    else:
+        names = {socket.gethostname(), socket.getfqdn()}
+    return {n.casefold() for n in names if n} | {n.casefold().split(".")[0] for n in names if n}
+
+
+def release_router(release: Path, role: str, current: Path) -> RouterPlan | None:
+    """The router ``release``'s signed manifest declares (``[roles.router]``), when this
+    host runs it: role model or all, and this host is ``router.host`` (by name, as
+    ``hostname`` prints it: the one declaration every model host reads the same way).
+    None elsewhere: those model hosts serve their vLLM to it and run no router."""
+    if role not in ("model", "all"):
+        return None
+    try:
+        body: Any = json.loads((release / "release.json").read_bytes())
+        router = body["manifest"]["roles"]["router"]
+        host, replicas = str(router["host"]), tuple(str(r) for r in router["replicas"])
+        policy = str(router.get("policy") or "cache_aware")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if host.casefold() not in this_host_names():
+        return None
+    from ._descriptor import find_descriptor
+
+    found = find_descriptor(release / "bundle")
+    catalog = (str(current / found.parent.relative_to(release) / "abhed-catalog.json")
+               if found is not None else None)
+    return RouterPlan(replicas, policy, catalog)
+
+
 def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | None]:
     # The SBOM lists every component of the site, so it changes with any of them: not a
     # change to this role's files.  The site settings name their own release's directory,
@@ -90,7 +144,7 @@ def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | N
     return files, manifest.roles.settings_template_sha256
 
 
-def same_for_role(view: Manifest, current: Path) -> bool:
+def same_for_role(view: Manifest, current: Path, role: str = "model") -> bool:
     """Does the new bundle, seen as this role (``view``), install exactly what the current
     release holds (same files, same content)?"""
     from bundle import Manifest
@@ -100,4 +154,7 @@ def same_for_role(view: Manifest, current: Path) -> bool:
         installed = Manifest.model_validate_json(json.dumps(body["manifest"]))
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return _role_files(installed) == _role_files(view)
+    # A changed router declaration changes a model host's units, not its files.
+    router = [m.roles.router if m.roles is not None else None for m in (installed, view)]
+    return _role_files(installed) == _role_files(view) and (
+        role == "agent" or router[0] == router[1])

@@ -33,18 +33,21 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from foundation import ROUTER_PORT, router_argv
+
 from ._layout import Layout, atomic_write
 from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
 
-__all__ = ["DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
-           "ROUTER_PORT", "ROUTER_UNIT", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text", "relay_argv",
-           "relay_unit_text", "render_run_script", "router_argv",
+__all__ = ["CHECK_SCRIPT", "DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
+           "ROUTER_PORT", "ROUTER_UNIT", "ROUTER_VENV", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text",
+           "relay_argv", "relay_unit_text", "render_check_script", "render_run_script", "router_python", "router_unit_text",
            "relay_upstreams", "role_units", "systemctl", "systemd_present", "unit_path", "unit_text",
            "vllm_key_path", "write_units"]
 
 UNIT_NAME = "abhed-model.service"
 RUN_SCRIPT = "run-model-server"
+CHECK_SCRIPT = "check-model-host"
 DEFAULT_PORT = 8000
 PORT_MARK = "\x00port\x00"
 RELAY_UNIT = "abhed-model-relay.service"
@@ -52,7 +55,7 @@ FRONT_UNIT = "abhed-model-front.service"
 RELAY_SOCKET = "/run/abhed/model.sock"
 FRONT_PORT = 8443
 ROUTER_UNIT = "abhed-model-router.service"
-ROUTER_PORT = 8100  # models.RouterSettings' default port
+ROUTER_VENV = "router-venv"
 
 
 def vllm_key_path(layout: Layout) -> Path:
@@ -93,7 +96,35 @@ def render_run_script(version: int, argv: list[str], env: dict[str, str], layout
     return "\n".join(lines) + "\n"
 
 
+def render_check_script(version: int, argv: list[str], layout: Layout) -> str:
+    """``check-model-host``: the release's host check (``abhed serve --check-host``,
+    models._host_check) against its own vLLM on loopback, once it answers.  Run by
+    ``abhed-model.service`` after each start (``ExecStartPost``): a host that comes back
+    (crash, upgrade, rollback) is checked once, before the router's health check (vLLM's
+    ``/health``, every 5 s) can see it, and never on every probe.  A refusal fails the
+    start, so systemd stops vLLM and the router keeps routing around it.  Each outcome is
+    appended to ``PREFIX/logs/host-check.log`` (and the journal)."""
+    key = shlex.quote(str(vllm_key_path(layout)))
+    log = shlex.quote(str(layout.logs / "host-check.log"))
+    return "\n".join([
+        "#!/bin/sh",
+        f"# Abhed release {version}: is this model host serving what the site declared?",
+        f"# Run by {UNIT_NAME} after each start; written by abhed-installer.",
+        f'ABHED_HOME="${{ABHED_HOME:-{layout.data}}}"',
+        "export ABHED_HOME",
+        f'if [ -f {key} ]; then VLLM_API_KEY="$(cat {key})"; export VLLM_API_KEY; fi',
+        f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"',
+        "if out=$(" + " ".join(_shell_arg(a) for a in argv) + " 2>&1); then status=ok; "
+        "else status=refused; fi",
+        f'printf \'%s %s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$status" "$out" >> {log} '
+        "|| true",
+        'printf \'%s\\n\' "$out"',
+        '[ "$status" = ok ]',
+    ]) + "\n"
+
+
 def unit_text(layout: Layout) -> str:
+    check = shlex.quote(f"{layout.current}/{CHECK_SCRIPT}")
     return f"""[Unit]
 Description=Abhed model server (the current release under {layout.prefix})
 Documentation=file://{layout.prefix}/current/bundle/docs
@@ -102,6 +133,9 @@ After=local-fs.target
 [Service]
 Type=simple
 ExecStart={layout.current}/{RUN_SCRIPT}
+# Checked once per start (installer._services.render_check_script); a release from before
+# the check has no script and is not checked.
+ExecStartPost=/bin/sh -c 'if [ -x {check} ]; then exec {check}; fi'
 Environment=ABHED_HOME={layout.data}
 Restart=on-failure
 RestartSec=5
@@ -169,19 +203,18 @@ def front_unit_text(layout: Layout, port: int = FRONT_PORT, listen: str = "0.0.0
     return _door_unit("front", layout, argv)
 
 
-def router_argv(python: str, replicas: Sequence[str], *, policy: str = "cache_aware",
-                port: int = ROUTER_PORT) -> list[str]:
-    """The vLLM router over ``replicas`` on loopback: the same command as
-    ``models._scale.router_command`` (the installer does not import models;
-    tests/installer/test_router_unit.py keeps the two equal)."""
-    return [python, "-m", "vllm_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
-            "--policy", policy, "--worker-urls", *replicas, "--health-check-endpoint", "/health",
-            "--health-check-interval-secs", "5", "--worker-startup-timeout-secs", "900"]
+def router_python(layout: Layout) -> str:
+    """The current release's router venv: vllm-router's wheels, which the bundle carries
+    for the model role when the site declares a router, in a venv of their own (their pins
+    are not vLLM's)."""
+    return str(layout.current / ROUTER_VENV / "bin" / "python")
 
 
-def router_unit_text(layout: Layout, replicas: Sequence[str]) -> str:
-    """The router on the model host that runs the front (vllm-router from the release's venv)."""
-    argv = router_argv(str(layout.current / "venv" / "bin" / "python"), replicas)
+def router_unit_text(layout: Layout, replicas: Sequence[str], policy: str = "cache_aware") -> str:
+    """The router on the model host that runs the front: ``foundation.router_argv`` (the
+    command ``abhed serve --dry-run`` prints too), run by the release's router venv
+    (:func:`router_python`), on loopback: only the front reaches it."""
+    argv = router_argv(router_python(layout), replicas, policy=policy)
     return f"""[Unit]
 Description=Abhed model router over {len(replicas)} model hosts (the current release under {layout.prefix})
 Documentation=file://{layout.prefix}/current/bundle/docs
@@ -209,7 +242,8 @@ def relay_upstreams(endpoints: Sequence[str]) -> list[str]:
 
 
 def role_units(layout: Layout, role: str, endpoints: Sequence[str],
-               replicas: Sequence[str] = (), catalog: str | None = None) -> dict[str, str]:
+               replicas: Sequence[str] = (), catalog: str | None = None,
+               policy: str = "cache_aware") -> dict[str, str]:
     """The units a host of ``role`` runs, by name: the model server and its front on a
     model host, the relay where engineers work, all three on a host of role ``all``.
     ``replicas`` (several model hosts' vLLM): the router too, the front before it."""
@@ -218,17 +252,25 @@ def role_units(layout: Layout, role: str, endpoints: Sequence[str],
         units[UNIT_NAME] = unit_text(layout)
         units[FRONT_UNIT] = front_unit_text(layout, replicas=replicas, catalog=catalog)
         if replicas:
-            units[ROUTER_UNIT] = router_unit_text(layout, replicas)
+            units[ROUTER_UNIT] = router_unit_text(layout, replicas, policy)
     if role in ("agent", "all"):
         units[RELAY_UNIT] = relay_unit_text(layout, relay_upstreams(endpoints))
     return units
 
 
-def write_units(layout: Layout, role: str,
-                endpoints: Sequence[str]) -> list[tuple[Path, bytes | None]]:
-    """Write the role's units; each one's path and previous content (for undo)."""
+def write_units(layout: Layout, role: str, endpoints: Sequence[str],
+                replicas: Sequence[str] = (), catalog: str | None = None,
+                policy: str = "cache_aware") -> list[tuple[Path, bytes | None]]:
+    """Write the role's units (:func:`role_units`); each one's path and previous content
+    (for undo).  A router unit left from a release that ran one, where this one does not,
+    is removed (its previous content kept for undo), so the front never points at it."""
     written: list[tuple[Path, bytes | None]] = []
-    for name, text in role_units(layout, role, endpoints).items():
+    units = role_units(layout, role, endpoints, replicas, catalog, policy)
+    stale = unit_path().parent / ROUTER_UNIT
+    if ROUTER_UNIT not in units and stale.is_file():
+        written.append((stale, stale.read_bytes()))
+        stale.unlink()
+    for name, text in units.items():
         path = unit_path().parent / name
         try:
             old: bytes | None = path.read_bytes()

@@ -237,7 +237,13 @@ def _run_script(s: Staging) -> None:
     if s.descriptor is None or s.role == "agent":  # an agent host serves no model
         return
     from ._descriptor import expand
-    from ._services import PORT_MARK, RUN_SCRIPT, render_run_script
+    from ._services import (
+        CHECK_SCRIPT,
+        PORT_MARK,
+        RUN_SCRIPT,
+        render_check_script,
+        render_run_script,
+    )
 
     assert s.descriptor_path is not None
     release = s.release
@@ -251,6 +257,12 @@ def _run_script(s: Staging) -> None:
     script = release / RUN_SCRIPT
     script.write_text(render_run_script(s.version, argv, s.descriptor.env, s.layout))
     script.chmod(0o755)
+    if s.descriptor.host_check is not None:  # after each start of the service: once
+        check = [*expand(s.descriptor.host_check, vals, release=release, what="the host check"),
+                 "--wait-s", str(int(s.descriptor.startup_timeout_s))]
+        script = release / CHECK_SCRIPT
+        script.write_text(render_check_script(s.version, check, s.layout))
+        script.chmod(0o755)
 
 
 def _record(s: Staging) -> None:
@@ -264,14 +276,19 @@ def _record(s: Staging) -> None:
 def _units(s: Staging) -> None:
     """The role's units (installer._services.role_units): the model server and its front
     on a model host, the model relay (to the declared model endpoints) where engineers
-    work."""
+    work; on the model host ``[roles.router]`` names, the router too, the front before it
+    (installer._roles.release_router)."""
+    from ._roles import release_router
     from ._services import systemd_present, write_units
 
     if not systemd_present():
         s.audited("units", "skipped", detail="no systemd: run script only")
         return
-    s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints)
-    s.audited("units", "ok", units=[str(p) for p, _ in s.units])
+    plan = release_router(s.release, s.role, s.layout.current)
+    s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints,
+                          *((plan.replicas, plan.catalog, plan.policy) if plan else ()))
+    s.audited("units", "ok", units=[str(p) for p, _ in s.units],
+              router=list(plan.replicas) if plan else None)
 
 
 def _restore_unit(s: Staging) -> None:

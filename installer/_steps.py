@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from ._audit import AuditLog
 from ._errors import HealthCheckFailed, PreflightFailed, StepFailed
 from ._faults import fault_point
-from ._layout import Layout
+from ._layout import Layout, atomic_write
 from ._ui import say
 
-__all__ = ["fail_preflight", "health_check_step", "post_switch", "restart_doors"]
+__all__ = ["fail_preflight", "health_check_step", "post_switch", "restart_doors",
+           "rewrite_units"]
 
 
 def fail_preflight(checks: list, audit: AuditLog, action: str, run: str,  # type: ignore[type-arg]
@@ -77,6 +79,7 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
             steps = isolated(layout, version, check)
         else:
             steps = check()
+        steps += _replicas_step(layout, release, role, lambda m: say(f"  gate: {m}"))
     except HealthCheckFailed as exc:
         audit.append(action, "gate", "failed", run=run, version=version, detail=str(exc))
         raise
@@ -94,17 +97,35 @@ def health_check_step(layout: Layout, release: Path, audit: AuditLog, action: st
                         for s in steps])
 
 
+def _replicas_step(layout: Layout, release: Path, role: str, on_step: Any) -> list[Any]:
+    """On the model host ``[roles.router]`` names: every replica behind the router checked
+    before the switch (installer._replicas); elsewhere nothing.  Outside the gate's
+    namespaces: the replicas are other hosts on the model network."""
+    from ._health import HealthStep
+    from ._replicas import check_replicas
+    from ._roles import release_router
+
+    plan = release_router(release, role, release)
+    if plan is None:
+        return []
+    t = time.monotonic()
+    detail = check_replicas(release, layout, plan)
+    on_step(f"replicas: {detail}")
+    return [HealthStep("replicas", time.monotonic() - t, detail)]
+
+
 def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
                   version: int) -> None:
-    """The model relay and front that are running are restarted, so they run the code of the
-    release now current (their units start ``PREFIX/bin/abhed``, which follows
-    ``current``); one that is not running is left so (``try-restart``): the operator
-    starts it once the host holds its credential (docs/model-service.md)."""
-    from ._services import FRONT_UNIT, RELAY_UNIT, role_units, systemctl
+    """The model relay, front and router that are running are restarted, so they run the
+    release now current (their units start ``PREFIX/bin/abhed`` and
+    ``PREFIX/current/router-venv``, which follow ``current``); one that is not running is
+    left so (``try-restart``): the operator starts it once the host holds its credential
+    (docs/model-service.md).  The router first: the front checks the hosts behind it
+    when it starts."""
+    from ._services import FRONT_UNIT, RELAY_UNIT, ROUTER_UNIT, systemctl
 
-    wanted = role_units(layout, role, ())
-    for unit in (RELAY_UNIT, FRONT_UNIT):
-        if unit not in wanted:
+    for unit in (ROUTER_UNIT, RELAY_UNIT, FRONT_UNIT):
+        if unit not in _units_of(layout, version, role):
             continue
         said = systemctl("try-restart", unit)
         if said is None:
@@ -114,25 +135,72 @@ def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: 
                      run=run, version=version, unit=unit, state=state)
 
 
+def _units_of(layout: Layout, version: int, role: str) -> dict[str, str]:
+    """The units release ``version`` runs on this host (its role's, its router's)."""
+    from ._roles import release_role, release_router
+    from ._services import role_units
+
+    release = layout.release(version)
+    plan = release_router(release, role, layout.current)
+    endpoints = release_role(release)[1]
+    return role_units(layout, role, endpoints,
+                      *((plan.replicas, plan.catalog, plan.policy) if plan else ()))
+
+
+def rewrite_units(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
+                  version: int) -> None:
+    """The units as release ``version`` declares them, written where they differ (a
+    rollback to a release with another router, or none); recorded.  Staging already wrote
+    them for an install or upgrade, so there this changes nothing."""
+    from ._services import ROUTER_UNIT, systemctl, systemd_present, unit_path
+
+    if not systemd_present():
+        return
+    wanted = _units_of(layout, version, role)
+    changed: list[str] = []
+    where = unit_path().parent
+    for name, text in wanted.items():
+        path = where / name
+        try:
+            same = path.read_text("utf-8") == text
+        except OSError:
+            same = False
+        if not same:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, text.encode())
+            changed.append(name)
+    stale = where / ROUTER_UNIT
+    if ROUTER_UNIT not in wanted and stale.is_file():
+        systemctl("disable", "--now", ROUTER_UNIT)  # the front no longer points at it
+        stale.unlink()
+        changed.append(ROUTER_UNIT)
+    if changed:
+        audit.append(action, "units", "ok", run=run, version=version, rewritten=changed)
+
+
 def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version: int) -> None:
-    """With systemd: restart the service on the new release and wait for its health; restart
-    the role's relay and front that are running (:func:`restart_doors`)."""
+    """With systemd: restart the service on the new release and wait for its health, then
+    restart the role's router, relay and front that are running (:func:`restart_doors`):
+    after the model server, because the front checks the hosts behind it, this one
+    included, when it starts."""
     from ._health import loopback_get
     from ._roles import release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
     role = release_role(layout.release(version))[0]
+    rewrite_units(layout, role, audit, action, run, version)
     if systemctl("daemon-reload") is None:
         return
-    restart_doors(layout, role, audit, action, run, version)
-    if role == "agent":
-        return  # an agent host runs no model service
+    if role == "agent":  # an agent host runs no model service
+        restart_doors(layout, role, audit, action, run, version)
+        return
     active = systemctl("is-active", UNIT_NAME)
     if active != "active":
         audit.append(action, "service", "skipped", run=run, version=version,
                      detail=f"{UNIT_NAME} is {active}; start it with systemctl enable --now "
                      f"{UNIT_NAME}")
+        restart_doors(layout, role, audit, action, run, version)
         return
     systemctl("restart", UNIT_NAME)
     deadline = time.monotonic() + 900
@@ -140,6 +208,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
         try:
             if loopback_get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
                 audit.append(action, "service", "ok", run=run, version=version)
+                restart_doors(layout, role, audit, action, run, version)
                 return
         except OSError:
             pass

