@@ -43,20 +43,38 @@ def vllm_python() -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def tiny_model(python: str) -> Path:
-    script = ROOT / "tests" / "models" / "tiny_model.py"
-    key = hashlib.sha256(script.read_bytes() + python.encode()).hexdigest()[:16]
-    target = CACHE / f"tiny-model-{key}"
+def _cached_model(name: str, scripts: list[Path], salt: str, argv: list[str]) -> Path:
+    """A model directory made once per machine by ``argv`` + its output folder, cached
+    under ``name``, keyed by the scripts that make it and ``salt``; a half-made one (no
+    ``.complete``) is made again."""
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in scripts) + salt.encode()).hexdigest()[:16]
+    target = CACHE / f"{name}-{key}"
     if not (target / ".complete").exists():
-        tmp = Path(tempfile.mkdtemp(prefix="tiny-model-", dir=CACHE))
-        proc = subprocess.run([python, str(script), str(tmp / "m")], check=False, capture_output=True, text=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=CACHE))
+        proc = subprocess.run([*argv, str(tmp / "m")], check=False, capture_output=True,
+                              text=True, timeout=600)
         if proc.returncode != 0:
-            raise RuntimeError(f"making the tiny model failed:\n{proc.stderr[-4000:]}")
+            raise RuntimeError(f"making the {name} failed:\n{proc.stderr[-4000:]}")
         (tmp / "m" / ".complete").touch()
         shutil.rmtree(target, ignore_errors=True)
         (tmp / "m").rename(target)
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def tiny_model(python: str) -> Path:
+    """The tests' tiny random-weight model (tests/models/tiny_model.py)."""
+    script = ROOT / "tests" / "models" / "tiny_model.py"
+    return _cached_model("tiny-model", [script], python, [python, str(script)])
+
+
+def wired_model(python: str) -> Path:
+    """The tiny model re-wired so that real vLLM passes an installer's health gate
+    (tests/installer/wired_model.py: ``5`` in free text, ``glob {"pattern": "*"}`` under a
+    named tool choice), made once per machine beside the tiny model, keyed by both."""
+    script = ROOT / "tests" / "installer" / "wired_model.py"
+    tiny = tiny_model(python)
+    return _cached_model("wired-model", [script], str(tiny), [python, str(script), str(tiny)])
 
 
 def free_port() -> int:

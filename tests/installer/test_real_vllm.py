@@ -70,14 +70,10 @@ def real_vllm_descriptor(vllm_python: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def wired_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def wired_model() -> tuple[str, Path]:
     helpers = _vllm_helpers()
     python = helpers.vllm_python()
-    tiny = helpers.tiny_model(python)
-    out = tmp_path_factory.mktemp("wired") / "tiny"
-    subprocess.run([python, str(Path(__file__).with_name("wired_model.py")), str(tiny), str(out)],
-                   check=True, capture_output=True, timeout=600)
-    return python, out
+    return python, helpers.wired_model(python)
 
 
 def test_install_passes_the_gate_against_real_vllm(inst: Installer, make_bundle: BundleMaker,

@@ -34,7 +34,6 @@ from the test).
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import secrets
 import shutil
@@ -48,12 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.vllm_server import (
-    CACHE,
     SERVED,
     entry_for,
     free_port,
     tiny_model,
     vllm_python,
+    wired_model,
     write_home,
 )
 
@@ -323,28 +322,6 @@ class SiteVllm:
     base_url: str  # on the model host's loopback
     served: str
     proc: subprocess.Popen[str]  # ``abhed serve``: ``Site.stop`` it to take the host down
-
-
-def wired_model(python: str) -> Path:
-    """The tiny model re-wired so that real vLLM passes an installer's health gate
-    (tests/installer/wired_model.py: ``5`` in free text, ``glob {"pattern": "*"}`` under a
-    named tool choice), made once per machine and cached beside the tiny model, keyed by
-    both scripts: an agent host's gate needs its tool call to list the probe file."""
-    script = Path(__file__).resolve().parents[1] / "installer" / "wired_model.py"
-    tiny = tiny_model(python)
-    key = hashlib.sha256(script.read_bytes() + str(tiny).encode()).hexdigest()[:16]
-    target = CACHE / f"wired-model-{key}"
-    if not (target / ".complete").exists():
-        tmp = Path(tempfile.mkdtemp(prefix="wired-model-", dir=CACHE))
-        done = subprocess.run([python, str(script), str(tiny), str(tmp / "m")],
-                              capture_output=True, text=True, timeout=600, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"wiring the tiny model failed:\n{done.stderr[-4000:]}")
-        (tmp / "m" / ".complete").touch()
-        shutil.rmtree(target, ignore_errors=True)
-        (tmp / "m").rename(target)
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None,
