@@ -40,10 +40,14 @@ from appliance.events._settings import FACILITIES, ForwardSettings
 if TYPE_CHECKING:  # a type only: events import no model service (docs/performance.md)
     from models import StoredRequest
 
-__all__ = ["Forwarder", "BACKLOG_MAX", "NOTE_INTERVAL_S"]
+__all__ = ["Forwarder", "BACKLOG_MAX", "CLOSE_WAIT_S", "NOTE_INTERVAL_S"]
 
 BACKLOG_MAX = 1000  # messages kept for a collector that is down (at most ~8 MiB at 8 KiB each)
 NOTE_INTERVAL_S = 60.0  # at most one "interrupted" record a minute per process
+CLOSE_WAIT_S = 2.0
+"""How long closing the log waits for a slow collector (its socket's queue full) to take
+the backlog and the last note: a process that ends must not strand its last events at a
+collector that is only busy, nor hang on one that is gone (that fails at once)."""
 # Caps tried in turn until a record fits max_message_bytes (text chars, JSON bytes).
 _CAPS = ((2048, 4096), (512, 1024), (128, 256), (32, 64))
 # OCSF severity_id -> syslog severity: Informational=info, Low=notice, Medium=warning, High=err.
@@ -154,8 +158,14 @@ class Forwarder:
                                       outages=folded + 1, first_missed_seq=seq)]
         return []
 
-    def close(self) -> list[Event]:
-        """The last word when the log is closed: an outage still on, or short ones unrecorded."""
+    def last_word(self) -> list[Event]:
+        """The notes to record when the log is closed: an outage still on, or short ones
+        unrecorded.  The backlog is first given :data:`CLOSE_WAIT_S` to drain, so a collector
+        that was only slow gets every event and the outage ends "restored"; the caller sends
+        that note on (:meth:`forward`) before :meth:`close`."""
+        if self._backlog and self._drain() is None and self._down is not None:
+            down, self._down = self._down, None
+            self._unreported.merge(down)
         notes: list[Event] = []
         if self._down is not None:
             self._down.lost += len(self._backlog)
@@ -165,8 +175,28 @@ class Forwarder:
             notes.append(self._note("unrecovered"))
         elif self._unreported.outages:
             notes.append(self._note("restored"))
-        self._sock.close()
         return notes
+
+    def close(self) -> None:
+        """Give what is left (the last note) :data:`CLOSE_WAIT_S` to go, then close."""
+        if self._backlog:
+            self._drain()
+        self._sock.close()
+
+    def _drain(self) -> str | None:
+        """:meth:`_flush`, each send waiting for room up to what is left of
+        :data:`CLOSE_WAIT_S` (a datagram socket's queue empties as the collector reads)."""
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        error: str | None = "not sent"
+        while self._backlog and (left := deadline - time.monotonic()) > 0:
+            self._sock.settimeout(left)
+            try:
+                error = self._flush()
+            finally:
+                self._sock.setblocking(False)
+            if error is not None:
+                break
+        return error if self._backlog else None
 
     # -- sending ---------------------------------------------------------------
     def _flush(self) -> str | None:

@@ -167,11 +167,15 @@ class EventStore:
         if self._forwarder is not None:
             forwarder, self._forwarder = self._forwarder, None
             with self._append_lock:
-                for note in forwarder.close():
+                for note in forwarder.last_word():
                     try:
-                        self._append(note, note.model_dump_json())
+                        noted = self._append(note, note.model_dump_json())
                     except EventLogError:
                         break  # the log itself failed: closing must not raise over it
+                    if getattr(note, "state", None) == "restored":  # the link works: send it
+                        forwarder.forward(noted.seq, noted.session_seq, noted.prev_hash,
+                                          noted.hash, note)
+                forwarder.close()
         head = self.head() if self._appended and self.settings.witness_dir else None
         self.conn.close()
         if self._lock_fd >= 0:

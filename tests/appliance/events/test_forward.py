@@ -145,6 +145,49 @@ def test_a_flapping_collector_makes_no_storm_and_a_full_backlog_says_what_was_lo
     assert len(notes) <= 5, [n.state for n in notes]
 
 
+def test_a_slow_collector_gets_the_backlog_and_the_last_note_when_the_log_closes(
+        tmp_path: Path) -> None:
+    """A collector that is only busy (its socket's queue full: EAGAIN, seen under load on
+    CI) when the session ends: closing waits for it, briefly, so the SIEM gets every event
+    and the "restored" note that names the gap (the note was once recorded but never sent)."""
+    import threading
+
+    clock, rx = Clock(), Receiver(tmp_path / "s.sock")
+    rx.up()
+    store = _store(tmp_path, rx.path, clock)
+    store.create_session("s", "/w", "t")
+    n = 0
+    while store._forwarder is not None and store._forwarder._down is None:  # nobody reads
+        _call(store, n)
+        n += 1
+        assert n < 100_000, "the collector's queue never filled"
+    assert [x.state for x in _notes(store)] == ["interrupted"]
+    assert "Resource temporarily unavailable" in _notes(store)[0].error
+    got: list[bytes] = []
+    assert rx.sock is not None
+    rx.sock.setblocking(True)
+    rx.sock.settimeout(3)
+
+    def read() -> None:  # the collector catches up while the log closes
+        assert rx.sock is not None
+        try:
+            while True:
+                got.append(rx.sock.recv(1 << 20))
+        except TimeoutError:
+            return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    store.close()
+    reader.join()
+    notes = _notes(EventStore(tmp_path / "events.db"))
+    assert [x.state for x in notes] == ["interrupted", "restored"]
+    assert notes[1].lost == 0 and notes[1].replayed >= 1
+    head = EventStore(tmp_path / "events.db").head()[0]
+    assert _seqs(got) == list(range(1, head + 1))  # every event, the last note included
+    rx.down()
+
+
 def test_a_message_over_the_limit_is_cut_to_fit_and_says_so(tmp_path: Path) -> None:
     clock, rx = Clock(), Receiver(tmp_path / "s.sock")
     rx.up()
