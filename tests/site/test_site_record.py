@@ -58,6 +58,7 @@ from tests.site.harness import ENGINEERS, Site, SiteHost
 from tests.site.model_service import (
     ABHED,
     PREFIX,
+    RECORD,
     SYSROOT,
     SiteService,
     engineer_config,
@@ -70,7 +71,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
-RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record
 RELEASE_ABHED = f"{PREFIX}/bin/abhed"  # the installed release's (the bin link's target)
 
 
