@@ -32,13 +32,12 @@ from pathlib import Path
 
 from installer._layout import Layout
 from installer._services import FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, ROUTER_UNIT, role_units
-from tests.helpers import installer_argv
+from tests.helpers import ROOT, installer_argv
 from tests.site.harness import Site, SiteHost, SiteVllm
 
 __all__ = ["PREFIX", "RECORD", "SYSROOT", "SiteService", "engineer_config", "site_layer",
            "start_model_service", "start_relays", "start_staged"]
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/srv/abhed"  # each host's own /srv
 RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record, on a model host
 # Each host's root for the installer's systemd units (ABHED_INSTALLER_SYSROOT, with a

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from models import read_requests
-from tests.helpers import router_python, wait_for
+from tests.helpers import ROOT, router_python, wait_for
 from tests.site.harness import Site, SiteHost, SiteVllm, build_site, start_vllm
 from tests.site.model_service import (
     PREFIX,
@@ -38,7 +38,6 @@ from tests.site.model_service import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 USERS = ("ana", "bob")
 
 

@@ -52,7 +52,7 @@ import pytest
 from installer._services import DEFAULT_PORT, FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, UNIT_NAME
 from models import GATE_ENGINEER, read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
-from tests.helpers import wait_for
+from tests.helpers import ROOT, wait_for
 from tests.site.conftest import MODEL_ENDPOINT, SiteBundle
 from tests.site.harness import ENGINEERS, Site, SiteHost
 from tests.site.model_service import (
@@ -69,7 +69,6 @@ from tests.site.model_service import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
 RELEASE_ABHED = f"{PREFIX}/bin/abhed"  # the installed release's (the bin link's target)
 
