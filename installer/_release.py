@@ -291,9 +291,12 @@ def _pip_install(release: Path, venv: Path, manifest: Manifest, pip: list[str], 
 
 def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ...], *,
                        downgrade: bool, python: str, bundle: Path, skip_gate: bool,
-                       manifest_sha256: str, role: str = "all") -> None:
+                       manifest_sha256: str, role: str = "all",
+                       replica: dict[str, Any] | None = None) -> None:
     """release.json: the signed manifest as this host's role sees it (``Manifest.for_role``:
-    the members it installed; ``manifest_sha256`` names the whole signed one), the role."""
+    the members it installed; ``manifest_sha256`` names the whole signed one), the role,
+    and on a model host behind another's router the part it serves there
+    (installer._roles.ReplicaPlan, decided once at install)."""
     body = {
         "format": RELEASE_FORMAT,
         "name": manifest.name,
@@ -308,6 +311,8 @@ def write_release_json(release: Path, manifest: Manifest, signers: tuple[str, ..
         "skip_gate": skip_gate,
         "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+    if replica is not None:
+        body["replica"] = replica
     atomic_write(release / RELEASE_NAME, (json.dumps(body, indent=2, sort_keys=True) + "\n").encode())
 
 

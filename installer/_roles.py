@@ -25,8 +25,8 @@ from ._errors import UsageError
 if TYPE_CHECKING:
     from bundle import Manifest
 
-__all__ = ["ROLES", "RouterPlan", "choose_role", "release_role", "release_router",
-           "same_for_role", "this_host_names"]
+__all__ = ["ROLES", "ReplicaPlan", "RouterPlan", "choose_role", "release_replica", "release_role",
+           "release_router", "replica_plan", "same_for_role", "this_host_names"]
 
 ROLES = ("agent", "model", "all")
 """As ``bundle.ROLE_NAMES`` (tests/installer/test_roles.py keeps the two equal): the
@@ -107,6 +107,17 @@ def this_host_names() -> set[str]:
     return {n.casefold() for n in names if n} | {n.casefold().split(".")[0] for n in names if n}
 
 
+def _declared_router(release: Path) -> tuple[str, tuple[str, ...], str] | None:
+    """(host, replicas, policy) of ``release``'s signed ``[roles.router]``; None without."""
+    try:
+        body: Any = json.loads((release / "release.json").read_bytes())
+        router = body["manifest"]["roles"]["router"]
+        return (str(router["host"]), tuple(str(r) for r in router["replicas"]),
+                str(router.get("policy") or "cache_aware"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def release_router(release: Path, role: str, current: Path) -> RouterPlan | None:
     """The router ``release``'s signed manifest declares (``[roles.router]``), when this
     host runs it: role model or all, and this host is ``router.host`` (by name, as
@@ -114,13 +125,10 @@ def release_router(release: Path, role: str, current: Path) -> RouterPlan | None
     None elsewhere: those model hosts serve their vLLM to it and run no router."""
     if role not in ("model", "all"):
         return None
-    try:
-        body: Any = json.loads((release / "release.json").read_bytes())
-        router = body["manifest"]["roles"]["router"]
-        host, replicas = str(router["host"]), tuple(str(r) for r in router["replicas"])
-        policy = str(router.get("policy") or "cache_aware")
-    except (OSError, ValueError, KeyError, TypeError):
+    declared = _declared_router(release)
+    if declared is None:
         return None
+    host, replicas, policy = declared
     if host.casefold() not in this_host_names():
         return None
     from ._descriptor import find_descriptor
@@ -129,6 +137,105 @@ def release_router(release: Path, role: str, current: Path) -> RouterPlan | None
     catalog = (str(current / found.parent.relative_to(release) / "abhed-catalog.json")
                if found is not None else None)
     return RouterPlan(replicas, policy, catalog)
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """A model host behind another host's router: its vLLM listens on the address the
+    site's ``[roles.router] replicas`` names for it (not loopback), and its unit lets in
+    only this host and the router's host (``allow``: ``router.host``'s addresses as they
+    resolved at install, kept in ``release.json`` so a rollback writes the same unit)."""
+
+    url: str
+    address: str
+    port: int
+    router_host: str
+    allow: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"url": self.url, "address": self.address, "port": self.port,
+                "router_host": self.router_host, "allow": list(self.allow)}
+
+
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
+
+
+def _addresses(name: str) -> set[str]:
+    """What ``name`` resolves to here (/etc/hosts, DNS), as text; empty when it does not."""
+    try:
+        found = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return set()
+    return {str(info[4][0]).split("%", 1)[0] for info in found}
+
+
+def _is_loopback(address: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_local(address: str) -> bool:
+    """Whether ``address`` is one of this host's own: the kernel lets a socket bind it."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+    except OSError:
+        return False
+    return True
+
+
+def replica_plan(router: tuple[str, tuple[str, ...]] | None, role: str) -> ReplicaPlan | None:
+    """This host's part behind the site's router (``(router.host, replicas)``), decided at
+    install from the host itself: a model host that is not ``router.host`` and owns the
+    address one replica URL names (resolved here, then bound: only the kernel knows which
+    addresses are this host's).  The router's host must resolve here too, since the unit
+    lets in only it; UsageError (nothing installed) when it does not, and when a replica
+    names this host by a loopback address (the router would reach itself instead).  None
+    on the router's host, an agent host, a site with no router, or a model host that no
+    replica names (its vLLM stays on loopback, serving nothing behind the router)."""
+    if router is None or role not in ("model", "all"):
+        return None
+    host, replicas = router
+    if host.casefold() in this_host_names():
+        return None
+    from urllib.parse import urlsplit
+
+    for url in replicas:
+        parts = urlsplit(url)
+        name = parts.hostname or ""
+        if name.casefold() in _LOOPBACK_NAMES or _is_loopback(name):
+            continue  # the router's host's own vLLM, as the router reaches it
+        mine = sorted(a for a in _addresses(name) if not _is_loopback(a) and _is_local(a))
+        if not mine:
+            continue
+        allow = tuple(sorted(a for a in _addresses(host) if not _is_loopback(a)))
+        if not allow:
+            raise UsageError(
+                f"this host serves {url} behind the router on {host} ([roles.router]), but "
+                f"{host} does not resolve here, so this host's vLLM could not let it in. "
+                f"Nothing was installed. Add {host} to /etc/hosts (or the site's DNS) and "
+                "install again")
+        return ReplicaPlan(url, mine[0], parts.port or (443 if parts.scheme == "https" else 80),
+                           host, allow)
+    return None
+
+
+def release_replica(release: Path) -> ReplicaPlan | None:
+    """The :class:`ReplicaPlan` the install of ``release`` decided (its ``release.json``)."""
+    try:
+        body: Any = json.loads((release / "release.json").read_bytes())
+        got = body.get("replica")
+        if not isinstance(got, dict):
+            return None
+        return ReplicaPlan(str(got["url"]), str(got["address"]), int(got["port"]),
+                           str(got["router_host"]), tuple(str(a) for a in got["allow"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _role_files(manifest: Manifest) -> tuple[dict[str, tuple[str, int]], str | None]:

@@ -32,12 +32,16 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from foundation import ROUTER_PORT, router_argv
 
 from ._layout import Layout, atomic_write
 from ._preflight import sysroot
 from ._proc import OFFLINE_ENV, child_env
+
+if TYPE_CHECKING:
+    from ._roles import ReplicaPlan
 
 __all__ = ["CHECK_SCRIPT", "DEFAULT_PORT", "FRONT_PORT", "FRONT_UNIT", "PORT_MARK", "RELAY_SOCKET", "RELAY_UNIT",
            "ROUTER_PORT", "ROUTER_UNIT", "ROUTER_VENV", "RUN_SCRIPT", "UNIT_NAME", "front_unit_text",
@@ -76,12 +80,13 @@ def _shell_arg(arg: str) -> str:
     return '"$port"'.join(shlex.quote(p) if p else "" for p in pieces) or "''"
 
 
-def render_run_script(version: int, argv: list[str], env: dict[str, str], layout: Layout) -> str:
+def render_run_script(version: int, argv: list[str], env: dict[str, str], layout: Layout,
+                      port: int = DEFAULT_PORT) -> str:
     lines = [
         "#!/bin/sh",
         f"# Abhed release {version}: starts its model server.  Written by abhed-installer;",
         "# `abhed-installer check` reports any edit.  Port: $ABHED_MODEL_PORT (default "
-        f"{DEFAULT_PORT}), on 127.0.0.1.",
+        f"{port}).",
         "set -e",
         f'ABHED_HOME="${{ABHED_HOME:-{layout.data}}}"',
         "export ABHED_HOME",
@@ -91,12 +96,13 @@ def render_run_script(version: int, argv: list[str], env: dict[str, str], layout
     key = shlex.quote(str(vllm_key_path(layout)))
     lines += [f"# With a model service front, vLLM answers only the holder of {key}.",
               f'if [ -f {key} ]; then VLLM_API_KEY="$(cat {key})"; export VLLM_API_KEY; fi']
-    lines.append(f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"')
+    lines.append(f'port="${{ABHED_MODEL_PORT:-{port}}}"')
     lines.append("exec " + " ".join(_shell_arg(a) for a in argv))
     return "\n".join(lines) + "\n"
 
 
-def render_check_script(version: int, argv: list[str], layout: Layout) -> str:
+def render_check_script(version: int, argv: list[str], layout: Layout,
+                        port: int = DEFAULT_PORT) -> str:
     """``check-model-host``: the release's host check (``abhed serve --check-host``,
     models._host_check) against its own vLLM on loopback, once it answers.  Run by
     ``abhed-model.service`` after each start (``ExecStartPost``): a host that comes back
@@ -113,7 +119,7 @@ def render_check_script(version: int, argv: list[str], layout: Layout) -> str:
         f'ABHED_HOME="${{ABHED_HOME:-{layout.data}}}"',
         "export ABHED_HOME",
         f'if [ -f {key} ]; then VLLM_API_KEY="$(cat {key})"; export VLLM_API_KEY; fi',
-        f'port="${{ABHED_MODEL_PORT:-{DEFAULT_PORT}}}"',
+        f'port="${{ABHED_MODEL_PORT:-{port}}}"',
         "if out=$(" + " ".join(_shell_arg(a) for a in argv) + " 2>&1); then status=ok; "
         "else status=refused; fi",
         f'printf \'%s %s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$status" "$out" >> {log} '
@@ -123,8 +129,18 @@ def render_check_script(version: int, argv: list[str], layout: Layout) -> str:
     ]) + "\n"
 
 
-def unit_text(layout: Layout) -> str:
+def unit_text(layout: Layout, replica: ReplicaPlan | None = None) -> str:
+    """``abhed-model.service``: vLLM reachable from loopback only; on a model host behind
+    another host's router (``replica``), also from this host's own address and the
+    router host's addresses, no other (the key in ``vllm.key`` is demanded as well)."""
     check = shlex.quote(f"{layout.current}/{CHECK_SCRIPT}")
+    if replica is None:
+        network = "# The appliance needs no network beyond loopback.\nIPAddressAllow=localhost"
+    else:
+        allowed = " ".join(dict.fromkeys([replica.address, *replica.allow]))
+        network = (f"# Behind the router on {replica.router_host}: loopback, this host's "
+                   f"{replica.address} and the router's host only.\n"
+                   f"IPAddressAllow=localhost {allowed}")
     return f"""[Unit]
 Description=Abhed model server (the current release under {layout.prefix})
 Documentation=file://{layout.prefix}/current/bundle/docs
@@ -140,9 +156,8 @@ Environment=ABHED_HOME={layout.data}
 Restart=on-failure
 RestartSec=5
 TimeoutStartSec=900
-# The appliance needs no network beyond loopback.
 IPAddressDeny=any
-IPAddressAllow=localhost
+{network}
 
 [Install]
 WantedBy=multi-user.target
@@ -243,14 +258,18 @@ def relay_upstreams(endpoints: Sequence[str]) -> list[str]:
 
 def role_units(layout: Layout, role: str, endpoints: Sequence[str],
                replicas: Sequence[str] = (), catalog: str | None = None,
-               policy: str = "cache_aware") -> dict[str, str]:
+               policy: str = "cache_aware", *,
+               replica: ReplicaPlan | None = None) -> dict[str, str]:
     """The units a host of ``role`` runs, by name: the model server and its front on a
     model host, the relay where engineers work, all three on a host of role ``all``.
-    ``replicas`` (several model hosts' vLLM): the router too, the front before it."""
+    ``replicas`` (several model hosts' vLLM): the router too, the front before it.
+    ``replica`` (this host serves behind another's router): no front here, since the
+    engineers' hosts reach the front on the router's host only (bundle._roles)."""
     units: dict[str, str] = {}
     if role in ("model", "all"):
-        units[UNIT_NAME] = unit_text(layout)
-        units[FRONT_UNIT] = front_unit_text(layout, replicas=replicas, catalog=catalog)
+        units[UNIT_NAME] = unit_text(layout, replica)
+        if replica is None:
+            units[FRONT_UNIT] = front_unit_text(layout, replicas=replicas, catalog=catalog)
         if replicas:
             units[ROUTER_UNIT] = router_unit_text(layout, replicas, policy)
     if role in ("agent", "all"):
@@ -260,14 +279,16 @@ def role_units(layout: Layout, role: str, endpoints: Sequence[str],
 
 def write_units(layout: Layout, role: str, endpoints: Sequence[str],
                 replicas: Sequence[str] = (), catalog: str | None = None,
-                policy: str = "cache_aware") -> list[tuple[Path, bytes | None]]:
+                policy: str = "cache_aware", *,
+                replica: ReplicaPlan | None = None) -> list[tuple[Path, bytes | None]]:
     """Write the role's units (:func:`role_units`); each one's path and previous content
-    (for undo).  A router unit left from a release that ran one, where this one does not,
-    is removed (its previous content kept for undo), so the front never points at it."""
+    (for undo).  A router or front unit left from a release that ran one, where this one
+    does not (:data:`MOVABLE_UNITS`), is removed (its previous content kept for undo), so
+    nothing points at it."""
     written: list[tuple[Path, bytes | None]] = []
-    units = role_units(layout, role, endpoints, replicas, catalog, policy)
-    stale = unit_path().parent / ROUTER_UNIT
-    if ROUTER_UNIT not in units and stale.is_file():
+    units = role_units(layout, role, endpoints, replicas, catalog, policy, replica=replica)
+    for name in stale_units(units):
+        stale = unit_path().parent / name
         written.append((stale, stale.read_bytes()))
         stale.unlink()
     for name, text in units.items():
@@ -280,6 +301,20 @@ def write_units(layout: Layout, role: str, endpoints: Sequence[str],
         atomic_write(path, text.encode())
         written.append((path, old))
     return written
+
+
+MOVABLE_UNITS = (ROUTER_UNIT, FRONT_UNIT)
+"""The units a model host runs or not by the site's router: the router on its host, the
+front everywhere but behind it."""
+
+
+def stale_units(wanted: dict[str, str]) -> list[str]:
+    """The :data:`MOVABLE_UNITS` on disk that ``wanted`` (the release's units) leaves out,
+    on a model host (one that runs the model server)."""
+    if UNIT_NAME not in wanted:
+        return []
+    where = unit_path().parent
+    return [n for n in MOVABLE_UNITS if n not in wanted and (where / n).is_file()]
 
 
 def write_unit(layout: Layout) -> tuple[Path, bytes | None]:

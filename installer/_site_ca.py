@@ -8,13 +8,19 @@ host.  ``abhed-installer ca init DIR`` makes it once (later runs keep it)::
     DIR/ca.pem        the CA certificate: what every host trusts
     DIR/crl.pem       the revocation list the CA signs: what model hosts check
     DIR/issued.json   every credential issued: host, role, serial, validity, revoked
+    DIR/vllm.key      the site's vLLM key (0600), made at the first model host's credential
     DIR/audit/        the installer's hash-chained audit log of these verbs
 
 A host credential is one PEM file: the host's private key, its certificate
 (subject common name = the host's name; ``agent`` hosts may authenticate as
 clients, ``model`` hosts also serve; both for ``all``), and the CA certificate.
 It is written 0600 and carried to the host, where ``abhed-installer credential
-install`` keeps it root-only.  Keys are ECDSA P-256, made and signed by
+install`` keeps it root-only.  A ``model`` (or ``all``) host's credential also carries the
+site's vLLM key, one ``ABHED VLLM KEY`` PEM block: the bearer key each model host's vLLM
+demands and only the front on the router's host sends.  With several model hosts behind
+one router the front's key must open every host's vLLM, so it is the site's, not each
+host's; it travels the way the host's private key does (0600 file, root-only on the
+host), and the hosts' fronts are what engineers reach, never vLLM.  Keys are ECDSA P-256, made and signed by
 ``cryptography`` (pyca); TLS itself is OpenSSL's, through Python's ``ssl``.
 """
 
@@ -34,12 +40,16 @@ from ._errors import UsageError
 from ._layout import Layout, atomic_write, read_kept
 
 __all__ = ["ROLES", "HostPaths", "Issued", "SiteCA", "check_credential", "check_crl",
-           "host_paths", "split_credential"]
+           "host_paths", "key_digest", "model_key_of", "split_credential"]
 
 ROLES = ("agent", "model", "all")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 _INDEX_FORMAT = "abhed-site-ca/1"
 _MAX_PEM = 1024 * 1024
+_KEY_LABEL = "ABHED VLLM KEY"
+_KEY_BLOCK = re.compile(rb"-----BEGIN " + _KEY_LABEL.encode() + rb"-----\r?\n(.*?)\r?\n-----END "
+                        + _KEY_LABEL.encode() + rb"-----\r?\n?", re.S)
+_KEY_TEXT = re.compile(r"[A-Za-z0-9_-]{32,256}")
 
 
 def _utcnow() -> datetime.datetime:
@@ -95,6 +105,27 @@ class SiteCA:
     @property
     def index_path(self) -> Path:
         return self.dir / "issued.json"
+
+    @property
+    def model_key_path(self) -> Path:
+        return self.dir / "vllm.key"
+
+    def _model_key(self) -> tuple[str, bool]:
+        """The site's vLLM key, made the first time a model host is issued one: (key, made)."""
+        import secrets
+
+        try:
+            key = self.model_key_path.read_text("ascii").strip()
+        except FileNotFoundError:
+            key = secrets.token_urlsafe(32)
+            atomic_write(self.model_key_path, key.encode() + b"\n", 0o600)
+            return key, True
+        except (OSError, UnicodeError) as exc:
+            raise UsageError(f"{self.model_key_path}: {exc}; restore it from your backup") from None
+        if not _KEY_TEXT.fullmatch(key):
+            raise UsageError(f"{self.model_key_path} is damaged (not a key this CA made); "
+                             "restore it from your backup")
+        return key, False
 
     def exists(self) -> bool:
         return self.key_path.is_file() and self.cert_path.is_file()
@@ -218,6 +249,13 @@ class SiteCA:
                                  serialization.NoEncryption())
                + cert.public_bytes(serialization.Encoding.PEM)
                + ca_cert.public_bytes(serialization.Encoding.PEM))
+        model_key: dict[str, Any] = {}
+        if role in ("model", "all"):
+            shared, made = self._model_key()
+            pem += (f"-----BEGIN {_KEY_LABEL}-----\n{shared}\n-----END {_KEY_LABEL}-----\n"
+                    .encode())
+            model_key = {"vllm_key": "made" if made else "shared",
+                         "vllm_key_sha256": key_digest(shared)}
         for e in live:
             e["revoked"] = now.isoformat(timespec="seconds")
             e["revoked_reason"] = "superseded"
@@ -229,7 +267,7 @@ class SiteCA:
             self._write_crl()
         self.audit.append("ca", "rotate" if live else "issue", "ok", host=host, role=role,
                           serial=f"{serial:x}", not_after=not_after.isoformat(timespec="seconds"),
-                          superseded=[f"{e['serial']:x}" for e in live] or None)
+                          superseded=[f"{e['serial']:x}" for e in live] or None, **model_key)
         return Issued(host, serial, True, pem, not_after.isoformat(timespec="seconds"))
 
     def revoke(self, host: str) -> list[int]:
@@ -278,13 +316,38 @@ def _fingerprint(cert: Any) -> str:
     return str(cert.fingerprint(hashes.SHA256()).hex())
 
 
+def key_digest(key: str) -> str:
+    """What the audit logs record of the vLLM key: enough to tell two apart, never the key."""
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def model_key_of(data: bytes, source: str) -> str | None:
+    """The site's vLLM key a model host's credential file carries (None in an agent host's,
+    or one issued before the key was shared); UsageError when the block is malformed."""
+    blocks = _KEY_BLOCK.findall(data)
+    if not blocks:
+        if f"BEGIN {_KEY_LABEL}".encode() in data:
+            raise UsageError(f"{source}: its {_KEY_LABEL} block is cut or malformed; issue "
+                             "the credential again (`abhed-installer ca issue ... --rotate`)")
+        return None
+    key: str = bytes(blocks[0]).decode("ascii", "replace").strip()
+    if len(blocks) > 1 or not _KEY_TEXT.fullmatch(key):
+        raise UsageError(f"{source}: its {_KEY_LABEL} block is not one key from `abhed-installer "
+                         "ca issue`; issue the credential again")
+    return key
+
+
 def split_credential(data: bytes, source: str) -> tuple[bytes, bytes, Any, Any, Any]:
-    """(key + host certificate PEM, CA PEM, key, host cert, CA cert) of a credential file."""
+    """(key + host certificate PEM, CA PEM, key, host cert, CA cert) of a credential file
+    (its vLLM key, if any, is :func:`model_key_of`'s)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
     if len(data) > _MAX_PEM:
         raise UsageError(f"{source} is over {_MAX_PEM} bytes: not a host credential")
+    data = _KEY_BLOCK.sub(b"", data)
     try:
         key = serialization.load_pem_private_key(data, password=None)
         certs = x509.load_pem_x509_certificates(data)

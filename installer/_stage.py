@@ -49,6 +49,7 @@ class Staging:
     descriptor: Any = None  # installer._descriptor.Descriptor
     descriptor_path: Path | None = None
     units: list[tuple[Path, bytes | None]] = field(default_factory=list)  # (path, old content)
+    replica: Any = None  # installer._roles.ReplicaPlan: this host's vLLM behind another's router
     old_state: State | None = None
     trust_sha: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -234,11 +235,16 @@ def _carry_local(s: Staging) -> dict[str, Any]:
 
 
 def _run_script(s: Staging) -> None:
+    """``run-model-server`` and ``check-model-host`` for the release's model; on a model
+    host behind another host's router (installer._roles.replica_plan), on the address the
+    router reaches it at rather than loopback."""
     if s.descriptor is None or s.role == "agent":  # an agent host serves no model
         return
     from ._descriptor import expand
+    from ._roles import replica_plan
     from ._services import (
         CHECK_SCRIPT,
+        DEFAULT_PORT,
         PORT_MARK,
         RUN_SCRIPT,
         render_check_script,
@@ -247,28 +253,37 @@ def _run_script(s: Staging) -> None:
 
     assert s.descriptor_path is not None
     release = s.release
+    router = s.manifest.roles.router if s.manifest.roles is not None else None
+    s.replica = replica_plan((router.host, router.replicas) if router else None, s.role)
+    host = s.replica.address if s.replica else "127.0.0.1"
+    port = s.replica.port if s.replica else DEFAULT_PORT
+    shown = f"[{host}]" if ":" in host else host
     vals = {"release": str(release), "venv": str(release / "venv"),
             "python": str(release / "venv/bin/python"),
-            "model_dir": str(s.descriptor_path.parent), "host": "127.0.0.1", "port": PORT_MARK,
-            "base_url": f"http://127.0.0.1:{PORT_MARK}/v1",
+            "model_dir": str(s.descriptor_path.parent), "host": host, "port": PORT_MARK,
+            "base_url": f"http://{shown}:{PORT_MARK}/v1",
             "served_name": s.descriptor.served_name,
             "workspace": str(s.layout.data), "data": str(s.layout.data)}
     argv = expand(s.descriptor.command, vals, release=release, what="the model-server command")
     script = release / RUN_SCRIPT
-    script.write_text(render_run_script(s.version, argv, s.descriptor.env, s.layout))
+    script.write_text(render_run_script(s.version, argv, s.descriptor.env, s.layout, port))
     script.chmod(0o755)
     if s.descriptor.host_check is not None:  # after each start of the service: once
         check = [*expand(s.descriptor.host_check, vals, release=release, what="the host check"),
                  "--wait-s", str(int(s.descriptor.startup_timeout_s))]
         script = release / CHECK_SCRIPT
-        script.write_text(render_check_script(s.version, check, s.layout))
+        script.write_text(render_check_script(s.version, check, s.layout, port))
+    if s.replica is not None:
+        say(f"model server: behind the router on {s.replica.router_host}, serving "
+            f"{s.replica.url} (vLLM on {host}:{port}, open to this host and "
+            f"{', '.join(s.replica.allow)} only)")
         script.chmod(0o755)
 
 
 def _record(s: Staging) -> None:
     write_release_json(s.release, s.manifest, s.signers, downgrade=s.downgrade, python=s.python,
                        bundle=s.bundle, skip_gate=s.skip_gate, manifest_sha256=s.manifest_sha256,
-                       role=s.role)
+                       role=s.role, replica=s.replica.as_json() if s.replica else None)
     record_sha, release_sha = write_record(s.release, s.manifest)
     s.audited("recorded", "ok", record_sha256=record_sha, release_sha256=release_sha)
 
@@ -286,9 +301,11 @@ def _units(s: Staging) -> None:
         return
     plan = release_router(s.release, s.role, s.layout.current)
     s.units = write_units(s.layout, s.role, s.manifest.roles.model_endpoints,
-                          *((plan.replicas, plan.catalog, plan.policy) if plan else ()))
+                          *((plan.replicas, plan.catalog, plan.policy) if plan else ()),
+                          replica=s.replica)
     s.audited("units", "ok", units=[str(p) for p, _ in s.units],
-              router=list(plan.replicas) if plan else None)
+              router=list(plan.replicas) if plan else None,
+              replica=s.replica.as_json() if s.replica else None)
 
 
 def _restore_unit(s: Staging) -> None:

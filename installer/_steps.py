@@ -137,14 +137,15 @@ def restart_doors(layout: Layout, role: str, audit: AuditLog, action: str, run: 
 
 def _units_of(layout: Layout, version: int, role: str) -> dict[str, str]:
     """The units release ``version`` runs on this host (its role's, its router's)."""
-    from ._roles import release_role, release_router
+    from ._roles import release_replica, release_role, release_router
     from ._services import role_units
 
     release = layout.release(version)
     plan = release_router(release, role, layout.current)
     endpoints = release_role(release)[1]
     return role_units(layout, role, endpoints,
-                      *((plan.replicas, plan.catalog, plan.policy) if plan else ()))
+                      *((plan.replicas, plan.catalog, plan.policy) if plan else ()),
+                      replica=release_replica(release))
 
 
 def rewrite_units(layout: Layout, role: str, audit: AuditLog, action: str, run: str,
@@ -152,7 +153,7 @@ def rewrite_units(layout: Layout, role: str, audit: AuditLog, action: str, run: 
     """The units as release ``version`` declares them, written where they differ (a
     rollback to a release with another router, or none); recorded.  Staging already wrote
     them for an install or upgrade, so there this changes nothing."""
-    from ._services import ROUTER_UNIT, systemctl, systemd_present, unit_path
+    from ._services import stale_units, systemctl, systemd_present, unit_path
 
     if not systemd_present():
         return
@@ -169,11 +170,10 @@ def rewrite_units(layout: Layout, role: str, audit: AuditLog, action: str, run: 
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(path, text.encode())
             changed.append(name)
-    stale = where / ROUTER_UNIT
-    if ROUTER_UNIT not in wanted and stale.is_file():
-        systemctl("disable", "--now", ROUTER_UNIT)  # the front no longer points at it
-        stale.unlink()
-        changed.append(ROUTER_UNIT)
+    for name in stale_units(wanted):  # nothing of this release points at it
+        systemctl("disable", "--now", name)
+        (where / name).unlink()
+        changed.append(name)
     if changed:
         audit.append(action, "units", "ok", run=run, version=version, rewritten=changed)
 
@@ -184,7 +184,7 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
     after the model server, because the front checks the hosts behind it, this one
     included, when it starts."""
     from ._health import loopback_get
-    from ._roles import release_role
+    from ._roles import release_replica, release_role
     from ._services import DEFAULT_PORT, UNIT_NAME, systemctl
 
     fault_point("switched")
@@ -203,10 +203,13 @@ def post_switch(layout: Layout, audit: AuditLog, action: str, run: str, version:
         restart_doors(layout, role, audit, action, run, version)
         return
     systemctl("restart", UNIT_NAME)
+    replica = release_replica(layout.release(version))  # its vLLM is on its site address
+    health = (f"{replica.url}/health" if replica is not None
+              else f"http://127.0.0.1:{DEFAULT_PORT}/health")
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         try:
-            if loopback_get(f"http://127.0.0.1:{DEFAULT_PORT}/health", 2.0)[0] == 200:
+            if loopback_get(health, 2.0)[0] == 200:
                 audit.append(action, "service", "ok", run=run, version=version)
                 restart_doors(layout, role, audit, action, run, version)
                 return

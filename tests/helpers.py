@@ -1,13 +1,16 @@
 """Helpers every test folder may use: waiting on a condition with a deadline; calls run side
 by side in threads; a scratch directory another Unix user can pass through; a hard-linked
-copy of a source tree; a real wheel."""
+copy of a source tree; a real wheel; what this checkout's build scripts made (the built
+installer, the router's Python)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import os
+import shlex
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parents[1]  # the checkout
 
 
 def wait_for(cond: Callable[[], T], timeout_s: float = 30.0, *, poll_s: float = 0.02,
@@ -116,3 +121,25 @@ def write_tiny_catalog(home: Path, weights: Path, served_name: str) -> None:
     entry = CatalogEntry(name="tiny", served_name=served_name, weights_dir=str(weights),
                          files=hash_weights(weights), tool_call_parser="hermes", max_model_len=2048)
     (home / "catalog.json").write_text(json.dumps({"models": [entry.model_dump(mode="json")]}))
+
+
+def built_by(script: str, *args: str, timeout_s: float) -> str:
+    """The last line ``scripts/<script>`` prints: the path of what it made (cached outside the
+    checkout, so each run after the first on a machine is a cache hit)."""
+    out = subprocess.run([str(ROOT / "scripts" / script), *args], check=True,
+                         capture_output=True, text=True, timeout=timeout_s)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def installer_argv() -> list[str]:
+    """The built installer: ``ABHED_INSTALLER_BIN`` (a path, or e.g. "python -m installer"
+    while developing), else ``scripts/build-installer --cached`` (PyInstaller)."""
+    given = os.environ.get("ABHED_INSTALLER_BIN")
+    if given:
+        return shlex.split(given)
+    return [built_by("build-installer", "--cached", timeout_s=1200)]
+
+
+def router_python() -> str:
+    """The Python that runs the vLLM project's router (``scripts/router-env``)."""
+    return built_by("router-env", timeout_s=900)

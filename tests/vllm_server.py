@@ -126,6 +126,25 @@ def write_home(home: Path, python: str, entry: CatalogEntry, port: int) -> None:
         "vllm_python": python, "port": port, "env": VLLM_ENV, "startup_timeout_s": 900}}))
 
 
+def served_url(proc: subprocess.Popen[str], home: Path, where: str = "") -> tuple[str, list[str]]:
+    """The URL ``abhed serve`` (``proc``, with ``home`` its ABHED_HOME) prints once vLLM
+    answers, and the list its stderr is read into as it runs (on a thread of its own, so
+    that a full pipe never stalls it).  One that ends without a URL raises, with its stderr
+    and the end of vLLM's log; ``where`` (" on model-1") says which host's it was."""
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    output: list[str] = []
+    threading.Thread(target=lambda: output.extend(stderr), daemon=True).start()
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http://"):
+        proc.wait(60)
+        log = home / "logs" / "vllm-tiny.log"
+        tail = log.read_text()[-4000:] if log.exists() else ""
+        raise RuntimeError(f"abhed serve did not start vLLM{where}: {''.join(output)[-2000:]}\n"
+                           f"{tail}")
+    return url, output
+
+
 def shared_vllm() -> RealVllm:
     """Start (once) or return the session's real vLLM, served by `abhed serve`."""
     global _server
@@ -140,15 +159,7 @@ def shared_vllm() -> RealVllm:
         env = {**os.environ, "ABHED_HOME": str(home)}
         proc = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--model", "tiny"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        assert proc.stdout is not None and proc.stderr is not None
-        output: list[str] = []
-        threading.Thread(target=lambda: output.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            proc.wait(30)
-            log = (home / "logs" / "vllm-tiny.log")
-            tail = log.read_text()[-4000:] if log.exists() else ""
-            raise RuntimeError(f"abhed serve did not start vLLM: {''.join(output)[-2000:]}\n{tail}")
+        url, output = served_url(proc, home)
         _server = RealVllm(url, home, proc, entry, python, output)
         atexit.register(stop, _server)
         return _server

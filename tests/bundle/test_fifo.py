@@ -3,6 +3,8 @@ waited on: ``open()`` on a FIFO blocks until a writer appears, so every command 
 a path it was given must check the type on the descriptor it opened without blocking.
 
 Each command runs in a subprocess with a deadline, so a regression fails instead of hanging.
+``bundle.open_regular`` and ``read_regular`` themselves are tested beside foundation's, whose
+rule they keep (tests/foundation/test_mechanisms.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle import BundleError, SecretKey, open_regular, read_regular
+from bundle import SecretKey
 
 ABHED = [sys.executable, "-m", "cli"]
 
@@ -38,29 +40,6 @@ def pub(tmp_path: Path) -> Path:
     p = tmp_path / "k.pub"
     p.write_text(key.public_key().to_text())
     return p
-
-
-def test_open_regular_refuses_a_fifo_a_device_and_a_directory(fifo: Path, tmp_path: Path) -> None:
-    with pytest.raises(BundleError, match="named pipe"):
-        open_regular(fifo)
-    with pytest.raises(BundleError, match="character device"):
-        open_regular(Path("/dev/zero"))
-    with pytest.raises(BundleError, match="directory"):
-        open_regular(tmp_path)
-    with pytest.raises(BundleError, match="no such file"):
-        open_regular(tmp_path / "absent")
-
-
-def test_read_regular_caps_the_size_and_reads_blocking_afterwards(tmp_path: Path) -> None:
-    f = tmp_path / "f"
-    f.write_bytes(b"x" * 100)
-    assert read_regular(f, 100) == b"x" * 100
-    with pytest.raises(BundleError, match="larger than 99 bytes"):
-        read_regular(f, 99)
-    with open_regular(f) as fh:  # O_NONBLOCK was cleared: an ordinary blocking file object
-        import fcntl
-
-        assert not fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
 
 
 @pytest.mark.parametrize("verb", ["verify", "inspect"])

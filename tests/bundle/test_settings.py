@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -160,29 +161,24 @@ def test_hostile_and_oversized_tables_are_refused(tmp_path: Path, key: SecretKey
     assert not (tmp_path / "a.abhed").exists()
 
 
+def _toml(value: Any) -> str:
+    """``value`` as TOML writes it: tables inline, strings quoted as JSON quotes them (a TOML
+    basic string), a date bare (TOML's own type, which JSON lacks)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return json.dumps(value)
+
+
 def test_a_toml_date_is_refused_by_key_not_a_crash(tmp_path: Path, key: SecretKey) -> None:
-    spec = _spec(tmp_path / "a")
+    body = json.loads(_spec(tmp_path / "a").read_text())
+    body["site"]["settings"] = {"loop": {"deadline": datetime(1979, 5, 27, 7, 32, tzinfo=UTC)}}
     toml = tmp_path / "a" / "spec.toml"
-    body = json.loads(spec.read_text())
-    toml.write_text(f"""format = "abhed-bundle-spec/1"
-name = "plant"
-version = 3
-[platform]
-os = "linux"
-arch = "x86_64"
-glibc = "2.36"
-python = "3.11"
-accelerator = "cpu"
-[[model]]
-name = "tiny"
-dir = "tiny"
-licence = "MIT"
-source = "test"
-[site]
-name = "{body['site']['name']}"
-[site.settings.loop]
-deadline = 1979-05-27T07:32:00Z
-""")
+    toml.write_text("".join(f"{name} = {_toml(value)}\n" for name, value in body.items()))
+    assert '"deadline" = 1979-05-27T07:32:00Z' in toml.read_text()  # a date, not a string
     with pytest.raises(SpecError, match=r"site\.settings\.loop\.deadline: a TOML date"):
         build_bundle(toml, tmp_path / "t.abhed", [key], check_settings=check_settings,
                      model_kit=BUNDLE_KIT)

@@ -9,10 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
+import bundle
+from bundle import BundleError
 from foundation import (
     FileMissing,
     FileRefused,
@@ -34,26 +39,53 @@ def fifo(tmp_path: Path) -> Path:
     return p
 
 
-def test_open_regular_refuses_a_fifo_a_device_a_directory_and_nothing(fifo: Path,
-                                                                      tmp_path: Path) -> None:
-    with pytest.raises(NotRegularFile, match="named pipe") as info:
-        open_regular(fifo, "bundle")
-    assert info.value.kind == "a named pipe (FIFO)"
-    with pytest.raises(NotRegularFile, match="character device"):
-        open_regular(Path("/dev/null"))
-    with pytest.raises(NotRegularFile, match="directory"):
-        open_regular(tmp_path)
-    with pytest.raises(FileMissing, match=f"^bundle {tmp_path}/absent: no such file$"):
-        open_regular(tmp_path / "absent", "bundle")
+@dataclass(frozen=True)
+class Reader:
+    """One package's face of the regular-file rule: its two calls and what each refusal
+    raises.  ``bundle`` keeps foundation's rule and words but speaks its own root."""
+
+    open: Callable[..., BinaryIO]
+    read: Callable[..., bytes]
+    not_regular: type[Exception]  # a FIFO, a device, a directory
+    missing: type[Exception]
+    too_large: type[Exception]
 
 
-def test_read_regular_caps_the_size_and_the_descriptor_blocks_again(tmp_path: Path) -> None:
+READERS = [
+    pytest.param(Reader(open_regular, read_regular, NotRegularFile, FileMissing, FileRefused),
+                 id="foundation"),
+    pytest.param(Reader(bundle.open_regular, bundle.read_regular, BundleError, BundleError,
+                        BundleError), id="bundle"),
+]
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_open_regular_refuses_a_fifo_a_device_a_directory_and_nothing(
+        reader: Reader, fifo: Path, tmp_path: Path) -> None:
+    with pytest.raises(reader.not_regular, match="named pipe") as info:
+        reader.open(fifo, "bundle")
+    if isinstance(info.value, NotRegularFile):  # bundle's error carries the words alone
+        assert info.value.kind == "a named pipe (FIFO)"
+    for device in ("/dev/null", "/dev/zero"):
+        with pytest.raises(reader.not_regular, match="character device"):
+            reader.open(Path(device))
+    with pytest.raises(reader.not_regular, match="directory"):
+        reader.open(tmp_path)
+    with pytest.raises(reader.missing, match=f"^bundle {tmp_path}/absent: no such file$"):
+        reader.open(tmp_path / "absent", "bundle")
+    with pytest.raises(reader.missing, match="no such file"):
+        reader.open(tmp_path / "absent")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_read_regular_caps_the_size_and_the_descriptor_blocks_again(reader: Reader,
+                                                                    tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"x" * 100)
-    assert read_regular(f, 100) == b"x" * 100
-    with pytest.raises(FileRefused, match="larger than 99 bytes"):
-        read_regular(f, 99)
-    with open_regular(f) as fh:
+    assert reader.read(f, 100) == b"x" * 100
+    with pytest.raises(reader.too_large, match="larger than 99 bytes"):
+        reader.read(f, 99)
+    with reader.open(f) as fh:  # O_NONBLOCK was cleared: an ordinary blocking file object
         assert not fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
 
 

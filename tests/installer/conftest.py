@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import pytest
 from bundle import SecretKey, build_bundle
 from cli.bundle import check_settings
 from models import BUNDLE_KIT
+from tests.helpers import installer_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ABHED_CACHE") or Path.home() / ".cache" / "abhed")
@@ -41,12 +41,7 @@ PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 @pytest.fixture(scope="session")
 def installer_bin() -> list[str]:
-    override = os.environ.get("ABHED_INSTALLER_BIN")
-    if override:
-        return shlex.split(override)
-    out = subprocess.run([str(ROOT / "scripts/build-installer"), "--cached"], check=True,
-                         capture_output=True, text=True, timeout=1200)
-    return [out.stdout.strip().splitlines()[-1]]
+    return installer_argv()
 
 
 @pytest.fixture(scope="session")

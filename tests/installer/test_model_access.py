@@ -12,6 +12,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -263,3 +264,86 @@ def test_the_built_binary_runs_the_verbs(installer_bin: list[str], tmp_path: Pat
     assert run("ca", "issue", tmp_path / "ca", "--host", "bad host", "--role", "agent",
                "--out", tmp_path / "x.pem").returncode == ExitCode.USAGE
     assert Enrolment(prefix / "state/engineers.json").check("nobody", 65534) is None
+
+
+def test_every_model_host_gets_the_sites_one_vllm_key_and_an_agent_host_none(
+        ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Behind one router the front's key must open every host's vLLM: the CA makes the
+    site's key once and each model host's credential carries it (installer._site_ca)."""
+    from installer._layout import Layout
+    from installer._services import vllm_key_path
+
+    keys = []
+    for host in ("model-1", "model-2"):
+        prefix = tmp_path / f"opt-{host}"
+        prefix.mkdir()
+        cred = tmp_path / f"{host}.pem"
+        assert _run(capsys, "ca", "issue", ca, "--host", host, "--role", "model",
+                    "--out", cred)[0] == 0
+        code, text = _run(capsys, "credential", "install", cred, "--prefix", prefix)
+        assert code == 0 and "installed: the site's vLLM key" in text, text
+        key = vllm_key_path(Layout(prefix))
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        keys.append(key.read_text())
+        # The key never lands in host.pem, which holds the host's key and certificate.
+        assert b"VLLM KEY" not in (prefix / "state/credential/host.pem").read_bytes()
+    assert keys[0] == keys[1] == (ca / "vllm.key").read_text()
+    assert stat.S_IMODE((ca / "vllm.key").stat().st_mode) == 0o600
+    issued = [e for _, e in AuditLog(ca / "audit").entries() if e["step"] == "issue"]
+    assert [e.get("vllm_key") for e in issued] == ["made", "shared"]
+    assert keys[0].strip() not in (ca / "issued.json").read_text()
+    for _, entry in AuditLog(ca / "audit").entries():
+        assert keys[0].strip() not in json.dumps(entry)  # a digest, never the key
+    assert b"VLLM KEY" not in _issue(capsys, ca, tmp_path, "agent-9", "agent")
+
+
+def _issue(capsys: pytest.CaptureFixture[str], ca: Path, tmp_path: Path, host: str,
+           role: str) -> bytes:
+    out = tmp_path / f"{host}.pem"
+    assert _run(capsys, "ca", "issue", ca, "--host", host, "--role", role, "--out", out)[0] == 0
+    return out.read_bytes()
+
+
+def test_a_host_key_of_its_own_is_replaced_by_the_sites_and_the_install_is_idempotent(
+        ca: Path, tmp_path: Path, prefix: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model host set up before the site's key (its own, made at install) takes the
+    site's from its next credential, recorded; installing the same file again changes
+    nothing."""
+    from installer._layout import Layout
+    from installer._services import vllm_key_path
+
+    key = vllm_key_path(Layout(prefix))
+    key.parent.mkdir(parents=True)
+    key.write_text("its-own-key-made-before-the-site-had-one-000\n")
+    cred = tmp_path / "m.pem"
+    cred.write_bytes(_issue(capsys, ca, tmp_path, "model-1", "model"))
+    code, text = _run(capsys, "credential", "install", cred, "--prefix", prefix)
+    assert code == 0 and "replaced: the site's vLLM key" in text, text
+    assert key.read_text() == (ca / "vllm.key").read_text()
+    code, text = _run(capsys, "credential", "install", cred, "--prefix", prefix)
+    assert code == 0 and text.startswith("unchanged"), text
+    last = [e for _, e in AuditLog(prefix / "audit").entries()][-1]
+    assert last["vllm_key"] == "replaced" and len(last["vllm_key_sha256"]) == 16
+
+
+@pytest.mark.parametrize("damage", [
+    lambda pem: pem.replace(b"-----END ABHED VLLM KEY-----\n", b""),  # cut
+    lambda pem: pem.replace(b"-----BEGIN ABHED VLLM KEY-----\n",
+                            b"-----BEGIN ABHED VLLM KEY-----\n$(rm -rf /)\n"),  # hostile
+    lambda pem: pem + pem[pem.index(b"-----BEGIN ABHED"):],  # two keys
+    lambda pem: pem.replace(b"-----BEGIN ABHED VLLM KEY-----\n",
+                            b"-----BEGIN ABHED VLLM KEY-----\n" + b"A" * 5000),  # oversized
+])
+def test_a_malformed_vllm_key_block_installs_nothing(
+        ca: Path, tmp_path: Path, prefix: Path, capsys: pytest.CaptureFixture[str],
+        damage: Any) -> None:
+    from installer._layout import Layout
+    from installer._services import vllm_key_path
+
+    cred = tmp_path / "bad.pem"
+    cred.write_bytes(damage(_issue(capsys, ca, tmp_path, "model-1", "model")))
+    code, text = _run(capsys, "credential", "install", cred, "--prefix", prefix)
+    assert code == ExitCode.USAGE and "ABHED VLLM KEY block" in text, text
+    assert "issue the credential again" in text
+    assert not vllm_key_path(Layout(prefix)).exists()
+    assert not (prefix / "state/credential/host.pem").exists()

@@ -24,11 +24,10 @@ from models import (
     ScriptStep,
     router_command,
 )
-from tests.helpers import wait_for
+from tests.helpers import router_python, wait_for
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 MSG = [{"role": "user", "content": "hi"}]
 
 
@@ -38,12 +37,6 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _router_python() -> str:
-    out = subprocess.run([str(ROOT / "scripts/router-env")], capture_output=True, text=True,
-                         check=True, timeout=900).stdout
-    return out.strip().splitlines()[-1]
-
-
 @pytest.fixture
 def routed(tmp_path: Path) -> Iterator[tuple[OpenAIClient, list[ScriptedServer], RouterSettings]]:
     a = ScriptedServer(responder=lambda body: ScriptStep(text="from-a")).start()
@@ -51,7 +44,7 @@ def routed(tmp_path: Path) -> Iterator[tuple[OpenAIClient, list[ScriptedServer],
     settings = RouterSettings(replicas=(a.base_url, b.base_url), policy="round_robin",
                               port=_port(), health_check_interval_s=1)
     log = (tmp_path / "router.log").open("wb")
-    proc = subprocess.Popen(router_command(settings, _router_python()), stdout=log,
+    proc = subprocess.Popen(router_command(settings, router_python()), stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     client = OpenAIClient([settings.base_url], max_retries=3, backoff_s=0.05, deadline_s=60)
     try:

@@ -41,7 +41,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from tests.vllm_server import (
     SERVED,
     entry_for,
     free_port,
+    served_url,
     tiny_model,
     vllm_python,
     wired_model,
@@ -253,14 +253,11 @@ class Site:
         """Stop a service (SIGTERM to its group, SIGKILL after ``timeout_s``): its exit code.
         A model host restarted mid-session (the serving issue) is ``stop`` then ``service``."""
         if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            _signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait(30)
         return proc.returncode
 
@@ -270,10 +267,7 @@ class Site:
         self._closed = True
         for proc in [*self._services, *(h.anchor for h in self.hosts.values())]:
             if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _signal_group(proc, signal.SIGKILL)
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
@@ -291,6 +285,15 @@ class Site:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30,
                            check=False)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _signal_group(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``proc`` leads (a service's whole tree); a group
+    that has already gone is no error."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def build_site(agent_hosts: dict[str, Sequence[str]], model_hosts: Sequence[str] = ("model-1",),
@@ -343,14 +346,5 @@ def start_vllm(site: Site, host: SiteHost, *, cpus: str | None = None,
     where = ["--host", listen] if listen is not None else []
     proc = site.service(host, [*pin, sys.executable, "-m", "cli", "serve", "--model", "tiny",
                                *where], env={"ABHED_HOME": "/srv/vllm"})
-    assert proc.stdout is not None and proc.stderr is not None
-    errors: list[str] = []
-    threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    url = proc.stdout.readline().strip()
-    if not url.startswith("http://"):
-        proc.wait(60)
-        log = home / "logs" / "vllm-tiny.log"
-        tail = log.read_text()[-4000:] if log.exists() else ""
-        raise RuntimeError(f"abhed serve did not start vLLM on {host.name}: "
-                           f"{''.join(errors)[-2000:]}\n{tail}")
+    url, _ = served_url(proc, home, f" on {host.name}")
     return SiteVllm(host, url, SERVED, proc)

@@ -12,7 +12,8 @@ names the run script's port, 8000).  A host the installer gave a release runs th
 units staged under its :data:`SYSROOT` as written instead (:func:`start_staged`).
 
 The installer is the built binary (``scripts/build-installer --cached``, as
-tests/installer uses it), or what ``ABHED_INSTALLER_BIN`` names.
+tests/installer uses it: ``tests.helpers.installer_argv``), or what ``ABHED_INSTALLER_BIN``
+names.
 """
 
 from __future__ import annotations
@@ -31,29 +32,19 @@ from pathlib import Path
 
 from installer._layout import Layout
 from installer._services import FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, ROUTER_UNIT, role_units
+from tests.helpers import ROOT, installer_argv
 from tests.site.harness import Site, SiteHost, SiteVllm
 
-__all__ = ["PREFIX", "SYSROOT", "SiteService", "engineer_config", "installer_argv", "site_layer",
+__all__ = ["PREFIX", "RECORD", "SYSROOT", "SiteService", "engineer_config", "site_layer",
            "start_model_service", "start_relays", "start_staged"]
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "/srv/abhed"  # each host's own /srv
+RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record, on a model host
 # Each host's root for the installer's systemd units (ABHED_INSTALLER_SYSROOT, with a
 # run/systemd/system of its own): there is no systemd in the test, so the units are staged
 # there and never started by systemctl; the harness starts their ExecStart itself.
 SYSROOT = "/srv/sysroot"
 ABHED = [sys.executable, "-m", "cli"]
-
-
-def installer_argv() -> list[str]:
-    """The built installer (``ABHED_INSTALLER_BIN``, else ``scripts/build-installer
-    --cached``, as tests/installer's fixture: a cache hit when that suite built it)."""
-    given = os.environ.get("ABHED_INSTALLER_BIN")
-    if given:
-        return shlex.split(given)
-    out = subprocess.run([str(ROOT / "scripts/build-installer"), "--cached"], check=True,
-                         capture_output=True, text=True, timeout=1200)
-    return [out.stdout.strip().splitlines()[-1]]
 
 
 @dataclass

@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from models import read_requests
-from tests.helpers import wait_for
+from tests.helpers import ROOT, router_python, wait_for
 from tests.site.harness import Site, SiteHost, SiteVllm, build_site, start_vllm
 from tests.site.model_service import (
     PREFIX,
+    RECORD,
     engineer_config,
     site_layer,
     start_model_service,
@@ -37,15 +38,7 @@ from tests.site.model_service import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORD = f"{PREFIX}/data/model-requests.sqlite"
 USERS = ("ana", "bob")
-
-
-def _router_python() -> str:
-    out = subprocess.run([str(ROOT / "scripts/router-env")], capture_output=True, text=True,
-                         check=True, timeout=900).stdout
-    return out.strip().splitlines()[-1]
 
 
 def _both(site: Site) -> tuple[SiteVllm, SiteVllm]:
@@ -118,7 +111,7 @@ def test_a_model_host_stopped_and_restarted_mid_session_loses_nothing_silently(
 
 
 def _failover(site: Site, tmp_path: Path, t0: float) -> None:
-    router_py = _router_python()
+    router_py = router_python()
     v1, v2 = _both(site)
     started_s = time.monotonic() - t0
     m1, eng = site.hosts["model-1"], site.hosts["eng-1"]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import ROOT
 from tests.site.harness import Site, build_site, sweep_stale
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _netns() -> set[str]:

@@ -52,12 +52,13 @@ import pytest
 from installer._services import DEFAULT_PORT, FRONT_UNIT, RELAY_SOCKET, RELAY_UNIT, UNIT_NAME
 from models import GATE_ENGINEER, read_requests
 from tests.appliance.events.ocsf_schema import ocsf_problems
-from tests.helpers import wait_for
+from tests.helpers import ROOT, wait_for
 from tests.site.conftest import MODEL_ENDPOINT, SiteBundle
 from tests.site.harness import ENGINEERS, Site, SiteHost
 from tests.site.model_service import (
     ABHED,
     PREFIX,
+    RECORD,
     SYSROOT,
     SiteService,
     engineer_config,
@@ -68,9 +69,7 @@ from tests.site.model_service import (
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 PORT = 8443
-RECORD = f"{PREFIX}/data/model-requests.sqlite"  # the front unit's --record
 RELEASE_ABHED = f"{PREFIX}/bin/abhed"  # the installed release's (the bin link's target)
 
 

@@ -191,6 +191,14 @@ def feed_turn(app: AbhedApp, prompt: str, *, tool: str | None = None, args: Any 
                                    message="the model finished", turns=2, answer=answer)))
 
 
+def start_call(app: AbhedApp, prompt: str, call_id: str, tool: str, args: dict[str, Any]) -> None:
+    """A run under way with one call running: ``prompt`` fed, the app running, the call's
+    action recorded and no result for it yet."""
+    feed_turn(app, prompt)
+    app.running = True
+    app.sink.event(stored(ActionEvent(session_id=SID, call_id=call_id, tool=tool, args=args)))
+
+
 def stream(app: AbhedApp, text: str) -> None:
     app.sink.delta(Delta(kind="text", text=text))
 

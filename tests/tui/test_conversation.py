@@ -26,6 +26,7 @@ from tests.tui.helpers import (
     kind_of,
     notes,
     pending,
+    start_call,
     stored,
     stream,
     until,
@@ -217,10 +218,7 @@ async def test_a_running_command_streams_into_its_card_bounded_with_its_age() ->
     now = [50.0]
     app = fake_app(clock=lambda: now[0])
     async with running(app) as pilot:
-        feed_turn(app, "start")
-        app.running = True
-        app.sink.event(stored(ActionEvent(session_id=SID, call_id="c9", tool="bash",
-                                          args={"command": "make", "description": "d"})))
+        start_call(app, "start", "c9", "bash", {"command": "make", "description": "d"})
         await pilot.pause()
         for i in range(5000):
             app.sink.progress("c9", f"compiling unit {i}\n")  # type: ignore[attr-defined]
@@ -242,10 +240,7 @@ async def test_a_running_command_streams_into_its_card_bounded_with_its_age() ->
 async def test_a_running_subagent_shows_its_current_calls_and_its_approval_says_who_asks() -> None:
     app = fake_app()
     async with running(app) as pilot:
-        feed_turn(app, "audit")
-        app.running = True
-        app.sink.event(stored(ActionEvent(session_id=SID, call_id="t1", tool="task",
-                                          args={"description": "audit parsers", "prompt": "p"})))
+        start_call(app, "audit", "t1", "task", {"description": "audit parsers", "prompt": "p"})
         app.sink.event(stored(TaskStarted(session_id=SID, call_id="t1", child_session_id="s-kid",
                                           agent_type="explore", description="audit parsers")))
         app.sink.event(stored(ActionEvent(session_id="s-kid", call_id="k1", tool="grep",

@@ -18,7 +18,7 @@ import pytest
 from textual.pilot import Pilot
 
 from appliance.events import PlanStepState, PlanUpdated, TodoEntry, TodoUpdated
-from tests.tui.helpers import INFO, SID, fake_app, feed_turn, pending, stored, stream
+from tests.tui.helpers import INFO, SID, fake_app, feed_turn, pending, start_call, stored, stream
 from tui import AbhedApp
 
 SIZE = (100, 32)
@@ -164,16 +164,11 @@ def test_a_failing_command_says_failed_and_shows_why(snap_compare: Any) -> None:
 
 
 def test_a_running_command_streams_its_output_with_its_age(snap_compare: Any) -> None:
-    from appliance.events import ActionEvent
-
     now = [1000.0]
 
     def feed(a: AbhedApp) -> None:
-        feed_turn(a, "start the server")
-        a.running = True
-        a.sink.event(stored(ActionEvent(session_id=SID, call_id="r-1.2.0", tool="bash",
-                                        args={"command": "echo starting; sleep 30",
-                                              "description": "wait"})))
+        start_call(a, "start the server", "r-1.2.0", "bash",
+                   {"command": "echo starting; sleep 30", "description": "wait"})
         a.sink.progress("r-1.2.0", "starting\n")  # type: ignore[attr-defined]
         a.sink.progress("r-1.2.0", "listening on :8080\n")  # type: ignore[attr-defined]
     app, before = prepared(feed, clock=lambda: now[0])
@@ -192,11 +187,8 @@ def test_a_running_subagent_shows_its_calls(snap_compare: Any) -> None:
     from tools import ToolResult
 
     def feed(a: AbhedApp) -> None:
-        feed_turn(a, "audit the parsers")
-        a.running = True
-        a.sink.event(stored(ActionEvent(session_id=SID, call_id="r-1.1.0", tool="task",
-                                        args={"description": "audit the parsers",
-                                              "prompt": "find unsafe parsing"})))
+        start_call(a, "audit the parsers", "r-1.1.0", "task",
+                   {"description": "audit the parsers", "prompt": "find unsafe parsing"})
         a.sink.event(stored(TaskStarted(session_id=SID, call_id="r-1.1.0",
                                         child_session_id="s-child", agent_type="explore",
                                         description="audit the parsers",

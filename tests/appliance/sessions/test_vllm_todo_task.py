@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,17 +45,30 @@ def _config(home: Path) -> Path:
     return path
 
 
-def test_real_model_calls_todo_and_it_is_recorded(abhed_home: Path, workspace: Path) -> None:
-    config = load_config(_config(abhed_home))
-    store = EventStore(abhed_home / "state" / "events.db")
+def _run(home: Path, workspace: Path, prompt: str, *, first_tool: str,
+         child_first_tool: str | None = None,
+         tasks: TaskSettings | None = None) -> tuple[EventStore, str, list[Any]]:
+    """Run ``prompt`` once on the real model, its first turn (and each child's, if named)
+    forced to call the tool named: the store, the session and the session's events."""
+    config = load_config(_config(home))
+    if tasks is not None:
+        config = config.model_copy(update={"tasks": tasks})
+    store = EventStore(home / "state" / "events.db")
+    child = _named(child_first_tool) if child_first_tool is not None else None
     agent = start_agent(config, store, workspace, door="test", mode="auto",
-                        first_tool_choice=_named("todo")).agent
+                        first_tool_choice=_named(first_tool),
+                        child_first_tool_choice=child).agent
     try:
-        agent.run("plan the work as a todo list")
+        agent.run(prompt)
         sid = agent.session.id
     finally:
         agent.close()
-    events = [e.event for e in store.events(sid)]
+    return store, sid, [e.event for e in store.events(sid)]
+
+
+def test_real_model_calls_todo_and_it_is_recorded(abhed_home: Path, workspace: Path) -> None:
+    store, _, events = _run(abhed_home, workspace, "plan the work as a todo list",
+                            first_tool="todo")
     action = next(e for e in events if isinstance(e, ActionEvent))
     obs = next(e for e in events if isinstance(e, ObservationEvent) and e.call_id == action.call_id)
     assert action.tool == "todo" and obs.tool == "todo"
@@ -69,18 +83,9 @@ def test_real_model_calls_todo_and_it_is_recorded(abhed_home: Path, workspace: P
 def test_real_model_spawns_a_task_whose_child_makes_a_real_tool_call(
         abhed_home: Path, workspace: Path) -> None:
     (workspace / "notes.txt").write_text("hello\n")
-    config = load_config(_config(abhed_home))
-    store = EventStore(abhed_home / "state" / "events.db")
-    config = config.model_copy(update={"tasks": TaskSettings(default_max_turns=2)})
-    agent = start_agent(config, store, workspace, door="test", mode="auto",
-                        first_tool_choice=_named("task"),
-                        child_first_tool_choice=_named("glob")).agent
-    try:
-        agent.run("find the notes file with a subagent")
-        sid = agent.session.id
-    finally:
-        agent.close()
-    events = [e.event for e in store.events(sid)]
+    store, sid, events = _run(abhed_home, workspace, "find the notes file with a subagent",
+                              tasks=TaskSettings(default_max_turns=2), first_tool="task",
+                              child_first_tool="glob")
     action = next(e for e in events if isinstance(e, ActionEvent))
     assert action.tool == "task"
     obs = next(e for e in events if isinstance(e, ObservationEvent) and e.call_id == action.call_id)
