@@ -308,12 +308,27 @@ def _xargs_replace(cmd: list[Word], sc: Scan) -> list[Word]:
     return out
 
 
-def _env(words: list[Word]) -> Peeled:
+_AfterOptions = Callable[[list[Word], Scan], Peeled]
+
+
+def _options_first(spec: Opts) -> Callable[[_AfterOptions], Callable[[list[Word]], Peeled]]:
+    """A wrapper whose own options come first, read by ``spec``: one policy cannot read (which
+    word is the program is unsure, so it is named) or one that stops the program (``--help``)
+    peels nothing; otherwise ``handler`` reads on from the options' ``Scan``."""
+    def wrap(handler: _AfterOptions) -> Callable[[list[Word]], Peeled]:
+        def peel_it(words: list[Word]) -> Peeled:
+            sc = scan_options(words, spec, 1)
+            if sc.unknown is not None or sc.stopped is not None:
+                return Peeled(unknown=sc.unknown)
+            return handler(words, sc)
+        return peel_it
+    return wrap
+
+
+@_options_first(_ENV)
+def _env(words: list[Word], sc: Scan) -> Peeled:
     """``env [-i] [-u N] [-S STRING] [NAME=VALUE]... [COMMAND [ARG]...]``; ``-S`` splits its string."""
-    sc = scan_options(words, _ENV, 1)
-    out = Peeled(unknown=sc.unknown)
-    if sc.unknown is not None or sc.stopped is not None:
-        return out
+    out = Peeled()
     rest = words[sc.operand:]
     split = sc.get("-S", "--split-string")
     if split:
@@ -374,11 +389,9 @@ def _split_string(text: str) -> list[str]:
     return out
 
 
-def _flock(words: list[Word]) -> Peeled:
+@_options_first(_FLOCK)
+def _flock(words: list[Word], sc: Scan) -> Peeled:
     """``flock [opts] FILE CMD [ARG]...``, ``flock [opts] FILE -c CMD``, or ``flock FD`` (runs nothing)."""
-    sc = scan_options(words, _FLOCK, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command")
     rest = words[sc.operand + 1:]
     if not strings and rest[:1] and rest[0].text in ("-c", "--command"):
@@ -388,12 +401,10 @@ def _flock(words: list[Word]) -> Peeled:
     return Peeled(words=rest)
 
 
-def _su(words: list[Word]) -> Peeled:
+@_options_first(_SU)
+def _su(words: list[Word], sc: Scan) -> Peeled:
     """``su [opts] [-] [USER [ARG]...]``: ``-c CMD`` (before or after USER) runs CMD in a shell."""
     name = base(words[0])
-    sc = scan_options(words, _SU, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command", "--session-command")
     rest = words[sc.operand:]
     for k, w in enumerate(rest):
@@ -424,10 +435,8 @@ def _sg(words: list[Word]) -> Peeled:
 
 def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
     """``script -c CMD``, ``nix-shell --run CMD``: a shell string, or an interactive shell."""
-    def peel_it(words: list[Word]) -> Peeled:
-        sc = scan_options(words, spec, 1)
-        if sc.unknown is not None or sc.stopped is not None:
-            return Peeled(unknown=sc.unknown)
+    @_options_first(spec)
+    def peel_it(_words: list[Word], sc: Scan) -> Peeled:
         strings = sc.get(*_SHELL_OPTION[name])
         if strings:
             return Peeled(words=strings[:1], shell=True,
@@ -436,11 +445,9 @@ def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
     return peel_it
 
 
-def _npx(words: list[Word]) -> Peeled:
+@_options_first(_NPX)
+def _npx(words: list[Word], sc: Scan) -> Peeled:
     """``npx [opts] CMD [ARG]...`` runs a package's program; ``-c 'CMD'`` runs a shell string."""
-    sc = scan_options(words, _NPX, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--call")
     if strings:
         return Peeled(words=strings[:1], shell=True, label="the command of npx -c")
