@@ -261,12 +261,26 @@ def peel(name: str, words: list[Word]) -> Peeled | None:
         return None
     rest = 1
     if spec.sub:
-        glob = scan_options(words, _LENIENT, 1)
-        if glob.stopped or glob.operand >= len(words) or words[glob.operand].text not in spec.sub:
-            return Peeled(wrapped=False)
-        rest = glob.operand + 1
+        at = _subcommand_at(words, spec.sub)
+        if isinstance(at, Peeled):
+            return at
+        rest = at
     sc = scan_options(words, spec.opts, rest)
     return _finish(name, words, spec, sc)
+
+
+def _subcommand_at(words: list[Word], names: tuple[str, ...]) -> int | Peeled:
+    """Where the words after the subcommand start, when ``words[0]``'s subcommand (after any
+    global options) is one of ``names`` (``uv run``, ``npm exec``, ``nix develop``); otherwise
+    what the wrapper peels: not a wrapper use (``uv pip install``, ``npm --help``), or an
+    unknown program when a global option is computed (``npm -$X exec``: which word is the
+    subcommand is unsure)."""
+    glob = scan_options(words, _LENIENT, 1)
+    if glob.unknown is not None:
+        return Peeled(unknown=glob.unknown)
+    if glob.operand >= len(words) or words[glob.operand].text not in names:
+        return Peeled(wrapped=False)
+    return glob.operand + 1
 
 
 def _finish(name: str, words: list[Word], spec: Wrapper, sc: Scan) -> Peeled:
@@ -460,10 +474,10 @@ def _opt_name(sc: Scan, names: tuple[str, ...]) -> str:
 
 def _npm(words: list[Word]) -> Peeled:
     """``npm exec [--] CMD`` / ``npm x -c 'CMD'``; other npm subcommands run package.json scripts."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
-        return Peeled(wrapped=False)
-    sc = scan_options(words, _NPX, glob.operand + 1)
+    at = _subcommand_at(words, ("exec", "x"))
+    if isinstance(at, Peeled):
+        return at
+    sc = scan_options(words, _NPX, at)
     strings = sc.get("-c", "--call")
     if strings:
         return Peeled(words=strings[:1], shell=True, label="the command of npm exec -c")
@@ -472,10 +486,10 @@ def _npm(words: list[Word]) -> Peeled:
 
 def _mise(words: list[Word]) -> Peeled:
     """``mise exec [TOOL@VER]... -- CMD`` or ``mise x -c 'CMD'``."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
-        return Peeled(wrapped=False)
-    rest = words[glob.operand + 1:]
+    at = _subcommand_at(words, ("exec", "x"))
+    if isinstance(at, Peeled):
+        return at
+    rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command") and k + 1 < len(rest):
             return Peeled(words=[rest[k + 1]], shell=True, label="the command of mise exec -c")
@@ -486,10 +500,10 @@ def _mise(words: list[Word]) -> Peeled:
 
 def _nix(words: list[Word]) -> Peeled:
     """``nix develop|shell ... -c CMD ARG...`` runs CMD with its arguments."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("develop", "shell"):
-        return Peeled(wrapped=False)
-    rest = words[glob.operand + 1:]
+    at = _subcommand_at(words, ("develop", "shell"))
+    if isinstance(at, Peeled):
+        return at
+    rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command"):
             return Peeled(words=rest[k + 1:])
