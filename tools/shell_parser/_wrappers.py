@@ -472,11 +472,23 @@ def _opt_name(sc: Scan, names: tuple[str, ...]) -> str:
     return next((o for o, _ in sc.values if o in names), names[0])
 
 
-def _npm(words: list[Word]) -> Peeled:
+_AfterSubcommand = Callable[[list[Word], int], Peeled]
+
+
+def _after_subcommand(*names: str) -> Callable[[_AfterSubcommand], Callable[[list[Word]], Peeled]]:
+    """A wrapper only after one of its subcommands ``names`` (:func:`_subcommand_at`);
+    ``handler`` reads on from the index after the subcommand."""
+    def wrap(handler: _AfterSubcommand) -> Callable[[list[Word]], Peeled]:
+        def peel_it(words: list[Word]) -> Peeled:
+            at = _subcommand_at(words, names)
+            return at if isinstance(at, Peeled) else handler(words, at)
+        return peel_it
+    return wrap
+
+
+@_after_subcommand("exec", "x")
+def _npm(words: list[Word], at: int) -> Peeled:
     """``npm exec [--] CMD`` / ``npm x -c 'CMD'``; other npm subcommands run package.json scripts."""
-    at = _subcommand_at(words, ("exec", "x"))
-    if isinstance(at, Peeled):
-        return at
     sc = scan_options(words, _NPX, at)
     strings = sc.get("-c", "--call")
     if strings:
@@ -484,11 +496,9 @@ def _npm(words: list[Word]) -> Peeled:
     return Peeled(words=words[sc.operand:], unknown=sc.unknown)
 
 
-def _mise(words: list[Word]) -> Peeled:
+@_after_subcommand("exec", "x")
+def _mise(words: list[Word], at: int) -> Peeled:
     """``mise exec [TOOL@VER]... -- CMD`` or ``mise x -c 'CMD'``."""
-    at = _subcommand_at(words, ("exec", "x"))
-    if isinstance(at, Peeled):
-        return at
     rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command") and k + 1 < len(rest):
@@ -498,11 +508,9 @@ def _mise(words: list[Word]) -> Peeled:
     return Peeled()
 
 
-def _nix(words: list[Word]) -> Peeled:
+@_after_subcommand("develop", "shell")
+def _nix(words: list[Word], at: int) -> Peeled:
     """``nix develop|shell ... -c CMD ARG...`` runs CMD with its arguments."""
-    at = _subcommand_at(words, ("develop", "shell"))
-    if isinstance(at, Peeled):
-        return at
     rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command"):
