@@ -19,6 +19,7 @@ from foundation import DocumentError, parse_document, validate_document
 
 from ._errors import FormatError
 from ._roles import MAX_ENDPOINTS, ROLE_NAMES, SiteRouter, check_roles
+from ._settings import PREFIX_PATTERN
 from ._tar import check_member_name
 
 __all__ = ["FORMAT", "MANIFEST_NAME", "MAX_MANIFEST_BYTES", "SIGNATURE_NAME", "Component",
@@ -31,7 +32,10 @@ SIGNATURE_NAME = "manifest.json.minisig"
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 MAX_MEMBERS = 100_000
 _SHA256 = r"^[0-9a-f]{64}$"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+"""What a bundle, its site and a model in it may be named (a spec's ``name``, the manifest's):
+one lower-case word that is safe in a file name."""
+_NAME = re.compile(NAME_PATTERN)
 
 ComponentKind = Literal["agent", "wheel", "vllm", "model", "image", "installer", "docs",
                         "site", "router"]
@@ -126,8 +130,8 @@ class SiteInfo(_Model):
     the installer refuses another prefix.
     """
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
-    prefix: str = Field(pattern=r"^/[A-Za-z0-9_.+@/-]{1,200}$")
+    name: str = Field(pattern=NAME_PATTERN)
+    prefix: str = Field(pattern=PREFIX_PATTERN)
     settings: Literal["site/settings.json"]
 
 

@@ -26,6 +26,7 @@ from foundation import FoundationError, load_document
 from ._errors import SpecError
 from ._roles import RolesSpec
 from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
+from ._spec import ReleaseSpec
 
 __all__ = ["SiteModel", "SiteSpec", "load_site"]
 
@@ -136,11 +137,8 @@ class Installer(_Strict):
         return self
 
 
-class SiteSpec(_Strict):
+class SiteSpec(ReleaseSpec):
     format: Literal["abhed-site/1"]
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
-    version: int = Field(ge=1)
-    source_date_epoch: int | None = Field(default=None, ge=0)
     target: Target
     vllm: Vllm
     wheels: Wheels = Wheels()

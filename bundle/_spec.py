@@ -71,12 +71,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from foundation import FoundationError, load_document
 
 from ._errors import SpecError
-from ._manifest import Platform
+from ._manifest import NAME_PATTERN, Platform
 from ._roles import RolesSpec
 from ._settings import DEFAULT_PREFIX, PREFIX_PATTERN, check_prefix
 
 __all__ = ["AgentSpec", "BuildSpec", "DocsSpec", "ImageSpec", "InstallerSpec", "ModelSpec",
-           "SiteSettingsSpec", "WheelhouseSpec", "load_spec"]
+           "ReleaseSpec", "SiteSettingsSpec", "WheelhouseSpec", "load_spec"]
 
 MAX_SPEC_BYTES = 1024 * 1024
 
@@ -104,7 +104,7 @@ class WheelhouseSpec(_Spec):
 
 
 class ModelSpec(_Spec):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+    name: str = Field(pattern=NAME_PATTERN)
     dir: str
     licence: str
     source: str
@@ -134,7 +134,7 @@ class DocsSpec(_Spec):
 class SiteSettingsSpec(_Spec):
     """The site's agent settings, carried signed as ``site/settings.json`` (``_settings``)."""
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+    name: str = Field(pattern=NAME_PATTERN,
                       description="the site's name, recorded beside the installed settings")
     prefix: str = Field(default=DEFAULT_PREFIX, pattern=PREFIX_PATTERN)
     settings: dict[str, Any] = Field(description="config.json's keys and nesting")
@@ -146,11 +146,18 @@ class SiteSettingsSpec(_Spec):
         return self
 
 
-class BuildSpec(_Spec):
-    format: Literal["abhed-bundle-spec/1"]
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+class ReleaseSpec(_Spec):
+    """What names the bundle a spec makes, the same in a site spec and in the build spec
+    gathered from it (``bundle gather`` copies them across): its name, its version (a host
+    refuses anything older) and the time its files are stamped with."""
+
+    name: str = Field(pattern=NAME_PATTERN)
     version: int = Field(ge=1)
     source_date_epoch: int | None = Field(default=None, ge=0)
+
+
+class BuildSpec(ReleaseSpec):
+    format: Literal["abhed-bundle-spec/1"]
     compression: Literal["auto", "zstd", "none"] = "auto"
     zstd_level: int = Field(default=3, ge=1, le=19)
     platform: Platform

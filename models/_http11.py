@@ -208,21 +208,26 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "te", 
 
 
 class ThreadedService:
-    """The lifecycle the relay and the front share: serve on a thread, stop in order.
+    """The lifecycle the relay, the front and the scripted model server share: serve on a
+    thread, stop in order.
 
-    Subclasses set ``_server`` (a threading socketserver), ``_http`` (their upstream
-    client) and ``_thread_name``, and may override :meth:`_closed`, which runs once the
-    server and its threads have stopped (the relay removes its socket there, the front
-    closes a record it opened itself).
+    Subclasses set ``_server`` (a threading socketserver) and ``_thread_name``, ``_http``
+    (their upstream client, closed once the server has stopped) where they relay, and
+    ``_poll_s``/``_join_s`` where they stop faster; they may override :meth:`_stopping`,
+    which runs first (the scripted server ends its streams there), and :meth:`_closed`,
+    which runs once the server and its threads have stopped (the relay removes its socket
+    there, the front closes a record it opened itself).
     """
 
     _server: socketserver.BaseServer
-    _http: Any
+    _http: Any = None
     _thread_name = "service"
     _thread: threading.Thread | None = None
+    _poll_s = 0.2  # how soon shutdown is noticed
+    _join_s = 10.0  # how long the serving thread may take to end
 
     def serve_forever(self) -> None:
-        self._server.serve_forever(poll_interval=0.2)
+        self._server.serve_forever(poll_interval=self._poll_s)
 
     def start(self) -> Self:
         self._thread = threading.Thread(target=self.serve_forever, name=self._thread_name,
@@ -231,12 +236,17 @@ class ThreadedService:
         return self
 
     def shutdown(self) -> None:
+        self._stopping()
         self._server.shutdown()
         self._server.server_close()
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(self._join_s)
         self._closed()
+
+    def _stopping(self) -> None:
+        """What a subclass signals before the server stops."""
 
     def _closed(self) -> None:
         """What a subclass releases after it has stopped."""

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from foundation import FoundationError, parse_json_list, read_regular
+from models._http11 import ThreadedService
 from models._request_log import REQUEST_HEADER, SESSION_HEADER
 
 __all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer", "serve_until_interrupted"]
@@ -73,11 +74,15 @@ def _split(text: str, n: int) -> list[str]:
     return [text[i:i + n] for i in range(0, len(text), n)] or []
 
 
-class ScriptedServer:
+class ScriptedServer(ThreadedService):
     """Serves ``steps`` in order (or asks ``responder``), recording each request body.
 
     Use as a context manager; ``base_url`` is ready once it returns.
     """
+
+    _thread_name = "scripted-openai"
+    _poll_s = 0.05
+    _join_s = 5.0
 
     def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]] = (), *,
                  responder: Callable[[dict[str, Any]], ScriptStep] | None = None,
@@ -104,7 +109,7 @@ class ScriptedServer:
         self._httpd.daemon_threads = True
         if tls is not None:
             self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread: threading.Thread | None = None
+        self._server = self._httpd
 
     @property
     def port(self) -> int:
@@ -118,24 +123,12 @@ class ScriptedServer:
         with self._lock:
             self.steps.extend(s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps)
 
-    def start(self) -> ScriptedServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-openai", daemon=True)
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
+        """:meth:`shutdown`, by the name the tests and the probe use."""
+        self.shutdown()
+
+    def _stopping(self) -> None:
         self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> ScriptedServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _next_step(self, body: dict[str, Any]) -> ScriptStep:
         with self._lock:

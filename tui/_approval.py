@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -119,18 +120,16 @@ class ApprovalCard(Vertical, can_focus=True):
     ApprovalCard.reason > Input { display: block; }
     """
 
+    @dataclass
     class Answered(Message):
-        def __init__(self, pending: PendingApproval, decision: str) -> None:
-            super().__init__()
-            self.pending = pending
-            self.decision = decision
+        pending: PendingApproval
+        decision: str
 
+    @dataclass
     class Leave(Message):
         """Tab (or a typed character) on the card: back to the composer, with ``text`` typed."""
 
-        def __init__(self, text: str = "") -> None:
-            super().__init__()
-            self.text = text
+        text: str = ""
 
     def __init__(self, pending: PendingApproval, *, asked_by: str = "",
                  clock: Callable[[], float] = time.monotonic, guard_s: float = GUARD_S) -> None:

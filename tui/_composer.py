@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from textual import events
 from textual.message import Message
@@ -36,10 +37,9 @@ class Composer(TextArea):
     Composer:focus { border: round $accent; }
     """
 
+    @dataclass
     class Send(Message):
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
+        text: str
 
     class Tabbed(Message):
         """Tab: the app completes a / command or an @path, or queues the message."""
@@ -47,24 +47,21 @@ class Composer(TextArea):
     class UpOnEmpty(Message):
         """Up with nothing typed: the app hands back the last queued message."""
 
+    @dataclass
     class Recall(Message):
         """Up on the first line or Down on the last: an earlier or later prompt (history)."""
 
-        def __init__(self, step: int) -> None:
-            super().__init__()
-            self.step = step
+        step: int
 
+    @dataclass
     class Scroll(Message):
         """Home or End with nothing typed: the conversation's top or its newest output."""
 
-        def __init__(self, where: str) -> None:
-            super().__init__()
-            self.where = where
+        where: str
 
+    @dataclass
     class PasteRefused(Message):
-        def __init__(self, size: int) -> None:
-            super().__init__()
-            self.size = size
+        size: int
 
     def __init__(self, **kw: object) -> None:
         super().__init__(soft_wrap=True, show_line_numbers=False, tab_behavior="focus",

@@ -7,6 +7,7 @@ that the render clock drains.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from textual.message import Message
@@ -24,48 +25,41 @@ __all__ = ["AppSink", "ApprovalAsked", "EventArrived", "LinkFailed", "LinkPrepar
            "LinkWaiting", "RunFinished"]
 
 
+@dataclass
 class EventArrived(Message):
-    def __init__(self, stored: StoredEvent) -> None:
-        super().__init__()
-        self.stored = stored
+    stored: StoredEvent
 
 
+@dataclass
 class ApprovalAsked(Message):
-    def __init__(self, pending: PendingApproval) -> None:
-        super().__init__()
-        self.pending = pending
+    pending: PendingApproval
 
 
+@dataclass
 class LinkStarted(Message):
-    def __init__(self, info: LinkInfo) -> None:
-        super().__init__()
-        self.info = info
+    info: LinkInfo
 
 
+@dataclass
 class LinkPreparing(Message):
-    def __init__(self, provider: str, model: str) -> None:
-        super().__init__()
-        self.provider = provider
-        self.model = model
+    provider: str
+    model: str
 
 
+@dataclass
 class LinkWaiting(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class LinkFailed(Message):
-    def __init__(self, message: str) -> None:
-        super().__init__()
-        self.message = message
+    message: str
 
 
+@dataclass
 class RunFinished(Message):
-    def __init__(self, outcome: RunOutcome | None, error: str | None) -> None:
-        super().__init__()
-        self.outcome = outcome
-        self.error = error
+    outcome: RunOutcome | None
+    error: str | None
 
 
 class AppSink:

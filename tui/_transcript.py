@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from rich.style import Style
 from textual import events
@@ -58,19 +59,17 @@ class Transcript(ScrollView, can_focus=True):
     Transcript:focus { background-tint: $foreground 3%; }
     """
 
+    @dataclass
     class Unseen(Message):
         """New output arrived below while scrolled up (or the view caught up with it)."""
 
-        def __init__(self, unseen: bool) -> None:
-            super().__init__()
-            self.unseen = unseen
+        unseen: bool
 
+    @dataclass
     class Leave(Message):
         """Back to the composer (Tab, Enter, or typing: ``text`` is what was typed)."""
 
-        def __init__(self, text: str = "") -> None:
-            super().__init__()
-            self.text = text
+        text: str = ""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]

@@ -1,5 +1,11 @@
-"""Events and the tamper-evident store they are persisted in."""
+"""Events and the tamper-evident store they are persisted in.
 
+The event classes (``_models``) and the words an event is shown in (``_shown``) are
+re-exported whole, by their modules' own ``__all__``: each name is listed once, where it
+is defined, and the event roster itself is the union (``EVENT_CLASSES``).
+"""
+
+from appliance.events import _models, _shown
 from appliance.events._export import (
     EXPORT_FORMATS,
     ExportCheck,
@@ -8,65 +14,13 @@ from appliance.events._export import (
     verify_export,
 )
 from appliance.events._forward import Forwarder
-from appliance.events._models import (
-    EVENT_ADAPTER,
-    EVENT_CLASSES,
-    LOG_SESSION,
-    SCHEMA_VERSION,
-    ActionEvent,
-    ApprovalEvent,
-    ArtifactRef,
-    Compacted,
-    DecisionBasis,
-    Event,
-    ExtensionDied,
-    ExtensionLog,
-    FileRestore,
-    ForwardingChanged,
-    LogRepaired,
-    ModelTurn,
-    ObservationEvent,
-    PlanStepState,
-    PlanUpdated,
-    PolicyDecision,
-    PolicyRuleAdded,
-    RunEnded,
-    RunEndReason,
-    RunStarted,
-    SegmentDeleted,
-    SegmentStarted,
-    SessionEnded,
-    SessionStarted,
-    StartupNotice,
-    TaskEnded,
-    TaskStarted,
-    TodoEntry,
-    TodoUpdated,
-    TurnToolCall,
-    TurnUsage,
-    UndoApplied,
-    UserMessage,
-    now_iso,
-)
+from appliance.events._models import *  # noqa: F403  (its __all__: the event classes)
 from appliance.events._ocsf import request_record
 from appliance.events._redact import REDACTED, Redactor, passage_record
 from appliance.events._repair import RepairResult, repair_log
 from appliance.events._retention import prune_segments
 from appliance.events._settings import EventLogSettings, ForwardSettings
-from appliance.events._shown import (
-    TAIL_LINES,
-    CallOutcome,
-    CallStatus,
-    Shown,
-    Tone,
-    call_outcome,
-    call_summary,
-    decider,
-    plural,
-    result_outcome,
-    show,
-    status_lines,
-)
+from appliance.events._shown import *  # noqa: F403  (its __all__: events as a person reads them)
 from appliance.events._store import GENESIS, EventStore, StoredEvent
 from appliance.events._verify import Problem, VerifyReport, verify_log
 from appliance.events._witness import check_witness, collect_heads
@@ -74,75 +28,27 @@ from appliance.events._witness import check_witness, collect_heads
 __all__ = [
     "Forwarder",
     "request_record",
-    "EVENT_ADAPTER",
-    "EVENT_CLASSES",
     "EXPORT_FORMATS",
     "GENESIS",
-    "LOG_SESSION",
     "REDACTED",
-    "SCHEMA_VERSION",
-    "ActionEvent",
-    "ApprovalEvent",
-    "ArtifactRef",
-    "Compacted",
-    "DecisionBasis",
-    "FileRestore",
-    "ForwardingChanged",
-    "PlanStepState",
-    "PlanUpdated",
-    "TaskEnded",
-    "TaskStarted",
-    "TodoEntry",
-    "TodoUpdated",
-    "UndoApplied",
-    "Event",
     "EventLogSettings",
     "ForwardSettings",
     "EventStore",
     "ExportCheck",
-    "ExtensionDied",
-    "ExtensionLog",
-    "LogRepaired",
-    "ModelTurn",
-    "ObservationEvent",
     "Problem",
     "Redactor",
     "passage_record",
     "RepairResult",
-    "PolicyDecision",
-    "PolicyRuleAdded",
-    "RunEndReason",
-    "RunEnded",
-    "RunStarted",
-    "SegmentDeleted",
-    "SegmentStarted",
-    "SessionEnded",
-    "SessionStarted",
-    "StartupNotice",
     "StoredEvent",
-    "TurnToolCall",
-    "TurnUsage",
-    "UserMessage",
     "VerifyReport",
-    "TAIL_LINES",
-    "CallOutcome",
-    "CallStatus",
-    "Shown",
-    "Tone",
-    "call_outcome",
-    "call_summary",
-    "decider",
-    "plural",
-    "result_outcome",
-    "show",
-    "status_lines",
     "check_witness",
     "collect_heads",
     "consistency_problems",
     "export_log",
-    "now_iso",
     "prune_segments",
     "repair_log",
     "verify_export",
     "verify_log",
 ]
+__all__ += _models.__all__
+__all__ += _shown.__all__

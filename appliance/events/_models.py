@@ -49,7 +49,6 @@ __all__ = [
     "SessionEnded",
     "SessionStarted",
     "StartupNotice",
-    "migrate",
     "now_iso",
     "LOG_SESSION",
     "DecisionBasis",

@@ -9,7 +9,7 @@ import re
 
 from tools.shell_parser._ctx import Ctx
 from tools.shell_parser._model import Word
-from tools.shell_parser._options import option_values
+from tools.shell_parser._options import Scan, option_values, scan_with
 
 # Settings whose value git runs as shell text (through ``sh -c`` when it has metacharacters).
 _SHELL_KEYS = re.compile(r"""^(
@@ -90,29 +90,32 @@ def _tail(w: Word, n: int) -> Word:
 def git_routes(words: list[Word], assigns: list[Word], ctx: Ctx) -> None:
     """Judge what ``git ...`` runs besides git: settings, aliases, and command-running options."""
     config = [(k, v, "the environment") for k, v in config_pairs_from_env(assigns)]
-    i = 1
-    while i < len(words):
-        t = words[i].text
-        if t == "-c" and i + 1 < len(words):
-            key, _, _ = words[i + 1].text.partition("=")
-            config.append((key, _tail(words[i + 1], len(key) + 1), "git -c"))
-            i += 2
-        elif t.startswith("--config-env"):
-            spec = t.partition("=")[2] if "=" in t else (words[i + 1].text if i + 1 < len(words) else "")
+
+    def read(ws: list[Word], i: int, _out: Scan) -> int:
+        t = ws[i].text
+        if t == "-c" and i + 1 < len(ws):
+            key, _, _ = ws[i + 1].text.partition("=")
+            config.append((key, _tail(ws[i + 1], len(key) + 1), "git -c"))
+            return 2
+        if t.startswith("--config-env"):
+            spec = t.partition("=")[2] if "=" in t else (ws[i + 1].text if i + 1 < len(ws) else "")
             key = spec.partition("=")[0]
             if _SHELL_KEYS.match(key.lower()):
                 ctx.out.add_unparseable(f"git --config-env sets {key} from an environment variable, "
                                         "so policy cannot see the command it runs")
-            i += 1 if "=" in t else 2
-        elif t in _GLOBAL_VALUES:
-            i += 2
-        elif t.startswith("-"):
-            i += 1
-        else:
-            break
+            return 1 if "=" in t else 2
+        return 2 if t in _GLOBAL_VALUES else 1
+
+    # git's global options end where every program's do (git refuses a bare - or --)
+    scan = scan_with(words, 1, read)
     for key, value, how in config:
         if how == "git -c":  # settings from the environment were judged where they were set
             judge_setting(key, value, ctx, how)
+    if scan.unknown is not None:
+        ctx.out.add_unparseable(f"git's option {scan.unknown!r} is computed at run time, so policy "
+                                "cannot tell whether it sets a command to run (-c)")
+        return
+    i = scan.operand
     if i >= len(words):
         return
     sub, rest = words[i].text, words[i + 1:]

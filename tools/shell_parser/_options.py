@@ -14,6 +14,7 @@ looks for every spelling of it (:func:`abbreviates`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tools.shell_parser._model import Word
@@ -72,104 +73,115 @@ class Scan:
     def has(self, *names: str) -> bool:
         return any(o in names for o, _ in self.values)
 
+    def stop(self, option: str) -> None:
+        """The stop ``option`` was met: the program runs no command, so no word is an operand."""
+        self.stopped = option
 
-def ends_options(words: list[Word], i: int, out: Scan) -> bool:
-    """Whether the options end at ``words[i]`` (recorded in ``out``): ``--``, an operand, or
-    a word computed at run time, for every option scanner (getopt's and perl's alike)."""
-    w = words[i]
-    if w.text == "--":
-        out.operand = i + 1
-        return True
-    if not w.text.startswith("-") or w.text == "-":
-        out.operand = i
-        return True
-    if w.dynamic:
-        out.unknown = w.raw  # an option computed at run time: which word follows is unknown
-        out.operand = i
-        return True
-    return False
+    def refuse(self, option: str, i: int) -> None:
+        """``option``, at ``words[i]``, is one the scanner cannot read: where it ends is unknown."""
+        self.unknown = option
+        self.operand = i
+
+
+ReadOption = Callable[[list[Word], int, Scan], int | None]
+"""One program's reading of the option word ``words[i]``: how many words it takes, or None
+when the scan ends there (a stop or an option it cannot read, recorded in the ``Scan``)."""
+
+
+def scan_with(words: list[Word], start: int, read: ReadOption) -> Scan:
+    """The one option loop, for every program's option grammar (getopt's, perl's, git's).
+
+    Where the options end is decided here and nowhere else: at ``--``, at an operand, and at
+    a word computed at run time (``-$FLAGS`` may be any option, ``-e CODE`` or ``-c CMD``
+    included, so which word follows it is unknown: ``unknown`` names it).  A program's own
+    grammar only reads the option words before that.
+    """
+    out = Scan(len(words))
+    i = start
+    while i < len(words):
+        w = words[i]
+        if w.text == "--":
+            out.operand = i + 1
+            return out
+        if not w.text.startswith("-") or w.text == "-":
+            out.operand = i
+            return out
+        if w.dynamic:
+            out.refuse(w.raw, i)
+            return out
+        taken = read(words, i, out)
+        if taken is None:
+            return out
+        i += taken
+    return out
 
 
 def scan_options(words: list[Word], spec: Opts, start: int = 0) -> Scan:
     """Read options from ``words[start:]`` up to the first operand (getopt with a leading ``+``)."""
-    i = start
-    out = Scan(len(words))
-    while i < len(words):
-        w = words[i]
-        t = w.text
-        if ends_options(words, i, out):
-            return out
-        if t.startswith("--"):
-            name, eq, val = t.partition("=")
-            name = spec.long_name(name)
-            if name in spec.stops:
-                out.stopped = name
-                out.operand = len(words)
-                return out
-            if name in spec.values:
-                if eq:
-                    out.values.append((name, _piece(w, val)))
-                    i += 1
-                elif i + 1 < len(words):
-                    out.values.append((name, words[i + 1]))
-                    i += 2
-                else:
-                    i += 1
-                continue
-            if name in spec.optional or spec.flags is None or name in spec.flags:
-                if eq:
-                    out.values.append((name, _piece(w, val)))
-                i += 1
-                continue
-            out.unknown = name
-            out.operand = i
-            return out
-        if spec.numeric and t[1:].lstrip("+-").isdigit():
-            i += 1
-            continue
-        if not spec.cluster:
-            name, eq, val = t.partition("=")
-            if name in spec.stops:
-                out.stopped = name
-                out.operand = len(words)
-                return out
-            if name in spec.values and i + 1 < len(words):
+    return scan_with(words, start, lambda ws, i, out: _getopt_word(ws, i, out, spec))
+
+
+def _getopt_word(words: list[Word], i: int, out: Scan, spec: Opts) -> int | None:
+    """One option word as getopt_long reads it under ``spec``: a long option, a ``-name``
+    option (``cluster=False``), a number (``numeric``), or a cluster of short options."""
+    w = words[i]
+    t = w.text
+    if t.startswith("--"):
+        name, eq, val = t.partition("=")
+        name = spec.long_name(name)
+        if name in spec.stops:
+            out.stop(name)
+            return None
+        if name in spec.values:
+            if eq:
+                out.values.append((name, _piece(w, val)))
+                return 1
+            if i + 1 < len(words):
                 out.values.append((name, words[i + 1]))
-                i += 2
-                continue
-            if spec.flags is None or name in spec.flags or name in spec.optional:
-                i += 1
-                continue
-            out.unknown = name
-            out.operand = i
-            return out
-        step = 1
-        for j in range(1, len(t)):
-            o = "-" + t[j]
-            if o in spec.stops:
-                out.stopped = o
-                out.operand = len(words)
-                return out
-            if o in spec.values:
-                rest = t[j + 1:]
-                if rest:
-                    out.values.append((o, _piece(w, rest)))
-                elif i + 1 < len(words):
-                    out.values.append((o, words[i + 1]))
-                    step = 2
-                break
-            if o in spec.optional:
-                if t[j + 1:]:
-                    out.values.append((o, _piece(w, t[j + 1:])))
-                break
-            if spec.flags is None or o in spec.flags:
-                continue
-            out.unknown = o
-            out.operand = i
-            return out
-        i += step
-    out.operand = len(words)
-    return out
+                return 2
+            return 1
+        if name in spec.optional or spec.flags is None or name in spec.flags:
+            if eq:
+                out.values.append((name, _piece(w, val)))
+            return 1
+        out.refuse(name, i)
+        return None
+    if spec.numeric and t[1:].lstrip("+-").isdigit():
+        return 1
+    if not spec.cluster:
+        name = t.partition("=")[0]
+        if name in spec.stops:
+            out.stop(name)
+            return None
+        if name in spec.values and i + 1 < len(words):
+            out.values.append((name, words[i + 1]))
+            return 2
+        if spec.flags is None or name in spec.flags or name in spec.optional:
+            return 1
+        out.refuse(name, i)
+        return None
+    for j in range(1, len(t)):
+        o = "-" + t[j]
+        if o in spec.stops:
+            out.stop(o)
+            return None
+        if o in spec.values:
+            rest = t[j + 1:]
+            if rest:
+                out.values.append((o, _piece(w, rest)))
+            elif i + 1 < len(words):
+                out.values.append((o, words[i + 1]))
+                return 2
+            return 1
+        if o in spec.optional:
+            if t[j + 1:]:
+                out.values.append((o, _piece(w, t[j + 1:])))
+            return 1
+        if spec.flags is None or o in spec.flags:
+            continue
+        out.refuse(o, i)
+        return None
+    return 1
 
 
 def option_values(words: list[Word], names: tuple[str, ...]) -> list[tuple[str, Word]]:

@@ -25,10 +25,10 @@ from tools.shell_parser._model import Word
 from tools.shell_parser._options import (
     Opts,
     Scan,
-    ends_options,
     option_values,
     opts,
     scan_options,
+    scan_with,
 )
 from tools.shell_parser._sed import SedUnreadable, sed_execs
 
@@ -291,48 +291,46 @@ _PERLISH_DIGITS = {"Perl": "l0C", "Ruby": "0"}  # takes digits only
 
 
 def _perlish(words: list[Word], spec: Interp) -> Scan:
-    """perl/ruby switches bundle with rules of their own: ``-lane``, ``-pi.bak``, ``-0777``."""
-    out = Scan(len(words))
-    lang = spec.lang
-    i = 1
-    while i < len(words):
-        w = words[i]
-        t = w.text
-        if ends_options(words, i, out):
-            return out
-        if t.startswith("--"):
-            if t in ("--version", "--help"):
-                out.stopped = t
-                out.operand = len(words)
-                return out
-            i += 1
-            continue
-        step = 1
-        j = 1
-        while j < len(t):
-            ch = t[j]
-            if (lang == "Perl" and ch in "vhV") or (lang == "Ruby" and ch == "h"):
-                out.stopped = "-" + ch
-                out.operand = len(words)
-                return out
-            if ch in _PERLISH_NEXT[lang]:
-                rest = t[j + 1:]
-                if rest:
-                    out.values.append(("-" + ch, Word(rest, rest, w.mask[j + 1:])))
-                elif i + 1 < len(words):
-                    out.values.append(("-" + ch, words[i + 1]))
-                    step = 2
-                break
-            if ch in _PERLISH_REST[lang]:
-                break
-            if ch in _PERLISH_DIGITS[lang]:
-                j += 1
-                while j < len(t) and t[j] in "0123456789abcdefABCDEFx":
-                    j += 1
-                continue
+    """perl/ruby switches bundle with rules of their own: ``-lane``, ``-pi.bak``, ``-0777``.
+
+    Their grammar only: where the switches end (``--``, an operand, a computed ``-$FLAGS``)
+    is the one option loop's answer (:func:`scan_with`), as for every other program.
+    """
+    return scan_with(words, 1, lambda ws, i, out: _perl_switches(ws, i, out, spec.lang))
+
+
+def _perl_switches(words: list[Word], i: int, out: Scan, lang: str) -> int | None:
+    """One perl/ruby switch word: how many words it takes, or None at ``-v``/``-h``/``--help``."""
+    w = words[i]
+    t = w.text
+    if t.startswith("--"):
+        if t in ("--version", "--help"):
+            out.stop(t)
+            return None
+        return 1
+    j = 1
+    while j < len(t):
+        ch = t[j]
+        if (lang == "Perl" and ch in "vhV") or (lang == "Ruby" and ch == "h"):
+            out.stop("-" + ch)
+            return None
+        if ch in _PERLISH_NEXT[lang]:
+            rest = t[j + 1:]
+            if rest:
+                out.values.append(("-" + ch, Word(rest, rest, w.mask[j + 1:])))
+            elif i + 1 < len(words):
+                out.values.append(("-" + ch, words[i + 1]))
+                return 2
+            return 1
+        if ch in _PERLISH_REST[lang]:
+            return 1
+        if ch in _PERLISH_DIGITS[lang]:
             j += 1
-        i += step
-    return out
+            while j < len(t) and t[j] in "0123456789abcdefABCDEFx":
+                j += 1
+            continue
+        j += 1
+    return 1
 
 
 def _first_code_option(values: list[tuple[str, Word]], spec: Interp) -> str:

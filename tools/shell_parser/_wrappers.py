@@ -261,12 +261,26 @@ def peel(name: str, words: list[Word]) -> Peeled | None:
         return None
     rest = 1
     if spec.sub:
-        glob = scan_options(words, _LENIENT, 1)
-        if glob.stopped or glob.operand >= len(words) or words[glob.operand].text not in spec.sub:
-            return Peeled(wrapped=False)
-        rest = glob.operand + 1
+        at = _subcommand_at(words, spec.sub)
+        if isinstance(at, Peeled):
+            return at
+        rest = at
     sc = scan_options(words, spec.opts, rest)
     return _finish(name, words, spec, sc)
+
+
+def _subcommand_at(words: list[Word], names: tuple[str, ...]) -> int | Peeled:
+    """Where the words after the subcommand start, when ``words[0]``'s subcommand (after any
+    global options) is one of ``names`` (``uv run``, ``npm exec``, ``nix develop``); otherwise
+    what the wrapper peels: not a wrapper use (``uv pip install``, ``npm --help``), or an
+    unknown program when a global option is computed (``npm -$X exec``: which word is the
+    subcommand is unsure)."""
+    glob = scan_options(words, _LENIENT, 1)
+    if glob.unknown is not None:
+        return Peeled(unknown=glob.unknown)
+    if glob.operand >= len(words) or words[glob.operand].text not in names:
+        return Peeled(wrapped=False)
+    return glob.operand + 1
 
 
 def _finish(name: str, words: list[Word], spec: Wrapper, sc: Scan) -> Peeled:
@@ -308,12 +322,27 @@ def _xargs_replace(cmd: list[Word], sc: Scan) -> list[Word]:
     return out
 
 
-def _env(words: list[Word]) -> Peeled:
+_AfterOptions = Callable[[list[Word], Scan], Peeled]
+
+
+def _options_first(spec: Opts) -> Callable[[_AfterOptions], Callable[[list[Word]], Peeled]]:
+    """A wrapper whose own options come first, read by ``spec``: one policy cannot read (which
+    word is the program is unsure, so it is named) or one that stops the program (``--help``)
+    peels nothing; otherwise ``handler`` reads on from the options' ``Scan``."""
+    def wrap(handler: _AfterOptions) -> Callable[[list[Word]], Peeled]:
+        def peel_it(words: list[Word]) -> Peeled:
+            sc = scan_options(words, spec, 1)
+            if sc.unknown is not None or sc.stopped is not None:
+                return Peeled(unknown=sc.unknown)
+            return handler(words, sc)
+        return peel_it
+    return wrap
+
+
+@_options_first(_ENV)
+def _env(words: list[Word], sc: Scan) -> Peeled:
     """``env [-i] [-u N] [-S STRING] [NAME=VALUE]... [COMMAND [ARG]...]``; ``-S`` splits its string."""
-    sc = scan_options(words, _ENV, 1)
-    out = Peeled(unknown=sc.unknown)
-    if sc.unknown is not None or sc.stopped is not None:
-        return out
+    out = Peeled()
     rest = words[sc.operand:]
     split = sc.get("-S", "--split-string")
     if split:
@@ -374,11 +403,9 @@ def _split_string(text: str) -> list[str]:
     return out
 
 
-def _flock(words: list[Word]) -> Peeled:
+@_options_first(_FLOCK)
+def _flock(words: list[Word], sc: Scan) -> Peeled:
     """``flock [opts] FILE CMD [ARG]...``, ``flock [opts] FILE -c CMD``, or ``flock FD`` (runs nothing)."""
-    sc = scan_options(words, _FLOCK, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command")
     rest = words[sc.operand + 1:]
     if not strings and rest[:1] and rest[0].text in ("-c", "--command"):
@@ -388,12 +415,10 @@ def _flock(words: list[Word]) -> Peeled:
     return Peeled(words=rest)
 
 
-def _su(words: list[Word]) -> Peeled:
+@_options_first(_SU)
+def _su(words: list[Word], sc: Scan) -> Peeled:
     """``su [opts] [-] [USER [ARG]...]``: ``-c CMD`` (before or after USER) runs CMD in a shell."""
     name = base(words[0])
-    sc = scan_options(words, _SU, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--command", "--session-command")
     rest = words[sc.operand:]
     for k, w in enumerate(rest):
@@ -424,10 +449,8 @@ def _sg(words: list[Word]) -> Peeled:
 
 def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
     """``script -c CMD``, ``nix-shell --run CMD``: a shell string, or an interactive shell."""
-    def peel_it(words: list[Word]) -> Peeled:
-        sc = scan_options(words, spec, 1)
-        if sc.unknown is not None or sc.stopped is not None:
-            return Peeled(unknown=sc.unknown)
+    @_options_first(spec)
+    def peel_it(_words: list[Word], sc: Scan) -> Peeled:
         strings = sc.get(*_SHELL_OPTION[name])
         if strings:
             return Peeled(words=strings[:1], shell=True,
@@ -436,11 +459,9 @@ def _string_option(name: str, spec: Opts) -> Callable[[list[Word]], Peeled]:
     return peel_it
 
 
-def _npx(words: list[Word]) -> Peeled:
+@_options_first(_NPX)
+def _npx(words: list[Word], sc: Scan) -> Peeled:
     """``npx [opts] CMD [ARG]...`` runs a package's program; ``-c 'CMD'`` runs a shell string."""
-    sc = scan_options(words, _NPX, 1)
-    if sc.unknown is not None or sc.stopped is not None:
-        return Peeled(unknown=sc.unknown)
     strings = sc.get("-c", "--call")
     if strings:
         return Peeled(words=strings[:1], shell=True, label="the command of npx -c")
@@ -451,24 +472,34 @@ def _opt_name(sc: Scan, names: tuple[str, ...]) -> str:
     return next((o for o, _ in sc.values if o in names), names[0])
 
 
-def _npm(words: list[Word]) -> Peeled:
+_AfterSubcommand = Callable[[list[Word], int], Peeled]
+
+
+def _after_subcommand(*names: str) -> Callable[[_AfterSubcommand], Callable[[list[Word]], Peeled]]:
+    """A wrapper only after one of its subcommands ``names`` (:func:`_subcommand_at`);
+    ``handler`` reads on from the index after the subcommand."""
+    def wrap(handler: _AfterSubcommand) -> Callable[[list[Word]], Peeled]:
+        def peel_it(words: list[Word]) -> Peeled:
+            at = _subcommand_at(words, names)
+            return at if isinstance(at, Peeled) else handler(words, at)
+        return peel_it
+    return wrap
+
+
+@_after_subcommand("exec", "x")
+def _npm(words: list[Word], at: int) -> Peeled:
     """``npm exec [--] CMD`` / ``npm x -c 'CMD'``; other npm subcommands run package.json scripts."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
-        return Peeled(wrapped=False)
-    sc = scan_options(words, _NPX, glob.operand + 1)
+    sc = scan_options(words, _NPX, at)
     strings = sc.get("-c", "--call")
     if strings:
         return Peeled(words=strings[:1], shell=True, label="the command of npm exec -c")
     return Peeled(words=words[sc.operand:], unknown=sc.unknown)
 
 
-def _mise(words: list[Word]) -> Peeled:
+@_after_subcommand("exec", "x")
+def _mise(words: list[Word], at: int) -> Peeled:
     """``mise exec [TOOL@VER]... -- CMD`` or ``mise x -c 'CMD'``."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("exec", "x"):
-        return Peeled(wrapped=False)
-    rest = words[glob.operand + 1:]
+    rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command") and k + 1 < len(rest):
             return Peeled(words=[rest[k + 1]], shell=True, label="the command of mise exec -c")
@@ -477,12 +508,10 @@ def _mise(words: list[Word]) -> Peeled:
     return Peeled()
 
 
-def _nix(words: list[Word]) -> Peeled:
+@_after_subcommand("develop", "shell")
+def _nix(words: list[Word], at: int) -> Peeled:
     """``nix develop|shell ... -c CMD ARG...`` runs CMD with its arguments."""
-    glob = scan_options(words, _LENIENT, 1)
-    if glob.operand >= len(words) or words[glob.operand].text not in ("develop", "shell"):
-        return Peeled(wrapped=False)
-    rest = words[glob.operand + 1:]
+    rest = words[at:]
     for k, w in enumerate(rest):
         if w.text in ("-c", "--command"):
             return Peeled(words=rest[k + 1:])
