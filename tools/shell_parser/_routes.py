@@ -24,9 +24,11 @@ def resolve(words: list[Word], assigns: list[Word], io: Io, ctx: Ctx,
         if peeled is None or not peeled.wrapped:
             break
         if peeled.unknown is not None:
-            ctx.out.add_unparseable(
-                f"`{name}` is given the option {peeled.unknown!r}, which policy does not know, so "
-                f"it cannot tell which word {name} runs as a program")
+            given = (f"the subcommand {peeled.unknown!r}, computed at run time (it may be one "
+                     f"that runs a command)" if peeled.subcommand else
+                     f"the option {peeled.unknown!r}, which policy does not know")
+            ctx.out.add_unparseable(f"`{name}` is given {given}, so it cannot tell which word "
+                                    f"{name} runs as a program")
             break
         check_assignments(peeled.assignments, ctx)
         env += peeled.assignments

@@ -43,6 +43,7 @@ class Peeled:
     shell: bool = False
     label: str = ""  # the route, for a command run through sh -c
     unknown: str | None = None  # an option policy does not know: which word is the program is unsure
+    subcommand: bool = False  # ``unknown`` is the subcommand, computed at run time (npm $X ...)
     wrapped: bool = True  # False: not a wrapper use after all (uv pip install)
 
 
@@ -274,10 +275,13 @@ def _subcommand_at(words: list[Word], names: tuple[str, ...]) -> int | Peeled:
     global options) is one of ``names`` (``uv run``, ``npm exec``, ``nix develop``); otherwise
     what the wrapper peels: not a wrapper use (``uv pip install``, ``npm --help``), or an
     unknown program when a global option is computed (``npm -$X exec``: which word is the
-    subcommand is unsure)."""
+    subcommand is unsure) or the subcommand itself is (``npm $X rm -rf ~``: ``$X`` may be
+    ``exec``)."""
     glob = scan_options(words, _LENIENT, 1)
     if glob.unknown is not None:
         return Peeled(unknown=glob.unknown)
+    if glob.operand < len(words) and words[glob.operand].dynamic:
+        return Peeled(unknown=words[glob.operand].raw, subcommand=True)
     if glob.operand >= len(words) or words[glob.operand].text not in names:
         return Peeled(wrapped=False)
     return glob.operand + 1
