@@ -13,7 +13,7 @@ from .._audit import AuditLog
 from .._errors import AuditBroken, NotInstalled
 from .._layout import MAX_KEPT_BYTES, Layout, State
 from .._local import local_overlay
-from .._roles import release_role
+from .._roles import ReplicaPlan, release_replica, release_role, release_router
 from .._site_install import SITE_DIR, HostLinks, link_problems, settings_digest
 from .._ui import emit_json, out
 
@@ -38,20 +38,44 @@ def _release_info(layout: Layout, v: int) -> dict[str, Any]:
     return info
 
 
-def _service() -> dict[str, Any]:
+def _service(replica: ReplicaPlan | None = None) -> dict[str, Any]:
+    """The model service's unit and health: on loopback, or behind another host's router
+    where the install put it (the replica's address and port)."""
     from .._health import loopback_get
     from .._services import DEFAULT_PORT, UNIT_NAME, systemctl, systemd_present
 
     port = int(os.environ.get("ABHED_MODEL_PORT") or DEFAULT_PORT)
-    svc: dict[str, Any] = {"systemd": systemd_present(), "unit": UNIT_NAME, "port": port}
+    host = "127.0.0.1"
+    if replica is not None:
+        host, port = replica.address, replica.port
+    svc: dict[str, Any] = {"systemd": systemd_present(), "unit": UNIT_NAME, "host": host,
+                           "port": port}
     state = systemctl("is-active", UNIT_NAME)
     svc["unit_state"] = state if state is not None else "n/a"
+    shown = f"[{host}]" if ":" in host else host
     try:
-        svc["health"] = "ok" if loopback_get(f"http://127.0.0.1:{port}/health", 2.0)[0] == 200 \
+        svc["health"] = "ok" if loopback_get(f"http://{shown}:{port}/health", 2.0)[0] == 200 \
             else "unhealthy"
     except OSError:
         svc["health"] = "not answering"
     return svc
+
+
+def serving_part(layout: Layout, current: int | None, role: str | None) -> tuple[str, dict[str, Any]]:
+    """What this model host does behind the site's router, as a phrase for the role line
+    and as JSON: it runs the router over the replicas, it serves one of them, or neither."""
+    if current is None or role not in ("model", "all"):
+        return "", {}
+    release = layout.release(current)
+    replica = release_replica(release)
+    if replica is not None:
+        return (f" (behind the router on {replica.router_host}, serving {replica.url})",
+                {"replica": replica.as_json()})
+    plan = release_router(release, role, layout.current)
+    if plan is not None:
+        return (f" (runs the router over {len(plan.replicas)} model hosts: "
+                f"{', '.join(plan.replicas)})", {"router": list(plan.replicas)})
+    return "", {}
 
 
 def _site(layout: Layout, state: State, current: int | None) -> dict[str, Any]:
@@ -101,11 +125,12 @@ def run(args: argparse.Namespace) -> int:
         last = []
     last_audit = [{k: e.get(k) for k in ("seq", "time", "action", "step", "result", "version")}
                   for e in last]
-    svc = _service()
     site = _site(layout, state, current)
     role, endpoints = release_role(layout.release(current)) if current is not None else (None, ())
+    part, serving = serving_part(layout, current, role)
+    svc = _service(release_replica(layout.release(current)) if current is not None else None)
     info: dict[str, Any] = {"prefix": str(layout.prefix), "name": state.name, "current": current,
-            "role": role, "model_endpoints": list(endpoints),
+            "role": role, "model_endpoints": list(endpoints), **serving,
             "previous": state.previous, "highest": state.highest, "releases": releases,
             "service": svc, "site": site, "audit": chain, "last_audit": last_audit}
     if args.json:
@@ -118,15 +143,15 @@ def run(args: argparse.Namespace) -> int:
             f"{r.get('model')}" + ("  (downgrade)" if r.get("downgrade") else ""))
     previous = "none" if state.previous is None else state.previous
     out(f"current: {current}   previous: {previous}   highest ever: {state.highest}")
-    if role not in (None, "all"):
+    if role not in (None, "all") or part:
         out(f"role: {role}" + (f" (the site's model service: {', '.join(endpoints)})"
-                               if role == "agent" else ""))
+                               if role == "agent" else part))
     if role == "agent":
         out("service: none on this host (role agent)")
     else:
         where = f"systemd {svc['unit']} {svc['unit_state']}" if svc["systemd"] \
             else "no systemd (run script)"
-        out(f"service: {where}; model server on 127.0.0.1:{svc['port']}: {svc['health']}")
+        out(f"service: {where}; model server on {svc['host']}:{svc['port']}: {svc['health']}")
     if site["settings_sha256"]:
         out(f"site settings: sha256 {site['settings_sha256']} (site {site['site']}, release "
             f"{current}) at {site['settings']}")

@@ -104,3 +104,27 @@ def test_the_plan_decided_at_install_is_what_a_rollback_reads(tmp_path: Path) ->
         assert release_replica(release) is None
     (release / "release.json").write_text("{broken")
     assert release_replica(release) is None
+
+
+def test_status_says_what_the_host_serves_behind_the_router(tmp_path: Path) -> None:
+    """`abhed-installer status` on a replica: its part and its vLLM's health where it listens."""
+    from installer._verbs.status import _service, serving_part
+
+    layout = Layout(tmp_path / "opt")
+    release = layout.release(2)
+    release.mkdir(parents=True)
+    (release / "release.json").write_text(json.dumps({"role": "model",
+                                                      "replica": PLAN.as_json()}))
+    part, data = serving_part(layout, 2, "model")
+    assert part == " (behind the router on model-1, serving http://10.77.0.2:8001)"
+    assert data == {"replica": PLAN.as_json()}
+    assert serving_part(layout, 2, "agent") == ("", {})
+    assert serving_part(layout, None, "model") == ("", {})
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    here = ReplicaPlan(f"http://127.0.0.1:{port}", "127.0.0.1", port, "model-1", ())
+    svc = _service(here)  # asked where the replica listens; nothing there: said, not raised
+    assert (svc["host"], svc["port"], svc["health"]) == ("127.0.0.1", port, "not answering")
