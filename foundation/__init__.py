@@ -32,7 +32,8 @@ Public surface:
   :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
   :func:`stricter_or_equal`, :func:`modes_no_looser`, :func:`as_mode`;
-* the errors::
+* the errors, and :func:`reraised_as`, which tells one in a package's own error
+  class with the same words::
 
     FoundationError
     ├── FileRefused
@@ -54,7 +55,14 @@ from foundation._documents import (
     read_document,
     validate_document,
 )
-from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
+from foundation._errors import (
+    DocumentError,
+    FileMissing,
+    FileRefused,
+    FoundationError,
+    Problem,
+    reraised_as,
+)
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
 from foundation._paths import is_within, under
 from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
@@ -93,6 +101,7 @@ __all__ = [
     "read_document",
     "read_regular",
     "replica_root",
+    "reraised_as",
     "router_argv",
     "service_url",
     "stricter_or_equal",
