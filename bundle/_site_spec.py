@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from foundation import FoundationError, load_document
+from foundation import load_document, reraised_as
 
 from ._errors import SpecError
 from ._roles import RolesSpec
@@ -190,10 +190,8 @@ class SiteSpec(ReleaseSpec):
 def load_site(path: Path) -> SiteSpec:
     """Parse a site spec (TOML), strictly: unknown keys and wrong types are refused, every
     one named with its location."""
-    try:
+    with reraised_as(SpecError):
         return load_document(path, SiteSpec, what="site spec", cap=_MAX_SITE_BYTES,
                              syntax="toml",
                              hint="Fix the site spec (docs/bundle.md lists its keys) and "
                                   "gather again.")
-    except FoundationError as exc:
-        raise SpecError(str(exc)) from None

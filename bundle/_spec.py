@@ -68,7 +68,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from foundation import FoundationError, load_document
+from foundation import load_document, reraised_as
 
 from ._errors import SpecError
 from ._manifest import NAME_PATTERN, Platform
@@ -197,11 +197,9 @@ class BuildSpec(ReleaseSpec):
 
 def load_spec(path: Path) -> BuildSpec:
     """Read a TOML (``.toml``) or JSON spec strictly; SpecError lists every problem, located."""
-    try:
+    with reraised_as(SpecError):
         return load_document(path, BuildSpec, what="spec", cap=MAX_SPEC_BYTES,
                              hint="Fix the spec (docs/bundle.md lists its keys) and build again.")
-    except FoundationError as exc:
-        raise SpecError(str(exc)) from None
 
 
 _LOCK_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)(.*)$")

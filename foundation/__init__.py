@@ -22,7 +22,8 @@ Public surface:
   (a child that ends when its parent is killed) and
   :data:`OFFLINE_ENV` (what keeps a child from reaching a hub); :func:`usable_cpus`
   (the CPUs this process may run on, for a worker pool);
-* :func:`is_within` (a path inside a root, compared as written);
+* :func:`is_within` (a path inside a root, compared as written) and :class:`under`
+  (a class attribute naming a fixed path beneath a root the instance holds);
 * the vLLM router's command (:func:`router_argv`, :data:`ROUTER_MODULE`,
   :data:`ROUTER_PORT`), what a replica's URL may be (:func:`replica_root`) and any URL a
   site names for its model service (:func:`service_url`), for ``abhed serve``, the
@@ -31,7 +32,8 @@ Public surface:
   :func:`link_problem`, :func:`canonical`, :data:`GENESIS`);
 * the policy modes: :data:`Mode`, :data:`MODES` (strictest first),
   :func:`stricter_or_equal`, :func:`modes_no_looser`, :func:`as_mode`;
-* the errors::
+* the errors, and :func:`reraised_as`, which tells one in a package's own error
+  class with the same words::
 
     FoundationError
     ├── FileRefused
@@ -53,9 +55,16 @@ from foundation._documents import (
     read_document,
     validate_document,
 )
-from foundation._errors import DocumentError, FileMissing, FileRefused, FoundationError, Problem
+from foundation._errors import (
+    DocumentError,
+    FileMissing,
+    FileRefused,
+    FoundationError,
+    Problem,
+    reraised_as,
+)
 from foundation._modes import MODES, Mode, as_mode, modes_no_looser, stricter_or_equal
-from foundation._paths import is_within
+from foundation._paths import is_within, under
 from foundation._process import OFFLINE_ENV, die_with_parent, terminate_group, usable_cpus
 from foundation._regular import NotRegularFile, open_regular, open_regular_fd, read_regular
 from foundation._router import ROUTER_MODULE, ROUTER_PORT, replica_root, router_argv, service_url
@@ -92,10 +101,12 @@ __all__ = [
     "read_document",
     "read_regular",
     "replica_root",
+    "reraised_as",
     "router_argv",
     "service_url",
     "stricter_or_equal",
     "terminate_group",
+    "under",
     "usable_cpus",
     "validate_document",
 ]

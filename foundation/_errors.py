@@ -9,14 +9,17 @@
 
 Each package that uses these raises its own error from them (``ConfigError``,
 ``SpecError``...), keeping the message: the message *is* the one format.
+:func:`reraised_as` is that rule, written once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-__all__ = ["DocumentError", "FileMissing", "FileRefused", "FoundationError", "Problem"]
+__all__ = ["DocumentError", "FileMissing", "FileRefused", "FoundationError", "Problem",
+           "reraised_as"]
 
 
 class FoundationError(Exception):
@@ -55,3 +58,20 @@ class DocumentError(FoundationError):
         named = f"{what} {source}" if source else what  # bytes that are no file: a member
         lines = [f"{named}: {p.where}: {p.message}" for p in self.problems]
         super().__init__("\n".join(lines + ([hint] if hint else [])))
+
+
+@contextmanager
+def reraised_as(error: Callable[[str], Exception]) -> Iterator[None]:
+    """Inside the block, a :class:`FoundationError` leaves as ``error(its message)``.
+
+    Why: each package has one error root, so its callers catch its errors only,
+    while the words (which file, where in it, what next) are foundation's one
+    format and must reach the reader unchanged.  The foundation error is not
+    chained (``from None``): the message already says all it knew.  Anything
+    else, the package's own errors included, passes through untouched, so a
+    block may still catch :class:`FileMissing` itself, inside, for a default.
+    """
+    try:
+        yield
+    except FoundationError as exc:
+        raise error(str(exc)) from None

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from foundation import FoundationError, load_if_present
+from foundation import load_if_present, reraised_as
 
 from ._errors import AuditBroken
 
@@ -128,11 +128,9 @@ class AuditLog:
         return AuditReport(entries=seq, head=prev)
 
     def _read_head(self) -> _Head | None:
-        try:
+        with reraised_as(AuditBroken):
             return load_if_present(self.head_path, _Head, what="audit head", cap=_MAX_LINE,
                                    hint="It was tampered with.")
-        except FoundationError as exc:
-            raise AuditBroken(str(exc)) from None
 
     def _tail(self) -> tuple[int, str]:
         head = self._read_head()

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from foundation import FoundationError, is_within, load_document
+from foundation import is_within, load_document, reraised_as
 
 from ._errors import StepFailed
 
@@ -88,13 +88,11 @@ def find_descriptor(bundle_dir: Path) -> Path | None:
 
 def load_descriptor(path: Path) -> ServeDescriptor:
     """The bundle's model-server declaration, read strictly: every problem, located."""
-    try:
+    with reraised_as(StepFailed):
         return load_document(path, ServeDescriptor, what="model-server declaration",
                              cap=_MAX_BYTES, syntax="json",
                              hint="The bundle's model-server declaration must be fixed by its "
                                   "publisher.")
-    except FoundationError as exc:
-        raise StepFailed(str(exc)) from None
 
 
 def _filler(values: Mapping[str, str], what: str) -> Callable[[re.Match[str]], str]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundation import DocumentError, FileMissing, FoundationError, read_document
+from foundation import DocumentError, FileMissing, FoundationError, read_document, under
 
 from ._errors import Busy, InstallerError, StepFailed, UsageError
 
@@ -58,42 +58,21 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 @dataclass(frozen=True)
 class Layout:
+    """The installer's places beneath ``prefix`` (this module's docstring draws them)."""
+
     prefix: Path
 
-    @property
-    def current(self) -> Path:
-        return self.prefix / "current"
-
-    @property
-    def releases(self) -> Path:
-        return self.prefix / "releases"
+    current = under("current", root="prefix")
+    releases = under("releases", root="prefix")
+    store = under("store", "sha256", root="prefix")
+    state_dir = under("state", root="prefix")
+    audit_dir = under("audit", root="prefix")
+    logs = under("logs", root="prefix")
+    data = under("data", root="prefix")
+    bin = under("bin", root="prefix")
 
     def release(self, version: int) -> Path:
         return self.releases / str(version)
-
-    @property
-    def store(self) -> Path:
-        return self.prefix / "store" / "sha256"
-
-    @property
-    def state_dir(self) -> Path:
-        return self.prefix / "state"
-
-    @property
-    def audit_dir(self) -> Path:
-        return self.prefix / "audit"
-
-    @property
-    def logs(self) -> Path:
-        return self.prefix / "logs"
-
-    @property
-    def data(self) -> Path:
-        return self.prefix / "data"
-
-    @property
-    def bin(self) -> Path:
-        return self.prefix / "bin"
 
     def current_version(self) -> int | None:
         """The version ``current`` points at, read from the symlink itself."""

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from foundation import FileMissing, FoundationError, parse_document, read_regular
+from foundation import FileMissing, parse_document, read_regular, reraised_as
 
 from ._audit import AuditLog
 from ._errors import StepFailed, UsageError
@@ -59,25 +59,22 @@ def local_dir(layout: Layout, version: int) -> Path:
 def local_overlay(layout: Layout, version: int) -> dict[str, Any] | None:
     """The overlay a release was tightened with (placeholders kept), or None."""
     path = local_dir(layout, version) / "overlay.json"
-    try:
-        data = read_regular(path, MAX_OVERLAY_BYTES, "local tightening record")
-        return parse_document(data, what="local tightening record", source=path,
-                              hint="It was damaged: run `abhed-installer site reset` and "
-                              "tighten again.")
-    except FileMissing:
-        return None
-    except FoundationError as exc:
-        raise StepFailed(str(exc)) from None
+    with reraised_as(StepFailed):
+        try:
+            data = read_regular(path, MAX_OVERLAY_BYTES, "local tightening record")
+            return parse_document(data, what="local tightening record", source=path,
+                                  hint="It was damaged: run `abhed-installer site reset` and "
+                                  "tighten again.")
+        except FileMissing:
+            return None
 
 
 def read_overlay(path: Path) -> dict[str, Any]:
     """The operator's FILE: a regular file, at most 256 KiB, strict JSON or TOML, an object."""
-    try:
+    with reraised_as(UsageError):
         data = read_regular(path, MAX_OVERLAY_BYTES, "tightening")
         return parse_document(data, what="tightening", source=path,
                               hint="Give config.json's keys and nesting (docs/configuration.md).")
-    except FoundationError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def narrow(release: Path, layout: Layout, overlay: dict[str, Any],

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from foundation import under
+
 from ._audit import AuditLog
 from ._errors import UsageError
 from ._layout import Layout, atomic_write, read_kept
@@ -89,26 +91,12 @@ class SiteCA:
         self.dir = directory
         self.audit = AuditLog(directory / "audit")
 
-    # -- files ---------------------------------------------------------------------------
-    @property
-    def key_path(self) -> Path:
-        return self.dir / "ca.key"
-
-    @property
-    def cert_path(self) -> Path:
-        return self.dir / "ca.pem"
-
-    @property
-    def crl_path(self) -> Path:
-        return self.dir / "crl.pem"
-
-    @property
-    def index_path(self) -> Path:
-        return self.dir / "issued.json"
-
-    @property
-    def model_key_path(self) -> Path:
-        return self.dir / "vllm.key"
+    # -- files (the module's docstring says what each holds) -------------------------------
+    key_path = under("ca.key", root="dir")
+    cert_path = under("ca.pem", root="dir")
+    crl_path = under("crl.pem", root="dir")
+    index_path = under("issued.json", root="dir")
+    model_key_path = under("vllm.key", root="dir")
 
     def _model_key(self) -> tuple[str, bool]:
         """The site's vLLM key, made the first time a model host is issued one: (key, made)."""

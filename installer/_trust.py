@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from foundation import FoundationError, load_if_present
+from foundation import load_if_present, reraised_as
 
 from ._errors import BundleRefused, UsageError
 from ._layout import Layout, atomic_write
@@ -66,12 +66,10 @@ class _Pinned(BaseModel):
 
 
 def _pinned(layout: Layout) -> tuple[list[str], int] | None:
-    try:
+    with reraised_as(BundleRefused):
         pinned = load_if_present(layout.state_dir / "trust.json", _Pinned, what="pinned keys",
                                  cap=1 << 20, hint="The pinned keys were damaged; restore the "
                                  "file from a backup (its hash is in the audit log).")
-    except FoundationError as exc:
-        raise BundleRefused(str(exc)) from None
     return None if pinned is None else (pinned.keys, pinned.threshold)
 
 

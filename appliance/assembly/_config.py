@@ -21,7 +21,7 @@ from appliance.extensions import ExtensionSpec
 from appliance.mcp import McpServerSpec
 from appliance.policy import PolicySettings
 from appliance.sandbox import SandboxSettings
-from foundation import FileMissing, FoundationError, load_document
+from foundation import FileMissing, load_document, reraised_as
 from models import ProviderConfig, ServeSettings
 from tools import ToolSettings
 
@@ -133,16 +133,15 @@ def read_config(path: Path | None = None) -> Config:
     """
     explicit = path is not None
     target = path or abhed_home() / "config.json"
-    try:
-        config = load_document(target, Config, what="config", cap=MAX_CONFIG_BYTES,
-                               syntax="json",
-                               hint="Fix the file (docs/configuration.md lists every key), or move it "
-                                    "aside to start from the built-in defaults.")
-    except FileMissing:
-        if explicit:
-            raise ConfigError(f"config file {target} does not exist") from None
-        return Config()
-    except FoundationError as exc:
-        raise ConfigError(str(exc)) from None
+    with reraised_as(ConfigError):
+        try:
+            config = load_document(target, Config, what="config", cap=MAX_CONFIG_BYTES,
+                                   syntax="json",
+                                   hint="Fix the file (docs/configuration.md lists every key), "
+                                        "or move it aside to start from the built-in defaults.")
+        except FileMissing:
+            if explicit:
+                raise ConfigError(f"config file {target} does not exist") from None
+            return Config()
     config._source = str(target)
     return config

@@ -41,7 +41,7 @@ from typing import Any
 
 from appliance._errors import ConfigError
 from appliance.assembly._config import Config
-from foundation import FoundationError, read_regular, validate_document
+from foundation import FoundationError, read_regular, under, validate_document
 from foundation.site_files import (
     MAX_SITE_BYTES,
     ORIGIN_FILE,
@@ -81,10 +81,8 @@ class SiteLayer:
     raw: dict[str, Any]  # settings.json as written: which keys the site set
     origin: SiteOrigin
 
-    @property
-    def settings_file(self) -> Path:
-        """The file a refusal names: as the engineer can find it (through the link)."""
-        return self.found_at / "settings.json"
+    # the file a refusal names: as the engineer can find it (through the link)
+    settings_file = under(SETTINGS_FILE, root="found_at")
 
     @property
     def settings_sha256(self) -> str:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from appliance.probe._errors import ProbeError
 from appliance.probe._result import RunResult
 from appliance.probe._score import Rate, macro_f1, rate
-from foundation import FoundationError, load_document
+from foundation import load_document, reraised_as
 from models import CatalogEntry, ProbeBar
 
 __all__ = ["REPORT_FORMAT", "FamilyScore", "FaultGap", "Finding", "Requirement", "ProbeReport",
@@ -108,13 +108,11 @@ MAX_REPORT_BYTES = 64 << 20  # every run's answer and calls: a few MiB for a ful
 
 def load_report(path: Path) -> ProbeReport:
     """A report written by ``abhed probe --out`` (the baseline for the soft gate), read strictly."""
-    try:
+    with reraised_as(ProbeError):
         return load_document(path, ProbeReport, what="baseline report", cap=MAX_REPORT_BYTES,
                              syntax="json",
                              hint="Give a report written by `abhed probe --out`, from this "
                                   "version of Abhed.")
-    except FoundationError as exc:
-        raise ProbeError(str(exc)) from None
 
 
 def _case_outcomes(runs: list[RunResult]) -> dict[str, bool]:

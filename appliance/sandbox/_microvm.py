@@ -49,7 +49,7 @@ from appliance.sandbox import _accel
 from appliance.sandbox._errors import SandboxCrashed, SandboxUnavailable
 from appliance.sandbox._local import base_env, to_job, to_run
 from appliance.sandbox._settings import SandboxSettings
-from foundation import FoundationError, parse_document, read_regular, terminate_group
+from foundation import FoundationError, parse_document, read_regular, terminate_group, under
 from foundation.guest import PROTOCOL_VERSION
 from tools import JobOutput, ShellRun
 
@@ -70,17 +70,9 @@ class VMImage:
     dir: Path
     manifest: dict[str, Any]
 
-    @property
-    def kernel(self) -> Path:
-        return self.dir / "vmlinuz"
-
-    @property
-    def initrd(self) -> Path:
-        return self.dir / "initrd.img"
-
-    @property
-    def rootfs(self) -> Path:
-        return self.dir / "rootfs.ext4"
+    kernel = under("vmlinuz", root="dir")
+    initrd = under("initrd.img", root="dir")
+    rootfs = under("rootfs.ext4", root="dir")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> VMImage:

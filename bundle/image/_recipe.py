@@ -17,9 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from bundle.image._errors import ImageError
 from foundation import (
     FileMissing,
-    FoundationError,
     parse_document,
     read_regular,
+    reraised_as,
     validate_document,
 )
 
@@ -77,16 +77,15 @@ MAX_RECIPE_BYTES = 1 << 20
 def load_recipe(name_or_path: str) -> tuple[Recipe, bytes]:
     """The recipe and its exact bytes (hashed into the image key), read strictly."""
     path = recipe_path(name_or_path)
-    try:
-        raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
+    with reraised_as(ImageError):
+        try:
+            raw = read_regular(path, MAX_RECIPE_BYTES, "recipe")
+        except FileMissing as exc:
+            shipped = ", ".join(sorted(p.stem for p in (_HERE / "recipes").glob("*.json")))
+            raise ImageError(f"{exc}; shipped recipes: {shipped}") from None
         recipe = validate_document(parse_document(raw, what="recipe", source=path,
                                                   syntax="json"),
                                    Recipe, what="recipe", source=path)
-    except FileMissing as exc:
-        shipped = ", ".join(sorted(p.stem for p in (_HERE / "recipes").glob("*.json")))
-        raise ImageError(f"{exc}; shipped recipes: {shipped}") from None
-    except FoundationError as exc:
-        raise ImageError(str(exc)) from None
     recipe.check()
     return recipe, raw
 

@@ -18,7 +18,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from foundation import FoundationError, read_regular
+from foundation import read_regular, reraised_as
 
 from .._audit import AuditLog
 from .._errors import UsageError
@@ -38,10 +38,8 @@ _MAX = 1024 * 1024
 
 
 def _read(path: Path, what: str) -> bytes:
-    try:
+    with reraised_as(UsageError):
         return read_regular(path, _MAX, what)
-    except FoundationError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _old(path: Path) -> bytes | None:

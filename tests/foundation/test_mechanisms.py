@@ -27,7 +27,9 @@ from foundation import (
     open_regular,
     open_regular_fd,
     read_regular,
+    reraised_as,
     terminate_group,
+    under,
     usable_cpus,
 )
 
@@ -189,6 +191,37 @@ def test_terminate_group_with_no_grace_kills_at_once_and_an_exited_child_is_fine
 ])
 def test_is_within_compares_whole_components(path: str, root: str, inside: bool) -> None:
     assert is_within(path, root) is inside
+
+
+class _OwnError(Exception):
+    """A package's own error root, as each package has one."""
+
+
+def test_reraised_as_tells_a_foundation_refusal_in_the_package_error_and_its_words(
+        tmp_path: Path) -> None:
+    with pytest.raises(_OwnError) as info, reraised_as(_OwnError):
+        read_regular(tmp_path / "absent", 10, "record")
+    assert isinstance(info.value, _OwnError) and "absent" in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(ValueError, match="not ours"), reraised_as(_OwnError):
+        raise ValueError("not ours")  # anything else passes through untouched
+
+
+@dataclass
+class _Kept:
+    home: Path
+    log = under("logs", "today.log", root="home")
+
+
+def test_under_names_a_path_beneath_the_root_as_it_is_now() -> None:
+    kept = _Kept(Path("/srv/a"))
+    assert kept.log == Path("/srv/a/logs/today.log")
+    kept.home = Path("/srv/b")  # computed on each read: it follows the root
+    assert kept.log == Path("/srv/b/logs/today.log")
+    assert isinstance(_Kept.log, under)  # on the class: the descriptor, as a property is
+    with pytest.raises(AttributeError, match="log is under"):
+        kept.log = Path("/elsewhere")
+    assert kept.log == Path("/srv/b/logs/today.log")
 
 
 def test_usable_cpus_follows_the_affinity_not_the_machine() -> None:

@@ -335,8 +335,7 @@ class Lexer:
                 self._double_quoted(add)
                 continue
             if c in "$`":
-                piece = self._expansion()
-                add(piece, "q" if piece == "$" else "x")
+                self._add_expansion(add)
                 continue
             add(c, "u")
             self.i += 1
@@ -356,12 +355,18 @@ class Lexer:
                 self.i += 2
                 continue
             if c in "$`":
-                piece = self._expansion()
-                add(piece, "q" if piece == "$" else "x")
+                self._add_expansion(add)
                 continue
             add(c, "q")
             self.i += 1
         raise Unreadable("unterminated double quote")
+
+    def _add_expansion(self, add: Callable[[str, str], None]) -> None:
+        """Read the expansion at ``self.i`` into a word, bare or double-quoted alike: marked
+        ``x`` (its value is not known here), but a lone ``$`` (no name, no bracket after it)
+        is a literal dollar, marked quoted."""
+        piece = self._expansion()
+        add(piece, "q" if piece == "$" else "x")
 
     def _expansion(self) -> str:
         """Read one ``$``-expansion or backtick substitution; commands inside are handed on."""
