@@ -81,6 +81,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
@@ -256,6 +257,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
+@dataclass(kw_only=True, eq=False)
 class Runner:
     """Runs shell commands with the lifecycle rules in the module docstring.
 
@@ -264,30 +266,19 @@ class Runner:
     where the shell should start.
     """
 
-    def __init__(
-        self,
-        *,
-        wrap: Wrap | None = None,
-        grace_s: float = 2.0,
-        keep_bytes: int = 64 * 1024,
-        max_output_bytes: int = 64 * 1024 * 1024,
-        job_log_bytes: int = 4 * 1024 * 1024,
-        bash: str = "/bin/bash",
-        pass_fds: Sequence[int] = (),
-        spill_dir: str | None = None,
-    ) -> None:
-        self.spill_dir = spill_dir
-        self.wrap = wrap
-        self.grace_s = grace_s
-        self.keep_bytes = keep_bytes
-        self.max_output_bytes = max_output_bytes
-        self.job_log_bytes = job_log_bytes
-        self.bash = bash
-        self.pass_fds = tuple(pass_fds)
-        self._jobs: dict[str, _Job] = {}
-        self._next_job = 1
-        self._lock = threading.Lock()
-        self._foreground: dict[int, str] = {}  # process group -> owner, of running commands
+    wrap: Wrap | None = None
+    grace_s: float = 2.0
+    keep_bytes: int = 64 * 1024
+    max_output_bytes: int = 64 * 1024 * 1024
+    job_log_bytes: int = 4 * 1024 * 1024
+    bash: str = "/bin/bash"
+    pass_fds: Sequence[int] = ()
+    spill_dir: str | None = None
+    _jobs: dict[str, _Job] = field(default_factory=dict, init=False)
+    _next_job: int = field(default=1, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    # process group -> owner, of running commands
+    _foreground: dict[int, str] = field(default_factory=dict, init=False)
 
     # -- spawning ---------------------------------------------------------
     def _spawn(self, command: str, cwd: str, env: dict[str, str],
@@ -298,7 +289,7 @@ class Runner:
                 cwd]
         if self.wrap is not None:
             argv = self.wrap(argv, cwd)
-        fds = self.pass_fds + ((cwd_fd,) if cwd_fd is not None else ())
+        fds = tuple(self.pass_fds) + ((cwd_fd,) if cwd_fd is not None else ())
         return subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             env=env, start_new_session=True, pass_fds=fds, close_fds=True,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from appliance.events import Compacted
@@ -83,21 +84,24 @@ def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
 Measure = Callable[[Compacted], int]
 
 
+@dataclass(eq=False)
 class Compactor:
-    """Decides when to compact one agent's conversation and does it; holds the circuit breaker."""
+    """Decides when to compact one agent's conversation and does it; holds the circuit breaker.
 
-    def __init__(self, context_tokens: int | None, *, compact_at: float = 0.6, target: float = 0.45,
-                 keep_turns: int = 2, max_failures: int = 3, min_saving: float = 0.10) -> None:
-        self.context_tokens = context_tokens
-        self.compact_at = compact_at
-        self.target = target
-        self.keep_turns = keep_turns
-        self.max_failures = max_failures
-        self.min_saving = min_saving
-        self.failures = 0
-        self.tripped: str | None = None  # why summaries stopped being tried in this run
-        self.why = ""  # why the last compaction recorded nothing
-        self.chars_per_token = _DEFAULT_CHARS_PER_TOKEN
+    The settings come first (``context_tokens`` by position, the rest by name); the last
+    fields are its state over a run."""
+
+    context_tokens: int | None
+    _: KW_ONLY
+    compact_at: float = 0.6
+    target: float = 0.45
+    keep_turns: int = 2
+    max_failures: int = 3
+    min_saving: float = 0.10
+    failures: int = field(default=0, init=False)
+    tripped: str | None = field(default=None, init=False)  # why summaries stopped being tried
+    why: str = field(default="", init=False)  # why the last compaction recorded nothing
+    chars_per_token: float = field(default=_DEFAULT_CHARS_PER_TOKEN, init=False)
 
     def reset(self) -> None:
         """A new run: the breaker is closed again."""
