@@ -26,6 +26,7 @@ host), and the hosts' fronts are what engineers reach, never vLLM.  Keys are ECD
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import json
@@ -240,8 +241,10 @@ class SiteCA:
         model_key: dict[str, Any] = {}
         if role in ("model", "all"):
             shared, made = self._model_key()
-            pem += (f"-----BEGIN {_KEY_LABEL}-----\n{shared}\n-----END {_KEY_LABEL}-----\n"
-                    .encode())
+            # Its body is base64 like every PEM block's: TLS libraries reading the file for
+            # the key and certificates skip a block they do not know, but not a bad one.
+            body = base64.b64encode(shared.encode()).decode()
+            pem += f"-----BEGIN {_KEY_LABEL}-----\n{body}\n-----END {_KEY_LABEL}-----\n".encode()
             model_key = {"vllm_key": "made" if made else "shared",
                          "vllm_key_sha256": key_digest(shared)}
         for e in live:
@@ -320,7 +323,10 @@ def model_key_of(data: bytes, source: str) -> str | None:
             raise UsageError(f"{source}: its {_KEY_LABEL} block is cut or malformed; issue "
                              "the credential again (`abhed-installer ca issue ... --rotate`)")
         return None
-    key: str = bytes(blocks[0]).decode("ascii", "replace").strip()
+    try:
+        key = base64.b64decode(bytes(blocks[0]).strip(), validate=True).decode("ascii")
+    except (ValueError, UnicodeError):
+        key = ""
     if len(blocks) > 1 or not _KEY_TEXT.fullmatch(key):
         raise UsageError(f"{source}: its {_KEY_LABEL} block is not one key from `abhed-installer "
                          "ca issue`; issue the credential again")

@@ -347,3 +347,15 @@ def test_a_malformed_vllm_key_block_installs_nothing(
     assert "issue the credential again" in text
     assert not vllm_key_path(Layout(prefix)).exists()
     assert not (prefix / "state/credential/host.pem").exists()
+
+
+def test_a_model_hosts_credential_file_loads_as_is_in_tls(
+        ca: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The vLLM key's block is base64 like any PEM block's, so the issued file itself still
+    loads as a TLS key and chain (OpenSSL skips a block it does not know, not a bad one)."""
+    import ssl
+
+    cred = tmp_path / "m.pem"
+    cred.write_bytes(_issue(capsys, ca, tmp_path, "model-1", "all"))
+    assert b"BEGIN ABHED VLLM KEY" in cred.read_bytes()
+    ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cred)
