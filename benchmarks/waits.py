@@ -235,7 +235,7 @@ def sandbox(repeat: int) -> None:
 
 def bundle_build(repeat: int, mib: int = 256) -> None:
     from bundle import SecretKey, build_bundle
-    from models import BUNDLE_KIT
+    from models.bundle_kit import BUNDLE_KIT
 
     print(f"bundle build ({load()})")
     key = SecretKey.generate()

@@ -17,7 +17,7 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
   connected side);
 * ``ModelKit``: what a build with a model needs of the model code (presets, the vLLM
   command, the OpenSSF model signature), handed in by ``abhed bundle``
-  (``models.BUNDLE_KIT``): ``bundle`` never imports ``models``, so the frozen
+  (``models.bundle_kit.BUNDLE_KIT``): ``bundle`` never imports ``models``, so the frozen
   installer carries none;
 * ``verify_bundle(path, trust, installed_version=, allow_downgrade=, stage_to=)``
   returning a ``VerifiedBundle`` (signature first, then one streaming pass;

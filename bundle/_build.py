@@ -506,7 +506,7 @@ def build_bundle(spec_path: Path, out: Path, keys: Sequence[SecretKey], *,
 
     ``check_settings`` checks the site's agent settings (``[site.settings]``) against the
     agent's schema; a spec that has settings is refused without one (``_settings``).
-    ``model_kit`` signs each model directory (``models.BUNDLE_KIT``); a spec with a
+    ``model_kit`` signs each model directory (``models.bundle_kit.BUNDLE_KIT``); a spec with a
     model is refused without one (``_model_kit``).
 
     Raises:

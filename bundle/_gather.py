@@ -353,7 +353,7 @@ def gather(site_path: Path, out: Path | None, keys: Sequence[SecretKey], *,
     carried are referenced by hash instead of carried (``Reference``).  ``check_settings``
     checks the ``[agent]`` table against the agent's schema (required when there is one;
     ``abhed bundle gather`` passes the agent's ``Config``).  ``model_kit`` is the model
-    knowledge a site with a model needs (``models.BUNDLE_KIT``; ``_model_kit``).
+    knowledge a site with a model needs (``models.bundle_kit.BUNDLE_KIT``; ``_model_kit``).
 
     Raises:
         BundleError: a SpecError naming what is wrong in the spec or which step failed.

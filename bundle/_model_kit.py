@@ -6,7 +6,7 @@ code), yet ``abhed bundle gather`` writes each model's catalog entry from its
 family's preset and its vLLM command, and ``abhed bundle build`` signs each model
 directory the OpenSSF way.  So the bundle names what it needs here, in plain data,
 and the caller hands it the implementation: ``abhed bundle`` passes
-``models.BUNDLE_KIT``, as it passes the agent's schema (``SettingsCheck``).  A
+``models.bundle_kit.BUNDLE_KIT``, as it passes the agent's schema (``SettingsCheck``).  A
 spec with a model is refused without one.
 """
 
@@ -65,5 +65,5 @@ def require_kit(kit: ModelKit | None, where: str) -> ModelKit:
     if kit is None:
         raise SpecError(f"{where} names a model, which a bundle carries only with its catalog "
                         "entry and signature: use `abhed bundle gather` or `abhed bundle "
-                        "build`, or pass model_kit=models.BUNDLE_KIT")
+                        "build`, or pass model_kit=models.bundle_kit.BUNDLE_KIT")
     return kit

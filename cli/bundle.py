@@ -20,7 +20,7 @@ import click
 
 import bundle
 from bundle import BundleError, PublicKey, SecretKey, TrustPolicy
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 _EXISTING = click.Path(exists=True, dir_okay=False, path_type=Path)

@@ -65,7 +65,8 @@ def _serve(server: _Server, line: str) -> None:
 def model_relay(socket_path: Path, upstreams: tuple[str, ...], ca: Path, credential: Path,
                 engineers: Path | None, gate: bool, read_timeout_s: float) -> None:
     """Relay enrolled engineers' model requests to the site's model service, naming each."""
-    from models import ModelRelay, ModelsError, RelaySettings
+    from models import ModelsError
+    from models.service import ModelRelay, RelaySettings
 
     if (engineers is None) != gate:
         raise click.UsageError("give --engineers (the host's relay) or --gate (the "
@@ -106,7 +107,8 @@ def model_front(listen_host: str, listen_port: int, ca: Path, credential: Path, 
                 upstream: str, api_key_file: Path | None, record: Path, catalog: Path | None,
                 model_name: str | None, replicas: tuple[str, ...]) -> None:
     """Serve the site's model requests: authenticate each host, record every request."""
-    from models import FrontSettings, ModelFront, ModelsError, load_catalog
+    from models import ModelsError, load_catalog
+    from models.service import FrontSettings, ModelFront
 
     if replicas and catalog is None:
         raise click.UsageError("--replica needs --catalog: what each replica must serve")

@@ -1,7 +1,7 @@
 """On the model host that runs the router: every model host behind it, checked before the
 switch (the health gate's ``replicas`` step).
 
-The front checks the replicas again each time it starts (models._front), but it starts
+The front checks the replicas again each time it starts (models.service._front), but it starts
 after the switch; the gate is where an install or upgrade can still refuse with nothing
 changed.  Each replica is asked by the release's own ``abhed serve --check-host`` (the one
 check, models._host_check: served name, ``max_model_len``, vLLM version), with the key

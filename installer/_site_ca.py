@@ -67,7 +67,7 @@ class HostPaths:
     credential: Path  # the host's key and certificate: root, 0600
     ca: Path  # the site CA it trusts (pinned by the first credential)
     crl: Path  # a model host's copy of the CA's revocation list
-    engineers: Path  # the enrolled engineers (models._enrolment's format)
+    engineers: Path  # the enrolled engineers (models.service._enrolment's format)
 
 
 def host_paths(layout: Layout) -> HostPaths:

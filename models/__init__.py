@@ -7,25 +7,33 @@ reply types, sampling checks (:func:`check_sampling`), the model catalog
 (:class:`Catalog`, :class:`CatalogEntry`, a model's own context limit
 :func:`model_context_limit`) and the model-family presets that
 write its entries (:data:`PRESETS`, :func:`entry_from_preset`), the vLLM launcher
-(:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`), the weights' OpenSSF model signatures (:func:`sign_model`,
-:func:`verify_model`, :func:`signature_identity`) and the scripted test server
-(:class:`ScriptedServer`, its steps read by :func:`read_script`), the model service's request record
+(:class:`VllmServer`) and a user's on-demand local service (:class:`LocalService`),
+the weights' OpenSSF model signatures (:func:`sign_model`, :func:`verify_model`,
+:func:`signature_identity`), and the model service's request record
 (:class:`RequestLog` of :class:`RequestRecord`, :func:`read_requests`,
 :func:`request_ids` and the headers the agent sends, :data:`SESSION_HEADER`,
-:data:`REQUEST_HEADER`), and the site's model service: the relay on every
-engineers' host (:class:`ModelRelay`) and the front on every model host
-(:class:`ModelFront`), docs/model-service.md.
+:data:`REQUEST_HEADER`).
 
-What a bundle build needs of models (presets, the vLLM command, the model signature)
-is :data:`BUNDLE_KIT`, which ``abhed bundle`` hands ``bundle`` (its ``ModelKit``).
+The servers live in public modules this package does not import, so that
+``import models`` (every ``abhed tool`` call imports it for its settings) does
+not load them (docs/performance.md, "Fifth pass"):
 
-Errors: :class:`ModelsError` is the root; its tree is drawn in ``models._errors``.
-httpx is imported only when a client is built, so importing this package is cheap.
+* ``models.scripted``: the scripted test server (:class:`ScriptedServer`, its
+  steps read by :func:`read_script`; ``python -m models.scripted``);
+* ``models.service``: the site's model service, the relay on every engineer's
+  host (``ModelRelay``) and the front on every model host (``ModelFront``),
+  docs/model-service.md;
+* ``models.bundle_kit``: what a bundle build needs of models (presets, the vLLM
+  command, the model signature), ``BUNDLE_KIT``, which ``abhed bundle`` hands
+  ``bundle`` (its ``ModelKit``).
+
+Errors: :class:`ModelsError` is the root, for those modules too; its tree is
+drawn in ``models._errors``.  httpx is imported only when a client is built, so
+importing this package is cheap.
 """
 
 from __future__ import annotations
 
-from models._bundle_kit import BUNDLE_KIT
 from models._catalog import TOOL_CALL_PARSERS, Catalog, CatalogEntry, hash_weights, load_catalog
 from models._context import ContextLimit, model_context_limit
 from models._errors import (
@@ -43,7 +51,6 @@ from models._errors import (
     RequestLogError,
     ServeError,
 )
-from models._front import FrontSettings, ModelFront
 from models._host_check import HostDeclaration, check_model_host, weights_digest
 from models._local_service import LocalService, ServiceHold
 from models._openai import OpenAIClient
@@ -51,7 +58,6 @@ from models._presets import PRESETS, Preset, entry_from_preset, get_preset, sugg
 from models._probe_bar import PROBE_FAMILIES, ProbeBar
 from models._provider import OpenAIProvider, open_provider
 from models._provider_config import SUPPORTED_APIS, ProviderConfig
-from models._relay import ModelRelay, RelaySettings
 from models._request_log import (
     LISTING_ENDPOINTS,
     REQUEST_HEADER,
@@ -64,13 +70,6 @@ from models._request_log import (
 )
 from models._sampling import KNOWN_SAMPLING, VLLM_SAMPLING, check_sampling
 from models._scale import RouterSettings, check_parallel_fit, router_command
-from models._scripted import (
-    ScriptedCall,
-    ScriptedServer,
-    ScriptStep,
-    read_script,
-    serve_until_interrupted,
-)
 from models._serve import OFFLINE_ENV, ServeSettings, VllmServer
 from models._signature import (
     MODEL_SIGNATURE,
@@ -84,7 +83,6 @@ from models._site_tls import GATE_ENGINEER
 from models._types import CancelToken, ChatRequest, Delta, ModelReply, Provider, ToolCall, Usage
 
 __all__ = [
-    "BUNDLE_KIT",
     "ModelStreamLost",
     "HostDeclaration",
     "HostMismatch",
@@ -113,10 +111,7 @@ __all__ = [
     "ChatRequest",
     "ContextLimit",
     "Delta",
-    "FrontSettings",
-    "ModelFront",
     "ModelNotFound",
-    "ModelRelay",
     "ModelReply",
     "ModelsError",
     "OpenAIClient",
@@ -130,15 +125,11 @@ __all__ = [
     "ProviderHTTPError",
     "ProviderProtocolError",
     "ProviderUnavailable",
-    "RelaySettings",
     "RequestCancelled",
     "RequestLog",
     "RequestLogBroken",
     "RequestLogError",
     "RequestRecord",
-    "ScriptStep",
-    "ScriptedCall",
-    "ScriptedServer",
     "ServeError",
     "ServeSettings",
     "ServiceHold",
@@ -155,9 +146,7 @@ __all__ = [
     "open_provider",
     "public_key_pem",
     "read_requests",
-    "read_script",
     "request_ids",
-    "serve_until_interrupted",
     "sign_model",
     "signature_identity",
     "suggest_tensor_parallel",

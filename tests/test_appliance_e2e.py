@@ -56,7 +56,7 @@ import pytest
 
 from bundle import SecretKey, TrustPolicy, gather, inspect_bundle, split_bundle
 from cli.bundle import check_settings
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 from tests.e2e_driver import ASK_DRIVER
 
 pytestmark = pytest.mark.slow

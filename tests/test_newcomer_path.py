@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from appliance.compose import load_config, local_service
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed
 from tests.helpers import wait_for
 from tests.vllm_server import SERVED, VLLM_ENV, entry_for, tiny_model, vllm_python

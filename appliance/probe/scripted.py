@@ -1,8 +1,8 @@
 """Scripted models for the probe: the reference (good) model and the bad ones the probe must catch.
 
-Shipped in the package, like ``models.ScriptedServer`` it builds on, so the
+Shipped in the package, like ``models.scripted.ScriptedServer`` it builds on, so the
 probe, the CLI and the installer's health gate can be tested without a GPU.
-:class:`ReferenceModel` is a responder for :class:`models.ScriptedServer`: it
+:class:`ReferenceModel` is a responder for :class:`models.scripted.ScriptedServer`: it
 recognises a probe case by its prompt (the workspace is read from the system
 prompt, as a model would), and replies with the case's reference turns.  A
 behaviour turns it into a bad model:
@@ -37,7 +37,13 @@ from typing import Any
 from appliance.probe._cases import Case, RefCall, RefTurn, load_cases
 from appliance.probe._fixture import render
 from foundation import FoundationError
-from models import ScriptedCall, ScriptedServer, ScriptStep, read_script, serve_until_interrupted
+from models.scripted import (
+    ScriptedCall,
+    ScriptedServer,
+    ScriptStep,
+    read_script,
+    serve_until_interrupted,
+)
 
 __all__ = ["BEHAVIOURS", "ReferenceModel", "serve"]
 
@@ -54,7 +60,7 @@ def _content(msg: dict[str, Any]) -> str:
 
 
 class ReferenceModel:
-    """A responder for :class:`models.ScriptedServer` (``responder=ReferenceModel(...)``)."""
+    """A responder for :class:`models.scripted.ScriptedServer` (``responder=ReferenceModel(...)``)."""
 
     def __init__(self, behaviour: str = "good", *, cases: Sequence[Case] | None = None,
                  fallback: Sequence[ScriptStep | dict[str, Any]] = ()) -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bundle import SecretKey, TrustPolicy, build_bundle, verify_bundle
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _bench import bundle_input, cpu_now

@@ -27,7 +27,8 @@ from appliance import Dispatcher, Session
 from appliance.events import EventStore, ModelTurn, ObservationEvent
 from appliance.loop import Agent, Limits, build_system_prompt
 from appliance.policy import Gate
-from models import ProviderConfig, ScriptedServer, open_provider
+from models import ProviderConfig, open_provider
+from models.scripted import ScriptedServer
 from tools import ToolContext, Workspace, native_tools
 
 TARGET_MS = 5.0

@@ -57,7 +57,7 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="abhed-bench-probe-"))
     os.environ["ABHED_HOME"] = str(home)
     from appliance.probe.scripted import ReferenceModel
-    from models import ScriptedServer
+    from models.scripted import ScriptedServer
 
     levels = [int(c) for c in ns.concurrency.split(",")]
     rows: list[tuple[str, int, int, float, int]] = []

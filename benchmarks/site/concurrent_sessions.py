@@ -50,10 +50,10 @@ sys.path.insert(0, str(ROOT))
 def _server(kind: str, turns: int) -> tuple[str, dict[str, Any], Any]:
     """The model server's base URL, the provider entry for it, and what to stop afterwards."""
     if kind == "scripted":
-        from models import ScriptedServer
+        from models.scripted import ScriptedServer
 
         def reply(body: dict[str, Any]) -> Any:
-            from models import ScriptStep
+            from models.scripted import ScriptStep
 
             done = sum(m.get("role") == "tool" for m in body["messages"])
             if done < turns - 1:

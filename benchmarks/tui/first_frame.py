@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from models import ScriptedServer  # noqa: E402
+from models.scripted import ScriptedServer  # noqa: E402
 
 
 def once(home: Path, workspace: Path) -> float:

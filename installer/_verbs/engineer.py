@@ -2,7 +2,7 @@
 model service through its relay.
 
 The list is ``PREFIX/state/engineers.json`` (root-owned), in the format the relay
-reads (``models._enrolment``: ``abhed-engineers/1``, each name with the uid it had
+reads (``models.service._enrolment``: ``abhed-engineers/1``, each name with the uid it had
 when enrolled).  The relay re-reads it on change: an enrolment or a revocation
 holds from the engineer's next request.  Both verbs are idempotent and recorded in
 the audit log.

@@ -19,7 +19,8 @@ from appliance.compose import Config, Tooling, choose_mode, open_tooling, start_
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent, Limits
 from appliance.policy import Approver, Mode
-from models import ProviderConfig, ScriptedServer, ScriptStep
+from models import ProviderConfig
+from models.scripted import ScriptedServer, ScriptStep
 from tools import Workspace
 
 

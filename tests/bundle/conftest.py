@@ -20,7 +20,7 @@ from bundle import SecretKey, TrustPolicy
 from bundle._manifest import canonical_json
 from bundle._tar import end_of_archive, member_header, padding
 from bundle._trust import sign_set
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 
 def make_wheel(directory: Path, name: str, version: str, body: str = "VALUE = 1\n") -> Path:

@@ -24,7 +24,7 @@ from bundle import (
     rotate_trust,
     verify_bundle,
 )
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 from .conftest import make_wheel, write_inputs
 
@@ -111,7 +111,7 @@ def test_symlink_in_model_dir_and_no_keys_are_refused(tmp_path: Path, key: Secre
     with pytest.raises(SpecError, match="no signing key"):
         build_bundle(spec, tmp_path / "o", [], model_kit=BUNDLE_KIT)
     # bundle never imports models: a model is carried only with the kit that signs it.
-    with pytest.raises(SpecError, match="names a model.*model_kit=models.BUNDLE_KIT"):
+    with pytest.raises(SpecError, match="names a model.*model_kit=models.bundle_kit.BUNDLE_KIT"):
         build_bundle(spec, tmp_path / "o", [key])
     (spec.parent / "models" / "tiny" / "link").symlink_to("/etc/passwd")
     with pytest.raises(SpecError, match="symbolic link"):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bundle import SecretKey, SpecError, _build, build_bundle, verify_bundle
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 from .conftest import write_inputs
 

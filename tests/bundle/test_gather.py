@@ -18,7 +18,8 @@ import pytest
 from bundle import BundleError, SecretKey, SpecError, TrustPolicy, gather, load_site, verify_bundle
 from bundle._wheels import exclude_for, platform_tags, wheel_rank
 from cli.bundle import check_settings
-from models import BUNDLE_KIT, PROBE_FAMILIES, ServeError
+from models import PROBE_FAMILIES, ServeError
+from models.bundle_kit import BUNDLE_KIT
 
 from .conftest import make_wheel
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bundle import SecretKey, build_bundle
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 SIZE = 256 * 2**20
 RSS_CAP_KIB = 120 * 1024  # the interpreter + pydantic + cryptography take ~60 MiB

@@ -24,7 +24,7 @@ from bundle import (
     inspect_bundle,
     verify_bundle,
 )
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 from .conftest import forge, manifest_for, write_inputs
 

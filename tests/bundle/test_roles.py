@@ -24,7 +24,7 @@ from bundle import (
 )
 from bundle._manifest import canonical_json, parse_manifest
 from cli.bundle import check_settings
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 from tests.helpers import make_wheel
 
 ENDPOINT = "http://10.0.0.5:8000/v1"

@@ -29,7 +29,7 @@ from bundle import (
 )
 from bundle._manifest import parse_manifest
 from cli.bundle import bundle_group, check_settings
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 from .conftest import forge, manifest_for
 

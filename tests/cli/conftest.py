@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import write_config
 
 

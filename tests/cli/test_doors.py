@@ -17,7 +17,7 @@ import pytest
 
 from appliance import events_db_path
 from appliance.events import EventStore, RunStarted, StartupNotice
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import RpcClient, abhed, write_config
 
 UNPINNED = {"name": "fresh", "command": "/bin/true"}  # no tools_sha256: refused before it starts

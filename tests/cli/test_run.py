@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import abhed, write_config
 from tests.helpers import wait_for
 

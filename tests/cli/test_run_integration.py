@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.helpers import wait_for
 
 EXTENSION = r"""

@@ -78,13 +78,18 @@ def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
     # One tool call is assembled by appliance.assembly alone: no agent is started, no
     # provider reached, no subagent spawner, probe or TUI built (whole agents are
     # appliance.compose's, which a tool call never imports), no agent loop (the settings'
-    # `loop` section lives beside the schema) and no auditor's join of the model
-    # service's records (appliance.events.requests).
+    # `loop` section lives beside the schema), no auditor's join of the model
+    # service's records (appliance.events.requests), and none of models' servers: the
+    # scripted test server, the site's relay and front, the bundle kit are public modules
+    # `models/__init__` does not import (docs/performance.md, "Fifth pass").
     agent = ("appliance.compose", "appliance.tasks", "appliance.probe", "appliance.loop",
-             "appliance.events.requests", "tui", "cli.rpc", "cli.run")
+             "appliance.events.requests", "tui", "cli.rpc", "cli.run",
+             "models.service", "models.scripted", "models.bundle_kit", "models._http11")
     assert sorted(m for m in modules if m.split(".")[0] in agent or
                   ".".join(m.split(".")[:2]) in agent or ".".join(m.split(".")[:3]) in agent) == []
     assert "appliance.assembly._tooling" in modules
+    assert "models" in modules  # the settings' ProviderConfig and ServeSettings
+    assert not {"http.server", "argparse", "socketserver"} & modules
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -8,7 +8,7 @@
   machine touches the network; plus the agent's own wheel, built once per session.
 * ``make_bundle``: a real signed bundle (``bundle.build_bundle``) holding those wheels, a tiny
   model directory and its ``abhed-serve.json``.  The model server it declares is the
-  package's scripted OpenAI-compatible server (``python -m models._scripted``) started from
+  package's scripted OpenAI-compatible server (``python -m models.scripted``) started from
   the installed release as a real process on 127.0.0.1: real vLLM is too heavy for CI, and
   the gate code does not know the difference (only the declared command differs).
 """
@@ -31,7 +31,7 @@ import pytest
 
 from bundle import SecretKey, build_bundle
 from cli.bundle import check_settings
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 from tests.helpers import installer_argv
 
 ROOT = Path(__file__).resolve().parents[2]

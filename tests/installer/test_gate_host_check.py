@@ -16,7 +16,8 @@ import pytest
 from installer._errors import HealthCheckFailed
 from installer._health import _host_check
 from installer._layout import Layout
-from models import CatalogEntry, ScriptedServer, hash_weights
+from models import CatalogEntry, hash_weights
+from models.scripted import ScriptedServer
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ lists and enrolled engineers; idempotent, exit-coded, recorded in the audit chai
 
 Run in-process through ``installer.main`` (the verbs are plain files and cryptography;
 the frozen binary runs the same code), with real X.509 from cryptography, and the
-engineers' list read back by the relay's own reader (``models._enrolment``)."""
+engineers' list read back by the relay's own reader (``models.service._enrolment``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from installer import ExitCode, main
 from installer._audit import AuditLog
 from installer._site_ca import SiteCA
-from models._enrolment import Enrolment
+from models.service._enrolment import Enrolment
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import models
+import models.bundle_kit
 from installer import _stage
 
 from .conftest import BundleMaker, Installer, Keys, tree_snapshot
@@ -25,7 +26,7 @@ def test_a_model_that_does_not_match_its_signature_is_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The manifest is signed and every member matches it, but the model signature was made
     over other weights: only the model-signing check can see it, and it refuses."""
-    real = models.BUNDLE_KIT.sign  # what the build signs each model directory with
+    real = models.bundle_kit.BUNDLE_KIT.sign  # what the build signs each model directory with
 
     def over_other_weights(model_dir: Path, *, name: str, key: object) -> bytes:
         other = tmp_path / "other"
@@ -33,7 +34,7 @@ def test_a_model_that_does_not_match_its_signature_is_refused(
         (other / "weights.bin").write_bytes(b"not the weights that ship\n")
         return real(other, name=name, key=key)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(models.BUNDLE_KIT, "sign", over_other_weights)
+    monkeypatch.setattr(models.bundle_kit.BUNDLE_KIT, "sign", over_other_weights)
     bundle = make_bundle(1, name="abhed-forged-model-sig")
     before = tree_snapshot(inst.prefix)
     r = inst("install", bundle, "--trust", keys.pub)

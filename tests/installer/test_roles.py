@@ -253,7 +253,8 @@ def test_an_agent_hosts_gate_asks_through_the_releases_relay_recorded_as_the_gat
     the front records it as the gate, never as an engineer, and nothing else."""
     from installer._health import free_port
     from installer._site_ca import SiteCA
-    from models import GATE_ENGINEER, FrontSettings, ModelFront, read_requests
+    from models import GATE_ENGINEER, read_requests
+    from models.service import FrontSettings, ModelFront
 
     ca = SiteCA(tmp_path / "ca")
     ca.init("roles-site", days=30)

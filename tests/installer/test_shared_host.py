@@ -8,7 +8,7 @@ sessions, artifacts or events; the witness collects every engineer's heads; an u
 tightens the policy governs each engineer's next session, and a rollback brings the older
 policy back, each session recording which release and settings governed it.
 
-The model server is the scripted one (models._scripted, a real HTTP server on 127.0.0.1),
+The model server is the scripted one (models.scripted, a real HTTP server on 127.0.0.1),
 not vLLM: the scenario needs every engineer's model to read a given file and answer, on cue,
 for a dozen sessions; the tiny vLLM model's random weights cannot be steered to that, and
 each of its sessions would cost minutes. How one vLLM serves N engineers at once is
@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.helpers import shared_scratch
 
 from .conftest import BundleMaker, Installer, Keys

@@ -17,7 +17,7 @@ from cli.bundle import check_settings
 from installer._errors import StepFailed
 from installer._layout import Layout
 from installer._site_install import install_site
-from models import BUNDLE_KIT
+from models.bundle_kit import BUNDLE_KIT
 
 
 def _release(tmp_path: Path, settings: dict[str, Any], *, manifest_role: bool = True) -> tuple[

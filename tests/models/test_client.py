@@ -23,10 +23,10 @@ from models import (
     ProviderProtocolError,
     ProviderUnavailable,
     RequestCancelled,
-    ScriptedServer,
     open_provider,
 )
 from models._chunks import StreamAssembler
+from models.scripted import ScriptedServer
 from tests.helpers import wait_for
 
 MSG = [{"role": "user", "content": "hi"}]

@@ -21,12 +21,12 @@ from models import (
     ProviderConfigError,
     ProviderHTTPError,
     ProviderUnavailable,
-    ScriptedServer,
     ServeError,
     ServeSettings,
     VllmServer,
     open_provider,
 )
+from models.scripted import ScriptedServer
 from tests.helpers import side_by_side
 
 KEY = "sk-site-7f3a9c-never-logged"
@@ -168,7 +168,7 @@ def test_sessions_spread_over_the_replicas_and_fail_over() -> None:
 
 
 def _text(t: str) -> object:
-    from models import ScriptStep
+    from models.scripted import ScriptStep
 
     return ScriptStep(text=t)
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from models import ProviderConfig
-from models._front import UsageMeter
+from models.service._front import UsageMeter
 
 
 def _sse(*objs: object) -> bytes:

@@ -17,12 +17,12 @@ from models import (
     CatalogEntry,
     HostDeclaration,
     HostMismatch,
-    ScriptedServer,
     ServeError,
     check_model_host,
     hash_weights,
     weights_digest,
 )
+from models.scripted import ScriptedServer
 
 FILES = {"config.json": "a" * 64, "model.safetensors": "b" * 64}
 

@@ -31,16 +31,9 @@ import httpx
 import pytest
 
 from installer._site_ca import SiteCA
-from models import (
-    REQUEST_HEADER,
-    SESSION_HEADER,
-    FrontSettings,
-    ModelFront,
-    RequestRecord,
-    ScriptedServer,
-    ScriptStep,
-    read_requests,
-)
+from models import REQUEST_HEADER, SESSION_HEADER, RequestRecord, read_requests
+from models.scripted import ScriptedServer, ScriptStep
+from models.service import FrontSettings, ModelFront
 from tests.helpers import shared_scratch, side_by_side, wait_for
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="real users and a root relay need root"),
@@ -456,7 +449,7 @@ def test_a_model_host_that_answers_as_another_is_refused_by_the_relay(site: Site
                                                                     tmp_path: Path) -> None:
     """The relay checks the front's certificate names the host it asked for: a model host
     answering with its own (valid, same-CA) certificate for another name is not believed."""
-    from models import ModelRelay, RelaySettings
+    from models.service import ModelRelay, RelaySettings
 
     impostor = site.ca.issue("model-b", "model", dns=[], ips=[], days=30)  # no 127.0.0.1
     assert impostor.pem
@@ -484,7 +477,7 @@ def test_a_relay_holding_a_bad_credential_tells_the_engineer_why(site: Site, tmp
                                                                  kind: str) -> None:
     """What an engineer sees when their host's credential is another site's, expired or
     revoked: the relay's JSON error names the certificate problem and the way out."""
-    from models import ModelRelay, RelaySettings
+    from models.service import ModelRelay, RelaySettings
 
     if kind == "foreign":
         other = SiteCA(tmp_path / "other-ca")
@@ -607,7 +600,8 @@ def test_the_gates_relay_admits_only_its_own_uid_and_is_recorded_as_the_gate(
         site: Site) -> None:
     """The installer's gate on an agent host (installer._gate_relay) asks through a relay of
     its own, as root: recorded as the gate, never as an engineer, and no engineer gets in."""
-    from models import GATE_ENGINEER, ModelRelay, RelaySettings
+    from models import GATE_ENGINEER
+    from models.service import ModelRelay, RelaySettings
 
     where = site.base / "gate"
     where.mkdir(mode=0o755)
@@ -630,7 +624,7 @@ def test_the_gates_relay_admits_only_its_own_uid_and_is_recorded_as_the_gate(
     assert got["status"] == 403 and json.loads(got["body"])["error"]["code"] == "not_gate"
     # A user who happens to be called so is not the gate: the host's relay refuses the name
     # (and `abhed-installer engineer enroll` will not write it: test_model_access).
-    from models._enrolment import Enrolment
+    from models.service._enrolment import Enrolment
 
     listing = where / "engineers.json"
     listing.write_text(json.dumps({"format": "abhed-engineers/1",

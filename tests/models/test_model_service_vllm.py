@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from installer._site_ca import SiteCA
-from models import FrontSettings, ModelFront, ModelRelay, RelaySettings, read_requests
+from models import read_requests
+from models.service import FrontSettings, ModelFront, ModelRelay, RelaySettings
 from tests.vllm_server import SERVED, shared_vllm
 
 pytestmark = [pytest.mark.slow,

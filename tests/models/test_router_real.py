@@ -15,15 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from models import (
-    ChatRequest,
-    OpenAIClient,
-    ProviderError,
-    RouterSettings,
-    ScriptedServer,
-    ScriptStep,
-    router_command,
-)
+from models import ChatRequest, OpenAIClient, ProviderError, RouterSettings, router_command
+from models.scripted import ScriptedServer, ScriptStep
 from tests.helpers import router_python, wait_for
 
 pytestmark = pytest.mark.slow

@@ -1,5 +1,5 @@
-"""The scripted model servers' ``--script`` (``python -m models._scripted`` and ``python -m
-appliance.probe.scripted``): one strict reader (models.read_script, on foundation's), so a
+"""The scripted model servers' ``--script`` (``python -m models.scripted`` and ``python -m
+appliance.probe.scripted``): one strict reader (models.scripted.read_script, on foundation's), so a
 hostile, cut, oversized or wrong-shaped file is refused in its words before anything listens."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from foundation import DocumentError, FileRefused
-from models import read_script
+from models.scripted import read_script
 
 BAD = {
     "duplicate key": (b'[{"text": "a", "text": "b"}]', "duplicate key 'text'"),
@@ -47,7 +47,7 @@ def test_an_oversized_or_missing_script_is_refused(tmp_path: Path) -> None:
         read_script(tmp_path / "nope.json")
 
 
-@pytest.mark.parametrize("door", ["models._scripted", "appliance.probe.scripted"])
+@pytest.mark.parametrize("door", ["models.scripted", "appliance.probe.scripted"])
 def test_each_door_refuses_with_the_readers_words(tmp_path: Path, door: str) -> None:
     script = tmp_path / "steps.json"
     script.write_bytes(BAD["duplicate key"][0])

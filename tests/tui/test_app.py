@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.tui.helpers import asked, kind_of, notes, real_app, send, until, write_config
 from tui._entries import ToolEntry
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.helpers import wait_for
 from tests.tui.helpers import write_config
 from tui._approval import GUARD_S

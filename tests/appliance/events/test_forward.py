@@ -21,7 +21,7 @@ from appliance.events import (
     verify_log,
 )
 from appliance.events._forward import BACKLOG_MAX, NOTE_INTERVAL_S
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.events.collectors import Journald, Rsyslog
 from tests.appliance.events.logs import Cli
 from tests.appliance.events.ocsf_schema import ocsf_problems

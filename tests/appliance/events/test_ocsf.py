@@ -12,7 +12,7 @@ import pytest
 
 import appliance.events as ev
 from appliance.events._ocsf import OcsfMapper
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.events.logs import Cli
 from tests.appliance.events.ocsf_schema import ocsf_problems
 from tools import ToolResult

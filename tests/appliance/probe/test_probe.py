@@ -1,7 +1,7 @@
 """The capability probe against scripted models: the good one passes, each bad one fails right.
 
 The scripted models are :mod:`appliance.probe.scripted` on a real HTTP socket
-(``models.ScriptedServer``), so the real client, stream assembly, dispatcher,
+(``models.scripted.ScriptedServer``), so the real client, stream assembly, dispatcher,
 policy, bwrap sandbox and event log are all in the path.
 """
 
@@ -29,7 +29,8 @@ from appliance.probe import (
     run_probe,
 )
 from appliance.probe.scripted import ReferenceModel
-from models import ProbeBar, ScriptedServer, ScriptStep
+from models import ProbeBar
+from models.scripted import ScriptedServer, ScriptStep
 from tests.helpers import wait_for
 
 PARSER = "hermes"

@@ -9,7 +9,7 @@ from typing import Any
 
 from appliance.events import EventStore, StoredEvent
 from appliance.loop import Agent, Limits
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.appliance.helpers import scripted_agent
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from appliance.events import EventStore, ObservationEvent, TaskEnded
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.appliance.sessions.helpers import agent_on
 from tests.appliance.tasks.scripts import Script, is_child, step, task_call

@@ -14,7 +14,7 @@ import pytest
 
 from appliance.events import ActionEvent, Compacted, EventStore, RunEnded
 from appliance.loop import Limits
-from models import ScriptStep
+from models.scripted import ScriptStep
 from tests.appliance.sessions.helpers import agent_on, call
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from appliance import events_db_path
 from appliance.events import EventStore, RunEnded, TaskEnded
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.helpers import wait_for
 

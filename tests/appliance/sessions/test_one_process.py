@@ -21,7 +21,7 @@ import pytest
 
 from appliance import EventLogError, Session, events_db_path
 from appliance.events import EventStore, RunEnded
-from models import ScriptedServer, ScriptStep
+from models.scripted import ScriptedServer, ScriptStep
 from tests.appliance.helpers import abhed, write_config
 from tests.helpers import wait_for
 

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from models import ScriptStep
+from models.scripted import ScriptStep
 
 
 def is_child(body: dict[str, Any]) -> bool:

@@ -25,7 +25,7 @@ from appliance.events import (
 )
 from appliance.extensions import ExtensionSpec
 from appliance.loop import Limits
-from models import ScriptStep
+from models.scripted import ScriptStep
 from tests.appliance.helpers import scripted_agent
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from appliance.events import EventStore, ObservationEvent, SessionStarted, TaskEnded, TaskStarted
 from appliance.loop import Limits, TaskSettings
 from appliance.tasks import SUMMARY_MAX_CHARS
-from models import ScriptStep
+from models.scripted import ScriptStep
 from tests.appliance.sessions.helpers import agent_on
 from tests.appliance.tasks.scripts import Script, is_child, last_tool, step, task_call
 from tests.helpers import wait_for

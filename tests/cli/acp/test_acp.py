@@ -19,7 +19,7 @@ from acp.schema import (
 
 from appliance import events_db_path
 from appliance.events import EventStore
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.cli.acp.helpers import Recorder, connect, prompt, write_config
 
 

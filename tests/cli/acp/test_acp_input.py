@@ -16,7 +16,7 @@ from typing import Any
 
 from appliance import events_db_path
 from appliance.events import EventStore, verify_log
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.cli.acp.helpers import write_config
 from tests.helpers import wait_for
 

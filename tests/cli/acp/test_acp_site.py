@@ -24,7 +24,7 @@ from appliance.assembly import _site_layer as site_module
 from appliance.compose import load_config, open_store
 from cli.acp._agent import CARRY_OUT, AbhedAgent
 from cli.acp._serve import run
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.compose.site_files import write_site
 from tests.cli.acp.helpers import Recorder, prompt, write_config
 

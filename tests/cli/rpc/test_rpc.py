@@ -9,7 +9,7 @@ from pathlib import Path
 from appliance.compose import load_config
 from appliance.events import EventStore
 from cli.rpc import MAX_LINE_BYTES, RpcServer
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import RpcClient as Client
 from tests.appliance.helpers import write_config
 from tests.helpers import wait_for

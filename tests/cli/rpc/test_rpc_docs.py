@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import write_config
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "rpc.md"

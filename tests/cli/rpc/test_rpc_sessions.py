@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from models import ScriptedServer
+from models.scripted import ScriptedServer
 from tests.appliance.helpers import RpcClient as Client
 
 

@@ -4,7 +4,7 @@ A root-run process listens on a Unix socket every local user may connect to
 (``/run/abhed/model.sock``).  For each connection it learns the caller from the
 kernel (``SO_PEERCRED``: the uid of the process that connected, which the
 caller cannot forge), turns the uid into a user name, refuses a user the
-operator has not enrolled on this host or has revoked (``models._enrolment``),
+operator has not enrolled on this host or has revoked (``models.service._enrolment``),
 drops every attribution header the caller sent, adds ``X-Abhed-Engineer: USER``
 and forwards the OpenAI-compatible request to the model service over TLS with
 this host's credential (``models._site_tls``), which only root can read.  The
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models._enrolment import Enrolment
 from models._http11 import Exchange, HttpRefusal, Incoming, ThreadedService
 from models._site_tls import ATTRIBUTION_HEADERS, ENGINEER_HEADER, GATE_ENGINEER, client_context
+from models.service._enrolment import Enrolment
 
 if TYPE_CHECKING:
     import httpx

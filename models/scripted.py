@@ -5,10 +5,12 @@ rpc clients and the TUI can be tested in milliseconds against a real socket,
 with every awkward server behaviour on demand: tool-call deltas split at any
 byte, HTTP errors with a message, a stream that dies half-way, a server that
 goes silent.  It is a test double beside the real vLLM, never instead of it.
+A public module that ``models/__init__`` does not import (``http.server`` and
+``argparse`` are no part of an agent's start-up): import it as ``models.scripted``.
 
 Run it standalone::
 
-    python -m models._scripted --script steps.json [--port 0]
+    python -m models.scripted --script steps.json [--port 0]
 
 It prints ``listening on http://127.0.0.1:PORT/v1`` and serves until killed.
 """
@@ -31,7 +33,7 @@ from foundation import FoundationError, parse_json_list, read_regular
 from models._http11 import ThreadedService
 from models._request_log import REQUEST_HEADER, SESSION_HEADER
 
-__all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer", "serve_until_interrupted"]
+__all__ = ["ScriptStep", "ScriptedCall", "ScriptedServer", "read_script", "serve_until_interrupted"]
 
 _MAX_BODY = 64 * 1024 * 1024
 _MAX_SCRIPT_BYTES = 16 << 20
@@ -289,7 +291,7 @@ class ScriptedServer(ThreadedService):
 
 
 def _main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m models._scripted", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m models.scripted", description=__doc__.splitlines()[0])
     ap.add_argument("--script", type=Path, required=True, help="JSON list of steps (ScriptStep fields).")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--model", default="scripted")
