@@ -14,11 +14,21 @@ done), 1 the command failed (e.g. a broken event chain), 2 usage error.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import click
 
 __all__ = ["COMMANDS", "main"]
+
+# Pydantic loads every installed distribution's `pydantic` entry point into each model's
+# validation: code from any package on the host would see every setting, event and tool
+# argument Abhed validates, a path no audit records.  Abhed uses no pydantic plugin, so
+# its doors load none (an operator's explicit value is kept); it also spares each call
+# the scan of installed distributions (26 M instructions of `abhed tool read`,
+# docs/performance.md).  The sandbox's environment is allow-listed, so this does not
+# reach the engineer's commands.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 # verb -> ("module:attribute", the summary `abhed --help` shows).  Add a verb by
 # adding one line here; tests/cli/test_startup.py checks the summary

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 
 import appliance
 from cli import COMMANDS, load_command, main
+from tests.helpers import ROOT
 
 # Heavy or optional libraries no help screen needs (issue 16): each costs tens
 # to hundreds of milliseconds to import, or is absent on a minimal install.
@@ -90,6 +92,33 @@ def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
     assert "appliance.assembly._tooling" in modules
     assert "models" in modules  # the settings' ProviderConfig and ServeSettings
     assert not {"http.server", "argparse", "socketserver"} & modules
+
+
+def test_no_pydantic_plugin_of_an_installed_package_is_loaded(workspace: Path,
+                                                              tmp_path: Path) -> None:
+    """A distribution on the path that declares a `pydantic` entry point (the way plugins
+    hook every validation) is never imported by a tool call: its import would leave a mark."""
+    site = tmp_path / "site"
+    info = site / "evil_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pydantic]\nevil = evil_plugin:plugin\n")
+    mark = tmp_path / "loaded"
+    (site / "evil_plugin.py").write_text(f"open({str(mark)!r}, 'w').close()\nplugin = object()\n")
+    (workspace / "small.txt").write_text("hello\n")
+    argv = [sys.executable, "-m", "cli", "tool", "read",
+            json.dumps({"path": str(workspace / "small.txt")}), "-w", str(workspace)]
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists()
+    # The same distribution is loaded by pydantic when the operator asks for plugins.
+    env["PYDANTIC_DISABLE_PLUGINS"] = ""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False,
+                          cwd=ROOT)
+    assert mark.exists(), done.stderr
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
