@@ -15,7 +15,7 @@ from typing import Any
 from models._errors import ProviderProtocolError
 from models._types import Delta, ModelReply, ToolCall, Usage
 
-__all__ = ["StreamAssembler", "reply_from_message", "usage_from"]
+__all__ = ["StreamAssembler", "StreamErrorReported", "reply_from_message", "usage_from"]
 
 
 def usage_from(raw: Any) -> Usage | None:
@@ -32,6 +32,13 @@ class _Partial:
         self.id = ""
         self.name = ""
         self.args: list[str] = []
+
+
+class StreamErrorReported(ProviderProtocolError):
+    """The server ended a stream with an error chunk (vLLM's when its engine dies under a
+    host being stopped: "EngineCore encountered an issue").  The client treats it as the
+    stream breaking, by the server's own word: retried before the first token, a named
+    loss after it (models._openai)."""
 
 
 class StreamAssembler:
@@ -51,7 +58,7 @@ class StreamAssembler:
         if "error" in chunk and not chunk.get("choices"):
             err = chunk["error"]
             msg = err.get("message") if isinstance(err, dict) else err
-            raise ProviderProtocolError(f"the server reported an error mid-stream: {msg}")
+            raise StreamErrorReported(f"the server reported an error mid-stream: {msg}")
         if isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         usage = usage_from(chunk.get("usage"))

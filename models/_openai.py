@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from models._chunks import StreamAssembler, reply_from_message
+from models._chunks import StreamAssembler, StreamErrorReported, reply_from_message
 from models._credentials import ApiKey
 from models._errors import (
     ModelNotFound,
@@ -223,7 +223,10 @@ class OpenAIClient:
                     chunk = json.loads(data)
                 except ValueError:
                     raise ProviderProtocolError(f"stream chunk is not JSON: {data[:200]!r}") from None
-                asm.feed(chunk)
+                try:
+                    asm.feed(chunk)
+                except StreamErrorReported as exc:
+                    raise _broken(resp, asm, f"was ended by the server ({exc})") from None
         except (httpx.HTTPError, httpx.StreamError) as exc:
             # StreamError (StreamClosed: an interrupt closed the response under us) is not
             # an HTTPError; uncaught it escaped the loop as a crash instead of "interrupted".

@@ -304,3 +304,49 @@ def test_the_routers_500_for_a_replica_that_did_not_answer_is_retried_and_named(
                              lambda req: httpx.Response(500, json={"error": {"message": "boom"}})))
     with pytest.raises(ProviderError, match="boom"):
         other.list_models()
+
+
+def _sse(*chunks: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+
+
+ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant"}}]}
+ENGINE_DEAD = {"error": {"message": "EngineCore encountered an issue. See stack trace (above) "
+                                   "for the root cause.", "code": 500}}
+
+
+def test_a_servers_error_chunk_before_the_first_token_is_retried_and_named() -> None:
+    """vLLM's own word when its engine dies under a host being stopped (seen in
+    tests/site/test_failover.py): the stream breaks, so before any token it is sent again."""
+    import httpx
+
+    good = _sse({"choices": [{"index": 0, "delta": {"content": "hi"}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + b"data: [DONE]\n\n"
+    answers = [httpx.Response(200, headers={"content-type": "text/event-stream"},
+                              content=_sse(ROLE, ENGINE_DEAD)),
+               httpx.Response(200, headers={"content-type": "text/event-stream"}, content=good)]
+    c = OpenAIClient(["http://router/v1"], max_retries=2, backoff_s=0.0,
+                     transport=httpx.MockTransport(lambda req: answers.pop(0)))
+    reply = c.chat("tiny", ChatRequest(MSG))
+    c.close()
+    assert reply.text == "hi" and len(reply.retries) == 1
+    assert "before the first token" in reply.retries[0]
+    assert "EngineCore encountered an issue" in reply.retries[0]
+
+
+def test_a_servers_error_chunk_after_tokens_is_a_named_loss_never_retried() -> None:
+    import httpx
+
+    sent: list[int] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        sent.append(1)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=_sse(
+            ROLE, {"choices": [{"index": 0, "delta": {"content": "abc"}}]}, ENGINE_DEAD))
+
+    c = OpenAIClient(["http://router/v1"], max_retries=3, backoff_s=0.0,
+                     transport=httpx.MockTransport(answer))
+    with pytest.raises(ModelStreamLost, match="model_stream_lost") as info:
+        c.chat("tiny", ChatRequest(MSG))
+    c.close()
+    assert "EngineCore encountered an issue" in str(info.value) and sent == [1]
