@@ -70,10 +70,13 @@ def _root(v: SiteVllm) -> str:
     return v.base_url.removesuffix("/v1")
 
 
-def _sessions(eng: SiteHost, tag: str) -> list[tuple[str, subprocess.Popen[str]]]:
-    return [(user, eng.popen(
-        [sys.executable, "-m", "cli", "run", f"list the files in /home/{user}/ws ({tag})",
-         "--workspace", f"/home/{user}/ws", "--force-tool", "glob", "--json"], user=user,
+def _sessions(site: Site, tag: str) -> list[tuple[str, subprocess.Popen[str]]]:
+    """One session per engineer on eng-1, started as the site's services: a failed
+    assertion leaves none running (Site.close stops them and closes their pipes)."""
+    eng = site.hosts["eng-1"]
+    return [(user, site.service(
+        eng, [sys.executable, "-m", "cli", "run", f"list the files in /home/{user}/ws ({tag})",
+              "--workspace", f"/home/{user}/ws", "--force-tool", "glob", "--json"], user=user,
         env={"ABHED_HOME": f"/home/{user}/.abhed", "PYTHONPATH": str(ROOT)}))
         for user in USERS]
 
@@ -128,11 +131,11 @@ def _failover(site: Site, tmp_path: Path, t0: float) -> None:
         engineer_config(eng, user)
 
     # Both hosts up: the router spreads the sessions over them.
-    logs = _ended(_sessions(eng, "both up"))
+    logs = _ended(_sessions(site, "both up"))
     assert _chat_posts(v2, 0) > 0 and _chat_posts(v1, 0) > 0
     # model-2 stopped once the front has seen this round's first request.
     before = len(read_requests(m1.path(RECORD)))
-    runs = _sessions(eng, "model-2 stops")
+    runs = _sessions(site, "model-2 stops")
     wait_for(lambda: len(read_requests(m1.path(RECORD))) > before, 300, poll_s=0.2,
              what="the round's first request at the front")
     site.stop(v2.proc)
@@ -151,7 +154,7 @@ def _failover(site: Site, tmp_path: Path, t0: float) -> None:
 
     restart = threading.Thread(target=again)
     restart.start()
-    logs += _ended(_sessions(eng, "model-2 restarts"))
+    logs += _ended(_sessions(site, "model-2 restarts"))
     restart.join()
     if failed:
         raise failed[0]
@@ -159,7 +162,7 @@ def _failover(site: Site, tmp_path: Path, t0: float) -> None:
     deadline = time.monotonic() + 120
     while _chat_posts(back[0], offset) == 0:
         assert time.monotonic() < deadline, "model-2 took no request after its restart"
-        logs += _ended(_sessions(eng, "model-2 back"))
+        logs += _ended(_sessions(site, "model-2 back"))
     _nothing_lost_silently(m1, logs)
     for proc in svc.procs.values():
         site.stop(proc)
