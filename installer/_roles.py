@@ -192,7 +192,7 @@ def _is_local(address: str) -> bool:
 def replica_plan(router: tuple[str, tuple[str, ...]] | None, role: str) -> ReplicaPlan | None:
     """This host's part behind the site's router (``(router.host, replicas)``), decided at
     install from the host itself: a model host that is not ``router.host`` and owns the
-    address one replica URL names (resolved here, then bound: only the kernel knows which
+    address one (plain http) replica URL names (resolved here, then bound: only the kernel knows which
     addresses are this host's).  The router's host must resolve here too, since the unit
     lets in only it; UsageError (nothing installed) when it does not, and when a replica
     names this host by a loopback address (the router would reach itself instead).  None
@@ -213,6 +213,12 @@ def replica_plan(router: tuple[str, tuple[str, ...]] | None, role: str) -> Repli
         mine = sorted(a for a in _addresses(name) if not _is_loopback(a) and _is_local(a))
         if not mine:
             continue
+        if parts.scheme != "http":
+            raise UsageError(
+                f"this host serves {url} behind the router on {host} ([roles.router]), but its "
+                "vLLM speaks plain HTTP on the model network (the site's vLLM key and the unit's "
+                "address allow-list guard it). Nothing was installed. Declare the replica as "
+                f"http://{parts.netloc}")
         allow = tuple(sorted(a for a in _addresses(host) if not _is_loopback(a)))
         if not allow:
             raise UsageError(

@@ -61,9 +61,10 @@ def test_a_model_host_finds_its_part_behind_the_router_by_its_own_addresses(
     by_name = ["model-1", ["http://127.0.0.1:8000", "http://model-2:8000"]]
     elsewhere = ["model-1", ["http://127.0.0.1:8000", "http://10.77.0.9:8000"]]
     unknown_router = ["model-x", ["http://127.0.0.1:8000", "http://10.77.0.2:8000"]]
+    tls = ["model-1", ["http://127.0.0.1:8000", "https://10.77.0.2:8443"]]
     got = _plans(tmp_path, "model-2", [(two, "model"), (by_name, "all"), (two, "agent"),
                                        (None, "model"), (elsewhere, "model"),
-                                       (unknown_router, "model")])
+                                       (unknown_router, "model"), (tls, "model")])
     assert got[0] == {"url": "http://10.77.0.2:8001", "address": "10.77.0.2", "port": 8001,
                       "router_host": "model-1", "allow": ["10.77.0.1"]}
     assert got[1] == {"url": "http://model-2:8000", "address": "10.77.0.2", "port": 8000,
@@ -74,6 +75,9 @@ def test_a_model_host_finds_its_part_behind_the_router_by_its_own_addresses(
     assert isinstance(refused, dict)
     assert "model-x does not resolve here" in refused["refused"]
     assert "Nothing was installed" in refused["refused"] and "/etc/hosts" in refused["refused"]
+    plain = got[6]  # vLLM serves plain HTTP: an https replica here could never answer
+    assert isinstance(plain, dict) and "Declare the replica as http://10.77.0.2:8443" in \
+        plain["refused"]
     # The router's own host serves its vLLM on loopback (the replica 127.0.0.1 is its).
     assert _plans(tmp_path, "model-1", [(two, "model")]) == [None]
 
