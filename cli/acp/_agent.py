@@ -536,9 +536,15 @@ class AbhedAgent:
             except RuntimeError:
                 pass
 
-        sess.worker = threading.Thread(target=work, name="abhed-acp-run", daemon=True)
-        sess.worker.start()
-        return await done
+        worker = sess.worker = threading.Thread(target=work, name="abhed-acp-run", daemon=True)
+        worker.start()
+        reason = await done
+        # Settling is the thread's last act, but it is still alive for a moment after: an
+        # editor that sends its next prompt the instant this one is answered must not be told
+        # a turn is in progress (``busy`` counts a live worker, for a run still winding down
+        # after a cancel).  The run is over, so the join is immediate.
+        await asyncio.to_thread(worker.join)
+        return reason
 
     async def _approve_plan(self, sess: _Session, plan: PlanUpdated) -> str:
         """Ask to leave plan mode and carry out ``plan``; the mode chosen, or "" to keep planning."""
