@@ -105,7 +105,25 @@ def _let_go(path: str) -> None:
         entry[1] -= 1
         if entry[1] <= 0:
             del _HELD[path]
+            # Removed while still locked, so a session's lock file lives as long as some
+            # process works it (one file per tool call once piled up in STATE/locks); a
+            # process that opened it just before sees, once it has the lock, that the path
+            # is no longer its file, and opens it again (Session.hold).
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
             os.close(entry[0])  # the flock goes with the last descriptor
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open at ``fd`` (not removed, not replaced)."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _artifact_refs(result: ToolResult) -> list[ArtifactRef]:
@@ -186,23 +204,7 @@ class Session:
         with _HELD_LOCK:
             entry = _HELD.get(path)
             if entry is None:
-                try:
-                    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-                except OSError as exc:
-                    raise EventLogError(f"cannot take session {self.id} for work: {path}: "
-                                        f"{exc.strerror or exc}") from None
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    holder = _holder(fd)
-                    os.close(fd)
-                    raise SessionBusy(
-                        f"session {self.id} is in use by another process ({holder}): two "
-                        "processes working one session would each take the other's unfinished "
-                        "run for a crash. Wait for it to end, or stop it (Ctrl-C, rpc abort or "
-                        "shutdown, quit the TUI); undo there with rpc undo or the TUI's /undo; "
-                        "or start a new session.") from None
+                fd = self._lock(path)
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": _command(),
                                           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
@@ -210,6 +212,34 @@ class Session:
                 entry = _HELD[path] = [fd, 0]
             entry[1] += 1
         self._release = weakref.finalize(self, _let_go, path)
+
+    def _lock(self, path: str) -> int:
+        """The session's lock file, open and flocked by this process; :class:`SessionBusy`
+        naming the holder when another process has it.  A file removed (its last holder
+        let go) or replaced between the open and the lock is not the lock: opened again."""
+        for _ in range(100):
+            try:
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise EventLogError(f"cannot take session {self.id} for work: {path}: "
+                                    f"{exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(fd)
+                os.close(fd)
+                raise SessionBusy(
+                    f"session {self.id} is in use by another process ({holder}): two "
+                    "processes working one session would each take the other's unfinished "
+                    "run for a crash. Wait for it to end, or stop it (Ctrl-C, rpc abort or "
+                    "shutdown, quit the TUI); undo there with rpc undo or the TUI's /undo; "
+                    "or start a new session.") from None
+            if _same_file(fd, path):
+                return fd
+            os.close(fd)
+        raise EventLogError(f"cannot take session {self.id} for work: {path} kept changing "
+                            "under this process (100 tries)")
 
     def release(self) -> None:
         """Let go of what :meth:`hold` took (once; a later call does nothing)."""

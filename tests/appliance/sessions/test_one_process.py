@@ -151,3 +151,56 @@ def test_a_lock_folder_that_cannot_be_made_is_a_clear_error(tmp_path: Path) -> N
             Session.create(store, str(tmp_path))
     finally:
         store.close()
+
+
+def test_a_sessions_lock_file_lives_only_while_a_process_works_it(tmp_path: Path) -> None:
+    """Each tool call is a session: their lock files once piled up in STATE/locks."""
+    store = EventStore(tmp_path / "state" / "events.db")
+    try:
+        for _ in range(3):
+            session = Session.create(store, str(tmp_path))
+            assert len(list((tmp_path / "state" / "locks").iterdir())) == 1
+            session.release()
+        assert list((tmp_path / "state" / "locks").iterdir()) == []
+        again = Session.open(store, session.id)  # a resume makes it anew
+        assert _other_process_opens(tmp_path / "state" / "events.db", session.id).startswith(
+            "busy:")
+        again.release()
+    finally:
+        store.close()
+
+
+def test_a_lock_file_removed_between_open_and_lock_is_not_taken_for_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the removal opens: this process opens the lock file, its last holder lets go
+    (removes it) and another process makes and locks a new one, then this process's flock
+    succeeds on the removed file.  It must see that the path is no longer its file, open it
+    again, and find the session busy, never work it beside the other."""
+    import fcntl
+    import os
+
+    import appliance._session as session_module
+
+    store = EventStore(tmp_path / "state" / "events.db")
+    try:
+        made = Session.create(store, str(tmp_path))
+        sid = made.id
+        made.release()
+        path = str(tmp_path / "state" / "locks" / f"{sid}.lock")
+        real = fcntl.flock
+        other: list[int] = []
+
+        def racing(fd: int, op: int) -> None:
+            if not other:  # between this open and this lock: the file is replaced and held
+                Path(path).unlink(missing_ok=True)
+                fd2 = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+                real(fd2, fcntl.LOCK_EX)  # another open file description: another holder
+                other.append(fd2)
+            real(fd, op)
+
+        monkeypatch.setattr(session_module.fcntl, "flock", racing)
+        with pytest.raises(session_module.SessionBusy):
+            Session.open(store, sid)
+        os.close(other[0])
+    finally:
+        store.close()
