@@ -38,7 +38,7 @@ from appliance.events._segment_files import (
     sealed_segments,
     segments_dir,
 )
-from appliance.events._verify import verify_log
+from appliance.events.maintenance._verify import verify_log
 from foundation import digest_file
 
 __all__ = ["RepairResult", "repair_log"]
