@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 
 from appliance import AbhedError, events_db_path
-from appliance.events import (
+from appliance.events.maintenance import (
     EXPORT_FORMATS,
     ExportCheck,
     Problem,

@@ -9,7 +9,7 @@ effective settings and the site layer (:func:`appliance.compose.load_config`,
 (:func:`~appliance.compose.load_config_catalog`), the sandbox
 (:func:`appliance.sandbox.check_backends`, as ``abhed sandbox check --no-boot``,
 and :func:`~appliance.sandbox.kvm_status`) and the event log
-(:func:`appliance.events.verify_log`, as ``abhed events verify``).
+(:func:`appliance.events.maintenance.verify_log`, as ``abhed events verify``).
 
 Nothing is started, booted or written: a model service that starts on demand is
 reported as such, not started; the sandbox is checked without a boot.
@@ -220,7 +220,7 @@ def _sandbox(config: Any) -> list[Finding]:
 
 def _event_log() -> list[Finding]:
     from appliance._home import events_db_path
-    from appliance.events import verify_log
+    from appliance.events.maintenance import verify_log
 
     path = events_db_path()
     if not path.exists():

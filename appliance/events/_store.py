@@ -533,7 +533,7 @@ class EventStore:
         note down: a log later cut short at its end still verifies, but no
         longer reaches that head.
         """
-        from appliance.events._verify import verify_log
+        from appliance.events.maintenance import verify_log
 
         report = verify_log(self.path)
         report.raise_first()

@@ -81,11 +81,14 @@ def test_a_tool_call_imports_no_server_side_library(workspace: Path) -> None:
     # provider reached, no subagent spawner, probe or TUI built (whole agents are
     # appliance.compose's, which a tool call never imports), no agent loop (the settings'
     # `loop` section lives beside the schema), no auditor's join of the model
-    # service's records (appliance.events.requests), and none of models' servers: the
-    # scripted test server, the site's relay and front, the bundle kit are public modules
-    # `models/__init__` does not import (docs/performance.md, "Fifth pass").
+    # service's records (appliance.events.requests), none of the event log's maintenance
+    # (appliance.events.maintenance: verify, export, repair, prune, the witness's collector;
+    # "Seventh pass"), and none of models' servers: the scripted test server, the site's
+    # relay and front, the bundle kit are public modules `models/__init__` does not import
+    # (docs/performance.md, "Fifth pass").
     agent = ("appliance.compose", "appliance.tasks", "appliance.probe", "appliance.loop",
-             "appliance.events.requests", "tui", "cli.rpc", "cli.run",
+             "appliance.events.requests", "appliance.events.maintenance", "tui", "cli.rpc",
+             "cli.run",
              "models.service", "models.scripted", "models.bundle_kit", "models._http11")
     assert sorted(m for m in modules if m.split(".")[0] in agent or
                   ".".join(m.split(".")[:2]) in agent or ".".join(m.split(".")[:3]) in agent) == []

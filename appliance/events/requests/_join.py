@@ -39,10 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from appliance.events._export import verify_export
 from appliance.events._schema import ROW_COLUMNS
 from appliance.events._segment_files import open_ro, sealed_segments
-from appliance.events._verify import verify_log
+from appliance.events.maintenance import verify_export, verify_log
 from models import GATE_ENGINEER, LISTING_ENDPOINTS, RequestLogError, StoredRequest, read_requests
 
 __all__ = ["AgentLog", "JoinReport", "JoinedRequest", "collect_agent_logs", "join_logs"]

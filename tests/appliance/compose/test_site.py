@@ -205,7 +205,7 @@ def test_each_session_records_what_governed_it_and_the_auditor_lists_it(
         host: Path, tmp_path: Path, workspace: Path) -> None:
     from appliance import events_db_path
     from appliance.compose import layers_of
-    from appliance.events import export_log
+    from appliance.events.maintenance import export_log
     from cli import main
     from tests.appliance.events.auditor import auditor_run
 

@@ -98,12 +98,12 @@ def test_a_damaged_event_log_is_a_problem_and_a_check_that_breaks_is_exit_2(
     (log,) = _area(examine(), "event log")
     assert log.startswith("problem:") and "abhed events repair" in log
 
-    import appliance.events
+    import appliance.events.maintenance
 
     def broken(path: Path) -> None:
         raise OSError("the disk went away")
 
-    monkeypatch.setattr(appliance.events, "verify_log", broken)
+    monkeypatch.setattr(appliance.events.maintenance, "verify_log", broken)
     report = examine()
     assert report.exit_code == 2 and report.could_not_look == ["event log"]
     assert "could not look" in "\n".join(report.lines())

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from appliance.events import verify_log
+from appliance.events.maintenance import verify_log
 from tests.helpers import wait_for
 
 # Each child imports everything first, says it is ready, then spins until the

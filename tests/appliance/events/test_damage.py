@@ -14,7 +14,8 @@ import pytest
 
 from appliance import events_db_path
 from appliance._errors import EventLogDamaged, EventLogError
-from appliance.events import EventStore, verify_log
+from appliance.events import EventStore
+from appliance.events.maintenance import verify_log
 from tests.appliance.events.logs import Cli, checkpoint, fill, flip, page_of, sha
 
 PAGE = 4096

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from appliance import events_db_path
-from appliance.events import verify_log
+from appliance.events.maintenance import verify_log
 from tests.appliance.events.logs import ABHED, REPO, Cli, fill
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from appliance import Session, events_db_path
-from appliance.events import EventStore, export_log, verify_export
+from appliance.events import EventStore
+from appliance.events.maintenance import export_log, verify_export
 from tests.appliance.events.auditor import auditor_verify
 from tests.appliance.events.logs import Cli, fill
 

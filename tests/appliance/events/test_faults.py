@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from appliance.events import EventStore, repair_log, verify_log
+from appliance.events import EventStore
+from appliance.events.maintenance import repair_log, verify_log
 from tests.appliance.events.logs import checkpoint, fill
 from tests.helpers import wait_for
 

@@ -18,9 +18,9 @@ from appliance.events import (
     ForwardingChanged,
     ForwardSettings,
     SessionStarted,
-    verify_log,
 )
 from appliance.events._forward import BACKLOG_MAX, NOTE_INTERVAL_S
+from appliance.events.maintenance import verify_log
 from models.scripted import ScriptedServer
 from tests.appliance.events.collectors import Journald, Rsyslog
 from tests.appliance.events.logs import Cli

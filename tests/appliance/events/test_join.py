@@ -181,7 +181,7 @@ def test_exports_join_like_the_files_and_ocsf_validates(tmp_path: Path,
     exported = tmp_path / "agents" / HOST / ME
     exported.mkdir(parents=True)
     store = EventStore(agents / HOST / ME / "events.db")
-    from appliance.events import export_log
+    from appliance.events.maintenance import export_log
     export_log(store, exported / "export.jsonl")
     store.close()
     report = join_logs([tmp_path / "r.jsonl"], collect_agent_logs(tmp_path / "agents"))

@@ -12,6 +12,7 @@ import pytest
 
 import appliance.events as ev
 from appliance.events._ocsf import OcsfMapper
+from appliance.events.maintenance import export_log
 from models.scripted import ScriptedServer
 from tests.appliance.events.logs import Cli
 from tests.appliance.events.ocsf_schema import ocsf_problems
@@ -101,7 +102,7 @@ def test_every_kind_of_event_maps_to_a_valid_ocsf_record(tmp_path: Path) -> None
     for event in samples:
         store.append(event)
     out = tmp_path / "audit.ocsf.jsonl"
-    ev.export_log(store, out, fmt="ocsf")
+    export_log(store, out, fmt="ocsf")
     rows = list(store.rows())
     store.close()
     records = [json.loads(line) for line in out.read_text().splitlines()]

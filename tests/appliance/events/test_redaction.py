@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from appliance import events_db_path
-from appliance.events import EventLogSettings, EventStore, Redactor, export_log
+from appliance.events import EventLogSettings, EventStore, Redactor
+from appliance.events.maintenance import export_log
 from appliance.sessions import ArtifactStore
 from tests.appliance.events.logs import Cli
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from appliance import Session, events_db_path
-from appliance.events import EventLogSettings, EventStore, ObservationEvent, verify_log
+from appliance.events import EventLogSettings, EventStore, ObservationEvent
 from appliance.events._segment_files import sealed_segments
+from appliance.events.maintenance import verify_log
 from tests.appliance.events.logs import Cli, fill
 from tools import ToolResult
 

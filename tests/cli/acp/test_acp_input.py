@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from appliance import events_db_path
-from appliance.events import EventStore, verify_log
+from appliance.events import EventStore
+from appliance.events.maintenance import verify_log
 from models.scripted import ScriptedServer
 from tests.cli.acp.helpers import write_config
 from tests.helpers import wait_for

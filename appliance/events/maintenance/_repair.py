@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from appliance._errors import ChainBroken, EventLogError
-from appliance.events._chain import ChainWalker
 from appliance.events._models import LOG_SESSION, LogRepaired
 from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, write_segment_file
 from appliance.events._segment import start_segment
@@ -38,7 +37,8 @@ from appliance.events._segment_files import (
     sealed_segments,
     segments_dir,
 )
-from appliance.events._verify import verify_log
+from appliance.events.maintenance._chain import ChainWalker
+from appliance.events.maintenance._verify import verify_log
 from foundation import digest_file
 
 __all__ = ["RepairResult", "repair_log"]

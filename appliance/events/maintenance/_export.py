@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from appliance._errors import ChainBroken
-from appliance.events._chain import ChainWalker
 from appliance.events._models import EVENT_ADAPTER, migrate, now_iso
 from appliance.events._ocsf import OcsfMapper, export_record
 from appliance.events._schema import Row
 from appliance.events._store import EventStore
+from appliance.events.maintenance._chain import ChainWalker
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_FORMATS", "ExportCheck", "consistency_problems", "export_log",
            "verify_export"]

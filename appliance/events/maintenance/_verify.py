@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from appliance._errors import ChainBroken, EventLogDamaged
-from appliance.events._chain import ChainWalker
 from appliance.events._schema import GENESIS, ROW_COLUMNS, Row, structure_problems
 from appliance.events._segment_files import open_ro, sealed_segments
+from appliance.events.maintenance._chain import ChainWalker
 
 __all__ = ["Problem", "VerifyReport", "verify_log"]
 
