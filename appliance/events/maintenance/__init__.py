@@ -27,7 +27,7 @@ from appliance.events.maintenance._export import (
 from appliance.events.maintenance._repair import RepairResult, repair_log
 from appliance.events.maintenance._retention import prune_segments
 from appliance.events.maintenance._verify import Problem, VerifyReport, verify_log
-from appliance.events.maintenance._witness import check_witness, collect_heads
+from appliance.events.maintenance._witnessed import check_witness, collect_heads
 
 __all__ = [
     "EXPORT_FORMATS",
