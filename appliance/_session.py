@@ -204,7 +204,7 @@ class Session:
         with _HELD_LOCK:
             entry = _HELD.get(path)
             if entry is None:
-                fd = self._lock(path)
+                fd = self._take_lock_file(path)
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": _command(),
                                           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
@@ -213,7 +213,7 @@ class Session:
             entry[1] += 1
         self._release = weakref.finalize(self, _let_go, path)
 
-    def _lock(self, path: str) -> int:
+    def _take_lock_file(self, path: str) -> int:
         """The session's lock file, open and flocked by this process; :class:`SessionBusy`
         naming the holder when another process has it.  A file removed (its last holder
         let go) or replaced between the open and the lock is not the lock: opened again."""
