@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,26 +166,31 @@ def test_a_slow_collector_gets_the_backlog_and_the_last_note_when_the_log_closes
     assert "Resource temporarily unavailable" in _notes(store)[0].error
     got: list[bytes] = []
     assert rx.sock is not None
-    rx.sock.setblocking(True)
-    rx.sock.settimeout(3)
+    rx.sock.settimeout(0.2)
+    head: list[int] = []  # the log's last seq, once it is closed
 
-    def read() -> None:  # the collector catches up while the log closes
+    def read() -> None:  # the collector catches up while the log closes, until the last event
         assert rx.sock is not None
-        try:
-            while True:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (head and got and _seqs(got)[-1] >= head[0]):
+            try:
                 got.append(rx.sock.recv(1 << 20))
-        except TimeoutError:
-            return
+            except TimeoutError:
+                continue
 
     reader = threading.Thread(target=read)
     reader.start()
     store.close()
+    closed = EventStore(tmp_path / "events.db")
+    try:
+        notes = _notes(closed)
+        head.append(closed.head()[0])
+    finally:
+        closed.close()
     reader.join()
-    notes = _notes(EventStore(tmp_path / "events.db"))
     assert [x.state for x in notes] == ["interrupted", "restored"]
     assert notes[1].lost == 0 and notes[1].replayed >= 1
-    head = EventStore(tmp_path / "events.db").head()[0]
-    assert _seqs(got) == list(range(1, head + 1))  # every event, the last note included
+    assert _seqs(got) == list(range(1, head[0] + 1))  # every event, the last note included
     rx.down()
 
 
