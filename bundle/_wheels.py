@@ -33,18 +33,24 @@ torchcodec) are dropped from a CPU target's pins by rule, as
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import hashlib
+import http.client
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from foundation import digest_file
 
@@ -60,6 +66,7 @@ CPU_EXCLUDED = ("torchvision", "torchaudio", "torchcodec")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
 
 Say = Callable[[str], None]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -230,15 +237,61 @@ def compact_filename(filename: str, python: str, plats: Sequence[str], limit: in
     return best[1] if best is not None else shortest
 
 
+RETRY_DELAYS_S = (0.5, 2.0, 5.0)
+"""Waits before the 2nd, 3rd and 4th try of a request that failed for a passing reason.
+
+A gather makes hundreds of requests, sixteen at a time; one lost DNS answer or one
+503 from a mirror must not end it (pip and uv retry too).  What cannot pass (a 404,
+a refused certificate, a name the resolver says does not exist) fails at once."""
+
+_PASSING_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
+_PASSING_GAI = frozenset({socket.EAI_AGAIN} | ({socket.EAI_SYSTEM}
+                                                if hasattr(socket, "EAI_SYSTEM") else set()))
+_PASSING_ERRNO = frozenset({errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED,
+                            errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                            errno.EPIPE})
+
+
+def passing(exc: BaseException) -> bool:
+    """True when a request's failure may pass on its own: worth trying the request again."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return exc.code in _PASSING_HTTP
+    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        return passing(exc.reason)
+    if isinstance(exc, socket.gaierror):
+        return exc.errno in _PASSING_GAI
+    if isinstance(exc, (TimeoutError, http.client.IncompleteRead,
+                        http.client.RemoteDisconnected)):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _PASSING_ERRNO
+
+
+def _retrying(attempt: Callable[[], _T]) -> _T:
+    """``attempt()``, tried again after each of :data:`RETRY_DELAYS_S` while it fails for a
+    passing reason; the last failure, or one that cannot pass, is raised as it came."""
+    for delay in (*RETRY_DELAYS_S, None):
+        try:
+            return attempt()
+        except (OSError, http.client.HTTPException) as exc:
+            if delay is None or not passing(exc):
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
 def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     """A project's files from a PEP 691 (JSON) simple index: filename, url, hashes, size."""
     url = f"{index_url.rstrip('/')}/{normalize(name)}/"
     req = urllib.request.Request(url, headers={
         "accept": "application/vnd.pypi.simple.v1+json", "user-agent": "abhed-gather"})
-    try:
+    def listing() -> bytes:
         with urllib.request.urlopen(req, timeout=60) as resp:
-            data = json.loads(resp.read(64 << 20))
-    except (OSError, ValueError) as exc:
+            body: bytes = resp.read(64 << 20)
+            return body
+
+    try:
+        data = json.loads(_retrying(listing))
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         raise SpecError(f"the index {index_url} does not list {name} ({exc}); check the name, "
                         "or set [wheels] index_url") from None
     files = data.get("files") if isinstance(data, dict) else None
@@ -315,23 +368,36 @@ def _download(w: LockedWheel, blobs: Path) -> None:
     """One wheel into the cache, checked against its locked sha256 before it is kept."""
     target = blobs / w.sha256
     partial = blobs / f"{w.sha256}.partial"
-    h = hashlib.sha256()
     parts = urllib.parse.urlsplit(w.url)
     if parts.scheme not in ("https", "http", "file"):
         raise SpecError(f"{w.filename}: unsupported URL {w.url}")
     req = urllib.request.Request(w.url, headers={"user-agent": "abhed-gather"})
-    try:
+
+    def fetch() -> str:
+        """The whole file again on each try (the partial file is rewritten from byte 0)."""
+        h = hashlib.sha256()
+        got = 0
         with urllib.request.urlopen(req, timeout=120) as resp, open(partial, "wb") as out:
+            promised = resp.headers.get("content-length")
             while chunk := resp.read(1 << 20):
                 h.update(chunk)
                 out.write(chunk)
-    except OSError as exc:
+                got += len(chunk)
+        # http.client ends a sized read quietly when the server hangs up early; a short
+        # file is a cut connection (worth another try), not an altered one.
+        if promised is not None and promised.isdigit() and got < int(promised):
+            raise http.client.IncompleteRead(b"", int(promised) - got)
+        return h.hexdigest()
+
+    try:
+        got = _retrying(fetch)
+    except (OSError, http.client.HTTPException) as exc:
         partial.unlink(missing_ok=True)
         raise SpecError(f"{w.filename}: download failed ({exc}); run gather again: what "
                         "was fetched is kept") from None
-    if h.hexdigest() != w.sha256:
+    if got != w.sha256:
         partial.unlink(missing_ok=True)
-        raise SpecError(f"{w.filename}: sha256 {h.hexdigest()} differs from the lock's "
+        raise SpecError(f"{w.filename}: sha256 {got} differs from the lock's "
                         f"{w.sha256}: refused (the index or the network altered it)")
     os.replace(partial, target)
 
