@@ -11,7 +11,8 @@ and hash caps, monotonic versions, thresholds), is what the installer uses:
 
 * keys and trust: ``SecretKey``, ``PublicKey``, ``TrustPolicy``,
   ``make_rotation``, ``rotate_trust``;
-* ``build_bundle(spec, out, keys)``;
+* ``build_bundle(spec, out, keys)``; ``build_project_wheel(project, out)``: the agent's
+  wheel from a clean copy of its source (what ``[agent] project`` builds);
 * ``gather(site, out, keys)`` / ``load_site`` / ``SiteSpec`` / ``GatherResult``: resolve
   the target's wheels, hash the models, build image and installer, then build (the
   connected side);
@@ -54,7 +55,7 @@ agent.
 
 from __future__ import annotations
 
-from ._build import build_bundle
+from ._build import build_bundle, build_project_wheel
 from ._errors import (
                       BundleError,
                       DigestMismatch,
@@ -112,6 +113,7 @@ __all__ = [
     "VerifiedBundle",
     "VolumeError",
     "build_bundle",
+    "build_project_wheel",
     "comparable_settings",
     "default_cache",
     "diff_bundles",

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,7 +77,7 @@ from ._tar import CHUNK, TarReader, end_of_archive, member_header, padding
 from ._trust import sign_set
 from ._wheels import compact_filename, platform_tags
 
-__all__ = ["BuildProgress", "build_bundle"]
+__all__ = ["BuildProgress", "build_bundle", "build_project_wheel"]
 
 BuildProgress = Callable[[str, int, int], None]
 """Called as ``progress(step, bytes_done, bytes_total)`` during long steps."""
@@ -155,16 +156,45 @@ def _wheel_info(path: Path) -> tuple[str, str, str | None]:
     return name, ver, licence
 
 
-def _build_project_wheel(project: Path, work: Path, source_date_epoch: int | None) -> Path:
-    out = work / "agent-wheel"
-    out.mkdir()
+_LEFTOVERS_AT_TOP = frozenset({".git", ".hg", ".venv", "venv", "build", "dist", ".tox",
+                               ".nox", "node_modules"})
+_LEFTOVERS_ANYWHERE = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
+                                 ".hypothesis"})
+
+
+def _source_only(top: Path) -> Callable[[str, list[str]], set[str]]:
+    """copytree's ignore: what a checkout accumulates that is not the project's source.
+    ``build``/``dist``/venvs only at the top (a package may have a subpackage ``build``)."""
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        at_top = Path(directory) == top
+        return {n for n in names if n in _LEFTOVERS_ANYWHERE or n.endswith(".egg-info")
+                or (at_top and n in _LEFTOVERS_AT_TOP)}
+    return ignore
+
+
+def build_project_wheel(project: Path, out: Path, source_date_epoch: int | None = None) -> Path:
+    """The project's wheel, built into ``out`` from a clean copy of its source.
+
+    A copy, because setuptools builds in place through the project's ``build/lib`` and
+    never removes what an earlier build left there: a module since moved or deleted
+    would ship in the agent wheel (seen: ten stale modules in a working checkout's
+    wheel), and two builds of one checkout at once break each other.  The copy leaves
+    out only what a checkout accumulates (see :func:`_source_only`)."""
+    out.mkdir(parents=True, exist_ok=True)
     # bdist_wheel stamps zip entries with SOURCE_DATE_EPOCH when set: the same source then
     # gives the same wheel bytes (1980-01-01, the zip format's earliest date, by default).
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(max(source_date_epoch or 0, 315532800)))
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-           "--no-index", "--disable-pip-version-check", "-q", "-w", str(out), str(project)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env,
-                          start_new_session=True)
+    with tempfile.TemporaryDirectory(prefix="abhed-agent-src-") as tmp:
+        src = Path(tmp) / "src"
+        try:
+            shutil.copytree(project, src, symlinks=True, ignore=_source_only(project))
+        except (OSError, shutil.Error) as exc:
+            raise SpecError(f"cannot copy the agent project {project} to build it: "
+                            f"{str(exc)[:400]}") from None
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+               "--no-index", "--disable-pip-version-check", "-q", "-w", str(out), str(src)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env,
+                              start_new_session=True)
     wheels = sorted(out.glob("*.whl"))
     if done.returncode != 0 or len(wheels) != 1:
         raise SpecError(f"building the agent wheel from {project} failed: "
@@ -181,7 +211,8 @@ def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -
             project = base / (spec.agent.project or ".")
             if not (project / "pyproject.toml").is_file():
                 raise SpecError(f"agent project {project} has no pyproject.toml")
-            wheel = _build_project_wheel(project, work, spec.source_date_epoch)
+            wheel = build_project_wheel(project, work / "agent-wheel",
+                                        spec.source_date_epoch)
         label = (None if spec.agent.project is None
                  else f"{spec.agent.project} (built as {wheel.name})")
         name, ver, lic = _wheel_info(wheel)

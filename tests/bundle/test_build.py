@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from bundle import (
     SpecError,
     TrustPolicy,
     build_bundle,
+    build_project_wheel,
     diff_bundles,
     inspect_bundle,
     make_rotation,
@@ -245,3 +247,42 @@ def test_bundle_package_imports_nothing_from_appliance_or_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def _project(root: Path) -> Path:
+    """A setuptools project with a package that has a subpackage named ``build``."""
+    (root / "pkg" / "build").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tinyagent"\nversion = "0.1.0"\n'
+        '[tool.setuptools.packages.find]\ninclude = ["pkg*"]\n')
+    (root / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "pkg" / "build" / "__init__.py").write_text("KEPT = True\n")
+    return root
+
+
+def test_the_agent_wheel_never_ships_what_an_earlier_build_left_behind(tmp_path: Path) -> None:
+    project = _project(tmp_path / "proj")
+    # What an earlier build left: a module since deleted from the source, and its egg-info.
+    (project / "build" / "lib" / "pkg").mkdir(parents=True)
+    (project / "build" / "lib" / "pkg" / "removed.py").write_text("STALE = True\n")
+    (project / "tinyagent.egg-info").mkdir()
+    (project / "tinyagent.egg-info" / "SOURCES.txt").write_text("pkg/removed.py\n")
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    wheel = build_project_wheel(project, tmp_path / "out", source_date_epoch=1_700_000_000)
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"pkg/__init__.py", "pkg/build/__init__.py"} <= names
+    assert "pkg/removed.py" not in names
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before, \
+        "the project's own tree is left as it was"
+    again = build_project_wheel(project, tmp_path / "again", source_date_epoch=1_700_000_000)
+    assert again.read_bytes() == wheel.read_bytes()
+
+
+def test_an_agent_project_that_does_not_build_is_named(tmp_path: Path) -> None:
+    project = _project(tmp_path / "proj")
+    (project / "pyproject.toml").write_text("[project\nname = ")
+    with pytest.raises(SpecError, match=r"building the agent wheel from .*proj failed"):
+        build_project_wheel(project, tmp_path / "out")
+    with pytest.raises(SpecError, match="cannot copy the agent project"):
+        build_project_wheel(tmp_path / "missing", tmp_path / "out2")

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from bundle import SecretKey, build_bundle
+from bundle import SecretKey, build_bundle, build_project_wheel
 from cli.bundle import check_settings
 from models.bundle_kit import BUNDLE_KIT
 from tests.helpers import installer_argv
@@ -63,12 +63,9 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def agent_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("agent-wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(out), str(ROOT)], check=True,
-                   timeout=600, capture_output=True)
-    (wheel,) = out.glob("abhed-*.whl")
-    return wheel
+    """The agent's wheel, built as a bundle builds it (from a clean copy of the checkout:
+    each xdist worker builds its own, and none shares the checkout's build/)."""
+    return build_project_wheel(ROOT, tmp_path_factory.mktemp("agent-wheel"))
 
 
 @dataclass(frozen=True)
