@@ -313,7 +313,13 @@ class Runner:
         started = time.monotonic()
         cwd_r, cwd_w = os.pipe()
         try:
-            proc = self._spawn(command, cwd, env, cwd_w)
+            # Spawned and registered under the lock, so an interrupt that comes once the
+            # command may have run a step waits for its group to be known: registered
+            # after the lock was let go, an Esc right after the start could find no group
+            # and be lost (the command then ran to its end; seen once in 60 under load).
+            with self._lock:
+                proc = self._spawn(command, cwd, env, cwd_w)
+                self._foreground[proc.pid] = owner
         except BaseException:
             os.close(cwd_r)
             raise
@@ -321,8 +327,6 @@ class Runner:
             os.close(cwd_w)
         assert proc.stdout is not None
         pgid = proc.pid
-        with self._lock:
-            self._foreground[pgid] = owner
 
         def on_limit() -> None:
             # Called from the reader thread: stop the group without waiting for

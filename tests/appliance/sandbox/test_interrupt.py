@@ -15,6 +15,7 @@ command is seen running.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -151,3 +152,35 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
     finally:
         shell.close()
     _check(seen, ws)
+
+
+def test_an_interrupt_that_comes_while_the_command_is_being_spawned_is_not_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race behind the one-in-60 failure above: Esc arrives after the shell was spawned
+    (and may already have run a step) but before its group was registered.  The
+    interrupt is made to come exactly there; it must stop the command, not miss it."""
+    from foundation.guest import Runner
+
+    runner = Runner(grace_s=0.5)
+    spawn = Runner._spawn
+    interrupter: list[threading.Thread] = []
+
+    def spawn_then_interrupt(self: Runner, *args: Any) -> subprocess.Popen[bytes]:
+        proc = spawn(self, *args)
+        t = threading.Thread(target=self.interrupt)
+        t.start()
+        interrupter.append(t)
+        # Give the interrupt every chance to run before the spawn returns; with the
+        # spawn and its registration under one lock it waits for them instead.
+        t.join(0.5)
+        return proc
+
+    monkeypatch.setattr(Runner, "_spawn", spawn_then_interrupt)
+    try:
+        raw = runner.run("sleep 30; echo finished", str(tmp_path), {}, timeout_s=60)
+    finally:
+        for t in interrupter:
+            t.join(5)
+        runner.close()
+    assert raw["signal"] in (15, 9) or raw["exit_code"] in (143, 137), raw
+    assert b"finished" not in base64.b64decode(raw["tail_b64"])
