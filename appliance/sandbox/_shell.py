@@ -33,6 +33,10 @@ from tools import JobOutput, ShellRun, ShellSandbox
 
 __all__ = ["AgentShell", "SessionSandbox", "shell_for"]
 
+CHASE_EVERY_S = 0.05
+"""The first wait before an interrupt is sent again to a run that has not returned (then
+doubling, up to a second)."""
+
 
 class SessionSandbox(Protocol):
     """A sandbox backend that several agents' shells share; each call names its owner."""
@@ -72,6 +76,10 @@ class AgentShell:
         self._jobs: list[str] = []
         self._lock = threading.Lock()
         self._closed = False
+        # Foreground runs under way, and whether an interrupt is chasing them (see interrupt).
+        self._inflight = 0
+        self._settled = threading.Condition()
+        self._chasing = False
 
     def for_agent(self, owner: str) -> AgentShell:
         """A shell for another agent of this session (a subagent): same sandbox, its own state."""
@@ -80,11 +88,18 @@ class AgentShell:
     # -- tools.ShellSandbox ------------------------------------------------------
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
             on_output: Callable[[bytes], None] | None = None) -> ShellRun:
-        if on_output is None:
+        with self._settled:
+            self._inflight += 1
+        try:
+            if on_output is None:
+                return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
+                                        owner=self.owner)
             return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
-                                    owner=self.owner)
-        return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
-                                owner=self.owner, on_output=on_output)
+                                    owner=self.owner, on_output=on_output)
+        finally:
+            with self._settled:
+                self._inflight -= 1
+                self._settled.notify_all()
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
         job_id = self.sandbox.start(command, cwd=cwd, env=env, owner=self.owner)
@@ -101,8 +116,35 @@ class AgentShell:
         return self.sandbox.job(job_id, offset=offset, kill=kill)
 
     def interrupt(self) -> None:
-        """Stop this agent's running command (the agent was interrupted or ran out of time)."""
+        """Stop this agent's running command (the agent was interrupted or ran out of time).
+
+        A run under way may not have a command the backend can signal yet: the microVM
+        still booting, the guest agent not yet handed the command, the shell between its
+        spawn and its registration.  Such an interrupt would find nothing and the command
+        would then run to its end, so while a run is under way the interrupt is sent
+        again (after :data:`CHASE_EVERY_S`, then doubling) until that run returns."""
         self.sandbox.interrupt(self.owner)
+        with self._settled:
+            if self._inflight == 0 or self._chasing:
+                return
+            self._chasing = True
+        threading.Thread(target=self._chase, name=f"abhed-interrupt-{self.owner}",
+                         daemon=True).start()
+
+    def _chase(self) -> None:
+        # Doubling waits: soon for the run that had nothing to signal yet, rarely for one
+        # that was signalled and is taking its grace period (each interrupt arms a SIGKILL).
+        wait = CHASE_EVERY_S
+        try:
+            while True:
+                with self._settled:
+                    if self._settled.wait_for(lambda: self._inflight == 0, timeout=wait):
+                        return
+                self.sandbox.interrupt(self.owner)
+                wait = min(wait * 2, 1.0)
+        finally:
+            with self._settled:
+                self._chasing = False
 
     def close(self) -> None:
         """The agent is done: its background jobs end (and the sandbox, for the session's own)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from appliance.sandbox import AgentShell, MicroVM, SandboxSettings
+from appliance.sandbox import AgentShell, HostSandbox, MicroVM, SandboxSettings
 
 ROOT = Path(__file__).resolve().parents[3]
 DELAYS_S = (0.0, 0.001, 0.005, 0.02, 0.1)
@@ -184,3 +184,37 @@ def test_an_interrupt_that_comes_while_the_command_is_being_spawned_is_not_lost(
         runner.close()
     assert raw["signal"] in (15, 9) or raw["exit_code"] in (143, 137), raw
     assert b"finished" not in base64.b64decode(raw["tail_b64"])
+
+
+def test_an_interrupt_while_the_sandbox_is_still_getting_ready_stops_the_command(
+        tmp_path: Path) -> None:
+    """Esc while the run is under way but no command exists to signal yet (a microVM still
+    booting, the guest agent not yet handed the command): the interrupt is sent again
+    until the run returns, so the command it then starts is stopped, not run to its end."""
+    booting, booted = threading.Event(), threading.Event()
+
+    class Booting(HostSandbox):
+        def run(self, command: str, **kw: Any) -> Any:
+            booting.set()
+            booted.wait(60)  # the "boot": nothing to signal until it ends
+            return super().run(command, **kw)
+
+    shell = AgentShell(Booting(str(tmp_path.resolve()), SandboxSettings(kill_grace_s=0.5)),
+                       "s-boot")
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=_run_into, args=(shell, "sleep 30; echo finished", tmp_path,
+                                                 box))
+    t.start()
+    try:
+        assert booting.wait(60)
+        shell.interrupt()  # finds no command: the run is still "booting"
+        booted.set()
+        t.join(60)
+        assert not t.is_alive(), "the command ran on after the interrupt"
+    finally:
+        booted.set()
+        shell.close()
+        t.join(60)
+    run = box["run"]
+    assert run.signal in (15, 9) or run.exit_code in (143, 137), run
+    assert b"finished" not in run.head + run.tail
