@@ -76,10 +76,11 @@ class AgentShell:
         self._jobs: list[str] = []
         self._lock = threading.Lock()
         self._closed = False
-        # Foreground runs under way, and whether an interrupt is chasing them (see interrupt).
-        self._inflight = 0
+        # Foreground runs under way (by number), and the runs an interrupt is chasing.
+        self._runs = 0
+        self._running: set[int] = set()
         self._settled = threading.Condition()
-        self._chasing = False
+        self._chased: set[int] = set()
 
     def for_agent(self, owner: str) -> AgentShell:
         """A shell for another agent of this session (a subagent): same sandbox, its own state."""
@@ -89,7 +90,9 @@ class AgentShell:
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
             on_output: Callable[[bytes], None] | None = None) -> ShellRun:
         with self._settled:
-            self._inflight += 1
+            self._runs += 1
+            number = self._runs
+            self._running.add(number)
         try:
             if on_output is None:
                 return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
@@ -98,7 +101,7 @@ class AgentShell:
                                     owner=self.owner, on_output=on_output)
         finally:
             with self._settled:
-                self._inflight -= 1
+                self._running.discard(number)
                 self._settled.notify_all()
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:
@@ -125,26 +128,28 @@ class AgentShell:
         again (after :data:`CHASE_EVERY_S`, then doubling) until that run returns."""
         self.sandbox.interrupt(self.owner)
         with self._settled:
-            if self._inflight == 0 or self._chasing:
+            targets = self._running - self._chased
+            if not targets:
                 return
-            self._chasing = True
-        threading.Thread(target=self._chase, name=f"abhed-interrupt-{self.owner}",
-                         daemon=True).start()
+            self._chased |= targets
+        threading.Thread(target=self._chase, args=(targets,),
+                         name=f"abhed-interrupt-{self.owner}", daemon=True).start()
 
-    def _chase(self) -> None:
-        # Doubling waits: soon for the run that had nothing to signal yet, rarely for one
-        # that was signalled and is taking its grace period (each interrupt arms a SIGKILL).
+    def _chase(self, targets: set[int]) -> None:
+        # Only the runs under way when the interrupt came: one started after it (the next
+        # command) is not its to stop.  The interrupt is sent with the lock held, so no
+        # run can begin between the check and the send.  Doubling waits: soon for a run
+        # that had nothing to signal yet, rarely for one that was signalled and is taking
+        # its grace period (each interrupt arms a SIGKILL).
         wait = CHASE_EVERY_S
-        try:
-            while True:
-                with self._settled:
-                    if self._settled.wait_for(lambda: self._inflight == 0, timeout=wait):
-                        return
-                self.sandbox.interrupt(self.owner)
-                wait = min(wait * 2, 1.0)
-        finally:
-            with self._settled:
-                self._chasing = False
+        with self._settled:
+            try:
+                while not self._settled.wait_for(lambda: targets.isdisjoint(self._running),
+                                                 timeout=wait):
+                    self.sandbox.interrupt(self.owner)
+                    wait = min(wait * 2, 1.0)
+            finally:
+                self._chased -= targets
 
     def close(self) -> None:
         """The agent is done: its background jobs end (and the sandbox, for the session's own)."""

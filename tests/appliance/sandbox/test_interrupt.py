@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from appliance.sandbox import AgentShell, HostSandbox, MicroVM, SandboxSettings
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 DELAYS_S = (0.0, 0.001, 0.005, 0.02, 0.1)
@@ -218,3 +219,26 @@ def test_an_interrupt_while_the_sandbox_is_still_getting_ready_stops_the_command
     run = box["run"]
     assert run.signal in (15, 9) or run.exit_code in (143, 137), run
     assert b"finished" not in run.head + run.tail
+
+
+def test_the_command_after_an_interrupted_one_is_not_stopped_by_that_interrupt(
+        tmp_path: Path) -> None:
+    """The interrupt chases only the runs under way when it came: the agent's next command,
+    started the moment the interrupted one returned, runs to its end."""
+    ws = tmp_path.resolve()
+    shell = AgentShell(HostSandbox(str(ws), SandboxSettings(kill_grace_s=0.5)), "s-next")
+    try:
+        for _ in range(5):
+            box: dict[str, Any] = {}
+            t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws,
+                                                         box))
+            t.start()
+            wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
+            shell.interrupt()
+            t.join(60)
+            (ws / "started").unlink()
+            assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137)
+            after = shell.run("sleep 0.3; echo next", cwd=str(ws), env={}, timeout_s=60)
+            assert (after.exit_code, after.head + after.tail) == (0, b"next\n"), after
+    finally:
+        shell.close()
