@@ -32,6 +32,7 @@ __all__ = ["Dispatcher"]
 
 
 _MAX_REPR_CHARS = 10_000
+NOT_STARTED = "Not run: the run was interrupted before this call started."
 _MAX_RAW_ARGS_CHARS = 4096
 
 
@@ -70,8 +71,13 @@ class Dispatcher:
         self.on_progress: Callable[[str, str], None] | None = None
 
     def call(self, name: str, args: Any, *, call_id: str | None = None,
-             source: str = "model") -> ToolResult:
-        """Run ``name`` with already-parsed ``args`` (a JSON value of any shape)."""
+             source: str = "model", cancelled: Callable[[], bool] | None = None) -> ToolResult:
+        """Run ``name`` with already-parsed ``args`` (a JSON value of any shape).
+
+        ``cancelled`` tells whether the run this call belongs to was interrupted.  It is
+        asked once the call is admitted, just before the tool starts: an interrupt that
+        came while the call was being admitted (the policy, an extension, a person asked
+        to approve) finds nothing running to stop, so the call must not start after it."""
         call_id = call_id or "c-" + secrets.token_hex(6)
         self.session.record_call(call_id, name, _jsonable(args), source)
         started = time.perf_counter()
@@ -86,6 +92,8 @@ class Dispatcher:
             admitted = self.gate.admit(self.session, call_id, tool, args, self.ctx)
             if isinstance(admitted, ToolResult):
                 result = admitted
+            elif cancelled is not None and cancelled():
+                result = failure("not_run", NOT_STARTED)
             else:
                 watch = self.on_progress
                 result = run_tool(tool, admitted, replace(
@@ -98,7 +106,8 @@ class Dispatcher:
         return result
 
     def call_text(self, name: str, arguments: str, *, call_id: str | None = None,
-                  source: str = "model", expected: str = "") -> ToolResult:
+                  source: str = "model", expected: str = "",
+                  cancelled: Callable[[], bool] | None = None) -> ToolResult:
         """Run ``name`` with arguments as the model wrote them (JSON text, maybe broken).
 
         Text that is not JSON is recorded (bounded) and answered with
@@ -118,4 +127,4 @@ class Dispatcher:
                 + "Nothing was run; send the call again with a valid JSON object.")
             self.session.record_result(call_id, name, result, 0.0)
             return result
-        return self.call(name, args, call_id=call_id, source=source)
+        return self.call(name, args, call_id=call_id, source=source, cancelled=cancelled)

@@ -437,8 +437,10 @@ class Agent:
         return event
 
     def _call(self, call_id: str, call: ToolCall) -> ToolResult:
+        cancel = self._cancel  # this run's: an interrupt after admission starts nothing
         return self.dispatcher.call_text(call.name, call.arguments, call_id=call_id, source="model",
-                                         expected=self.signatures.get(call.name, ""))
+                                         expected=self.signatures.get(call.name, ""),
+                                         cancelled=lambda: cancel.cancelled)
 
     def _end(self, run: _Run, stop: StopRun) -> RunOutcome:
         # Calls the model made that did not run are answered by the fold at run_ended.

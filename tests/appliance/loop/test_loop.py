@@ -219,6 +219,31 @@ def test_ask_mode_allowed_write_runs(workspace: Path) -> None:
     assert target.read_text() == "x" and asked[0].tool == "write"
 
 
+def test_a_call_admitted_after_an_interrupt_does_not_start(workspace: Path) -> None:
+    """Esc while the call is being admitted (here: while its approval is decided, which then
+    says yes): nothing was running for the interrupt to stop, so the call must not start
+    after it.  It is answered "not run" and the run ends interrupted."""
+    target = workspace / "new.txt"
+    steps = [{"tool_calls": [{"name": "write", "arguments": {"path": str(target), "content": "x"}}]},
+             {"text": "never asked"}]
+    holder: list[Any] = []
+
+    def interrupted_then_yes(req: ApprovalRequest) -> Approval:
+        holder[0].interrupt("Esc")
+        return Approval("allow", "test")
+
+    with scripted_agent(workspace, steps, mode="ask",
+                        approver=CallbackApprover(interrupted_then_yes)) as (agent, server, seen):
+        holder.append(agent)
+        out = agent.run("go")
+    assert not target.exists()
+    assert out.reason == "interrupted" and len(server.requests) == 1
+    observed = next(e.event for e in seen if isinstance(e.event, ObservationEvent))
+    result = observed.result
+    assert result.error is not None and result.error.code == "not_run"
+    assert "interrupted before this call started" in result.content
+
+
 def test_a_second_prompt_continues_the_conversation(workspace: Path) -> None:
     with scripted_agent(workspace, [{"text": "one"}, {"text": "two"}]) as (agent, server, _):
         agent.run("first")
