@@ -89,7 +89,7 @@ __all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
 #: 2: commands and jobs name their owner (one shell per agent); ``release``.
 #: What this agent offers beyond its protocol version, said in ``hello``: "stream" (a run
 #: asked with ``"stream": true`` sends its output as it comes, as interim lines).
-FEATURES = ("stream",)
+FEATURES = ("stream", "grace")
 PROTOCOL_VERSION = 2
 AGENT_NAME = "abhed-guest-agent"
 
@@ -118,6 +118,13 @@ def _shell_script(command: str, cwd_fd: int | None) -> str:
         f"{command}\n"
         f"}} {cwd_fd}</dev/null\n"
     )
+
+
+def _grace(value: object) -> float:
+    """A SIGTERM-to-SIGKILL grace the host asked for: a number of seconds, 0 to 600."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 600:
+        raise ValueError(f"grace_s must be a number of seconds from 0 to 600; got {value!r}")
+    return float(value)
 
 
 def _pump(fd: int, feed: Callable[[bytes], None]) -> None:
@@ -575,6 +582,8 @@ class Server:
     def dispatch(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req.get("op")
         if op == "hello":
+            if "grace_s" in req:  # the host's sandbox.kill_grace_s (feature "grace")
+                self.runner.grace_s = _grace(req["grace_s"])
             return {"agent": AGENT_NAME, "protocol": PROTOCOL_VERSION, "kernel": os.uname().release,
                     "pid": os.getpid(), "features": list(FEATURES)}
         owner = str(req.get("owner") or "")

@@ -97,8 +97,8 @@ class _RunnerSandbox:
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput:
         return to_job(self._runner.job(job_id, offset, kill))
 
-    def interrupt(self, owner: str | None = None) -> None:
-        self._runner.interrupt(owner)
+    def interrupt(self, owner: str | None = None) -> int:
+        return self._runner.interrupt(owner)
 
     def release(self, owner: str) -> None:
         self._runner.release(owner)

@@ -58,6 +58,7 @@ __all__ = ["MicroVM", "VMImage", "find_virtiofsd", "kvm_unusable_reason", "kvm_u
 
 _PORT = "abhed.agent"
 _KVM_PROBE_TIMEOUT_S = 30.0
+_INTERRUPT_REPLY_S = 2.0  # a guest that has not said what it signalled by then: unknown
 # (qemu binary, kernel) -> (accel that booted, why not KVM when it is tcg); a failed KVM
 # boot is not retried.
 _ACCEL_CHOICE: dict[tuple[str, str], tuple[str, str]] = {}
@@ -171,6 +172,7 @@ class _Guest:
         so the parent-death signal may be armed; ``cancel`` abandons the boot."""
         self.accel = accel
         self.cancel = cancel
+        self.kill_grace_s = settings.kill_grace_s
         self.stopped = threading.Event()
         self.dir = tempfile.mkdtemp(prefix="abhed-vm-")
         self.console = os.path.join(self.dir, "console.log")
@@ -283,7 +285,8 @@ class _Guest:
     def _await_agent(self, deadline: float) -> None:
         while True:
             try:
-                self.hello = self.request("hello", wait_s=1.0)
+                # The operator's grace reaches the guest's runner (an older image ignores it).
+                self.hello = self.request("hello", wait_s=1.0, grace_s=self.kill_grace_s)
                 break
             except SandboxCrashed:
                 raise SandboxUnavailable(
@@ -305,20 +308,6 @@ class _Guest:
         if self.qemu is None or self.qemu.poll() is not None:
             raise SandboxCrashed(f"the session VM ({self.accel}) stopped; console:\n"
                                  f"{self._log_tail('console.log')}\nA new one starts on the next call.")
-
-    def notify(self, op: str, **fields: Any) -> None:
-        """Send a request without waiting for its reply (an interrupt, from another thread).
-
-        Its reply carries an id nobody waits for, and the reader drops it.
-        """
-        if self.sock is None:
-            return
-        line = json.dumps({"id": f"notify-{op}", "op": op, **fields}, separators=(",", ":")) + "\n"
-        with self.send_lock:
-            try:
-                self.sock.sendall(line.encode())
-            except OSError:
-                pass  # the VM is gone: nothing left to interrupt
 
     def _read_replies(self, sock: socket.socket) -> None:
         """Hand each reply line to the request waiting for its id, until the channel closes."""
@@ -629,10 +618,19 @@ class MicroVM:
             raise ValueError(str(exc)) from None
         return str(raw["job_id"])
 
-    def interrupt(self, owner: str | None = None) -> None:
+    def interrupt(self, owner: str | None = None) -> int | None:
+        """How many of ``owner``'s commands the guest signalled: 0 while no VM runs (a boot
+        under way has nothing to signal yet), None when the guest did not say in time."""
         guest = self._guest
-        if guest is not None:
-            guest.notify("interrupt", **({} if owner is None else {"owner": owner}))
+        if guest is None:
+            return 0
+        try:
+            fields: dict[str, Any] = {} if owner is None else {"owner": owner}
+            raw = guest.request("interrupt", wait_s=_INTERRUPT_REPLY_S, **fields)
+        except (TimeoutError, SandboxCrashed, _AgentRefused):
+            return None
+        stopped = raw.get("stopped")
+        return stopped if isinstance(stopped, int) else None
 
     def release(self, owner: str) -> None:
         guest = self._guest

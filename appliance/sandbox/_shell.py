@@ -51,7 +51,9 @@ class SessionSandbox(Protocol):
 
     def job(self, job_id: str, *, offset: int = 0, kill: bool = False) -> JobOutput: ...
 
-    def interrupt(self, owner: str | None = None) -> None: ...
+    def interrupt(self, owner: str | None = None) -> int | None:
+        """Signal ``owner``'s running commands; how many were signalled (None: unknown)."""
+        ...
 
     def release(self, owner: str) -> None: ...
 
@@ -124,12 +126,15 @@ class AgentShell:
         A run under way may not have a command the backend can signal yet: the microVM
         still booting, the guest agent not yet handed the command, the shell between its
         spawn and its registration.  Such an interrupt would find nothing and the command
-        would then run to its end, so while a run is under way the interrupt is sent
-        again (after :data:`CHASE_EVERY_S`, then doubling) until that run returns."""
-        self.sandbox.interrupt(self.owner)
+        would then run to its end, so while a run is under way and no command was
+        signalled, the interrupt is sent again (after :data:`CHASE_EVERY_S`, then
+        doubling) until one is, or that run returns.  Once one is, the backend's
+        SIGTERM-then-SIGKILL takes its course: another SIGTERM within the grace period
+        would cut short the command's own clean-up (a shell's trap runs again)."""
+        signalled = self.sandbox.interrupt(self.owner)
         with self._settled:
             targets = self._running - self._chased
-            if not targets:
+            if not targets or (signalled is not None and signalled > 0):
                 return
             self._chased |= targets
         threading.Thread(target=self._chase, args=(targets,),
@@ -138,15 +143,16 @@ class AgentShell:
     def _chase(self, targets: set[int]) -> None:
         # Only the runs under way when the interrupt came: one started after it (the next
         # command) is not its to stop.  The interrupt is sent with the lock held, so no
-        # run can begin between the check and the send.  Doubling waits: soon for a run
-        # that had nothing to signal yet, rarely for one that was signalled and is taking
-        # its grace period (each interrupt arms a SIGKILL).
+        # run can begin between the check and the send.  Doubling waits, for a backend
+        # that cannot say whether it signalled anything (None).
         wait = CHASE_EVERY_S
         with self._settled:
             try:
                 while not self._settled.wait_for(lambda: targets.isdisjoint(self._running),
                                                  timeout=wait):
-                    self.sandbox.interrupt(self.owner)
+                    signalled = self.sandbox.interrupt(self.owner)
+                    if signalled is not None and signalled > 0:
+                        return
                     wait = min(wait * 2, 1.0)
             finally:
                 self._chased -= targets

@@ -150,6 +150,19 @@ def test_an_interrupt_right_after_start_keeps_the_commands_own_output_in_the_mic
                              "exit_code": run.exit_code,
                              "output": (run.head + run.tail).decode(), "cwd": run.cwd})
             shell.start("sleep 600", cwd=str(ws), env={})
+        # The operator's grace (0.5 s here) reaches the guest's runner: a command that
+        # takes SIGTERM slowly (its trap needs a second) is killed before its trap ends.
+        # With the guest's own 2 s it finished the trap and wrote the file.
+        box = {}
+        t = threading.Thread(target=_run_into, args=(
+            shell, "trap 'sleep 1; echo late > ../late' TERM; touch ../slow; "
+                   "while :; do sleep 0.05; done", ws / "sub", box))
+        t.start()
+        wait_for(lambda: (ws / "slow").exists(), timeout_s=60, what="the slow command runs")
+        shell.interrupt()
+        t.join(60)
+        assert box["run"].signal == 9, box["run"]
+        assert not (ws / "late").exists(), "the guest waited longer than kill_grace_s"
     finally:
         shell.close()
     _check(seen, ws)
@@ -242,3 +255,24 @@ def test_the_command_after_an_interrupted_one_is_not_stopped_by_that_interrupt(
             assert (after.exit_code, after.head + after.tail) == (0, b"next\n"), after
     finally:
         shell.close()
+
+
+def test_a_signalled_command_is_left_its_grace_to_clean_up(tmp_path: Path) -> None:
+    """Once the interrupt signalled the command, no second SIGTERM comes within the grace: a
+    command whose clean-up takes a while (a shell trap) finishes it before the SIGKILL."""
+    ws = tmp_path.resolve()
+    (ws / "sub").mkdir()
+    shell = AgentShell(HostSandbox(str(ws), SandboxSettings(kill_grace_s=5.0)), "s-trap")
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=_run_into, args=(
+        shell, "trap 'sleep 1.5; echo cleaned > ../cleaned; exit 3' TERM; touch ../slow; "
+               "while :; do sleep 0.05; done", ws / "sub", box))
+    t.start()
+    try:
+        wait_for(lambda: (ws / "slow").exists(), timeout_s=60, what="the command runs")
+        shell.interrupt()
+        t.join(60)
+    finally:
+        shell.close()
+    assert (ws / "cleaned").read_text() == "cleaned\n"
+    assert box["run"].exit_code == 3, box["run"]

@@ -88,6 +88,17 @@ def test_agent_hello_names_protocol_and_kernel(agent: AgentPeer) -> None:
     assert r["result"]["kernel"] == os.uname().release
 
 
+def test_hello_sets_the_hosts_grace_and_refuses_a_bad_one(agent: AgentPeer) -> None:
+    r = agent.call(id=1, op="hello", grace_s=7.5)
+    assert r["ok"] and "grace" in r["result"]["features"]
+    assert agent.server.runner.grace_s == 7.5
+    for i, bad in enumerate(["5", True, -1, 601, None, [1], float("inf")], start=2):
+        r = agent.call(id=i, op="hello", grace_s=bad)
+        assert r["ok"] is False and "grace_s must be a number of seconds" in r["error"], bad
+    assert agent.server.runner.grace_s == 7.5, "a refused grace changes nothing"
+    assert agent.call(id=20, op="hello")["ok"] and agent.server.runner.grace_s == 7.5
+
+
 def test_agent_runs_a_command_and_reports_everything(agent: AgentPeer, tmp_path: Path) -> None:
     r = agent.call(id=7, op="run", command="cd sub; echo out; echo err >&2; exit 5",
                    cwd=str(tmp_path), env={"PATH": "/usr/bin:/bin"}, timeout_s=20)

@@ -30,9 +30,7 @@ from tools.bash import Bash
 # kill_grace_s: the interrupt test asserts the command died of SIGTERM; under TCG on a loaded
 # machine the guest's report took longer than half a second and the SIGKILL after the grace
 # came first (seen once in the whole suite).  Nothing here ignores SIGTERM, so a longer grace
-# costs no time.  (Known gap, found 2026-12-04: the microVM's guest runner keeps its own 2 s
-# grace, foundation.guest.Runner's default; kill_grace_s does not reach it, so under TCG on
-# a loaded machine this test can still see SIGKILL first in the microvm case.)
+# costs no time.  (The microVM's guest runner gets it at hello, feature "grace".)
 SETTINGS = SandboxSettings(memory_mib=512, vcpus=1, kill_grace_s=5.0, boot_timeout_s=300)
 
 
