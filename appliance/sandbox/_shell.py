@@ -130,12 +130,14 @@ class AgentShell:
         signalled, the interrupt is sent again (after :data:`CHASE_EVERY_S`, then
         doubling) until one is, or that run returns.  Once one is, the backend's
         SIGTERM-then-SIGKILL takes its course: another SIGTERM within the grace period
-        would cut short the command's own clean-up (a shell's trap runs again)."""
-        signalled = self.sandbox.interrupt(self.owner)
+        would cut short the command's own clean-up (a shell's trap runs again).
+
+        It returns at once: the signals go from a thread of their own, so a door's event
+        loop (the TUI's Esc) never waits on a guest that is slow to answer."""
         with self._settled:
             targets = self._running - self._chased
-            if not targets or (signalled is not None and signalled > 0):
-                return
+            if not targets:
+                return  # no run of this agent's under way: no command to stop
             self._chased |= targets
         threading.Thread(target=self._chase, args=(targets,),
                          name=f"abhed-interrupt-{self.owner}", daemon=True).start()
@@ -143,16 +145,17 @@ class AgentShell:
     def _chase(self, targets: set[int]) -> None:
         # Only the runs under way when the interrupt came: one started after it (the next
         # command) is not its to stop.  The interrupt is sent with the lock held, so no
-        # run can begin between the check and the send.  Doubling waits, for a backend
-        # that cannot say whether it signalled anything (None).
+        # run can begin between the check and the send.  Doubling waits, also for a
+        # backend that cannot say whether it signalled anything (None).
         wait = CHASE_EVERY_S
         with self._settled:
             try:
-                while not self._settled.wait_for(lambda: targets.isdisjoint(self._running),
-                                                 timeout=wait):
+                while not targets.isdisjoint(self._running):
                     signalled = self.sandbox.interrupt(self.owner)
                     if signalled is not None and signalled > 0:
                         return
+                    self._settled.wait_for(lambda: targets.isdisjoint(self._running),
+                                           timeout=wait)
                     wait = min(wait * 2, 1.0)
             finally:
                 self._chased -= targets
