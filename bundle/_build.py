@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import queue
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -156,50 +155,39 @@ def _wheel_info(path: Path) -> tuple[str, str, str | None]:
     return name, ver, licence
 
 
-_LEFTOVERS_AT_TOP = frozenset({".git", ".hg", ".venv", "venv", "build", "dist", ".tox",
-                               ".nox", "node_modules"})
-_LEFTOVERS_ANYWHERE = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache",
-                                 ".hypothesis"})
-
-
-def _source_only(top: Path) -> Callable[[str, list[str]], set[str]]:
-    """copytree's ignore: what a checkout accumulates that is not the project's source.
-    ``build``/``dist``/venvs only at the top (a package may have a subpackage ``build``)."""
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        at_top = Path(directory) == top
-        return {n for n in names if n in _LEFTOVERS_ANYWHERE or n.endswith(".egg-info")
-                or (at_top and n in _LEFTOVERS_AT_TOP)}
-    return ignore
-
-
 def build_project_wheel(project: Path, out: Path, source_date_epoch: int | None = None) -> Path:
-    """The project's wheel, built into ``out`` from a clean copy of its source.
+    """The project's wheel, built into ``out`` with build folders of its own.
 
-    A copy, because setuptools builds in place through the project's ``build/lib`` and
+    setuptools builds in place through the project's ``build/lib`` and ``*.egg-info`` and
     never removes what an earlier build left there: a module since moved or deleted
     would ship in the agent wheel (seen: ten stale modules in a working checkout's
-    wheel), and two builds of one checkout at once break each other.  The copy leaves
-    out only what a checkout accumulates (see :func:`_source_only`)."""
-    out.mkdir(parents=True, exist_ok=True)
+    wheel), and two builds of one checkout at once break each other.  distutils'
+    ``DIST_EXTRA_CONFIG`` points this build's ``build_base`` and ``egg_base`` at a fresh
+    folder instead, so the checkout is read, never written, and nothing earlier is seen.
+    (Not a copy of the project: links out of the tree, sockets, a large checkout and
+    version numbers taken from ``.git`` all go wrong in a copy.)  A backend other than
+    setuptools reads no such file and keeps no such leftovers."""
     # bdist_wheel stamps zip entries with SOURCE_DATE_EPOCH when set: the same source then
     # gives the same wheel bytes (1980-01-01, the zip format's earliest date, by default).
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(max(source_date_epoch or 0, 315532800)))
-    with tempfile.TemporaryDirectory(prefix="abhed-agent-src-") as tmp:
-        src = Path(tmp) / "src"
-        try:
-            shutil.copytree(project, src, symlinks=True, ignore=_source_only(project))
-        except (OSError, shutil.Error) as exc:
-            raise SpecError(f"cannot copy the agent project {project} to build it: "
-                            f"{str(exc)[:400]}") from None
+    epoch = str(max(source_date_epoch or 0, 315532800))
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="abhed-agent-build-", dir=out) as tmp:
+        cfg = Path(tmp) / "build.cfg"
+        cfg.write_text(f"[build]\nbuild_base = {tmp}/build\n[egg_info]\negg_base = {tmp}\n")
+        env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, DIST_EXTRA_CONFIG=str(cfg))
+        built = Path(tmp) / "wheel"
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-               "--no-index", "--disable-pip-version-check", "-q", "-w", str(out), str(src)]
+               "--no-index", "--disable-pip-version-check", "-q", "-w", str(built),
+               str(project)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env,
                               start_new_session=True)
-    wheels = sorted(out.glob("*.whl"))
-    if done.returncode != 0 or len(wheels) != 1:
-        raise SpecError(f"building the agent wheel from {project} failed: "
-                        f"{done.stderr.strip()[-400:] or 'no wheel produced'}")
-    return wheels[0]
+        wheels = sorted(built.glob("*.whl")) if built.is_dir() else []
+        if done.returncode != 0 or len(wheels) != 1:
+            raise SpecError(f"building the agent wheel from {project} failed: "
+                            f"{done.stderr.strip()[-400:] or 'no wheel produced'}")
+        target = out / wheels[0].name
+        os.replace(wheels[0], target)
+    return target
 
 
 def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -> list[_Part]:

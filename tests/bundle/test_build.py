@@ -284,5 +284,23 @@ def test_an_agent_project_that_does_not_build_is_named(tmp_path: Path) -> None:
     (project / "pyproject.toml").write_text("[project\nname = ")
     with pytest.raises(SpecError, match=r"building the agent wheel from .*proj failed"):
         build_project_wheel(project, tmp_path / "out")
-    with pytest.raises(SpecError, match="cannot copy the agent project"):
+    assert not list((tmp_path / "out").iterdir()), "a failed build leaves nothing in out"
+    with pytest.raises(SpecError, match=r"building the agent wheel from .*missing failed"):
         build_project_wheel(tmp_path / "missing", tmp_path / "out2")
+
+
+def test_a_monorepo_link_and_a_full_out_folder_build_as_in_place(tmp_path: Path) -> None:
+    """A package linked in from beside the project (a monorepo's shared code) ships as an
+    in-place build ships it; an ``out`` that already holds a wheel gets the new one."""
+    project = _project(tmp_path / "proj")
+    (tmp_path / "shared" / "common").mkdir(parents=True)
+    (tmp_path / "shared" / "common" / "__init__.py").write_text("SHARED = 1\n")
+    (project / "pkg" / "common").symlink_to("../../shared/common")
+    out = tmp_path / "dist"
+    out.mkdir()
+    (out / "older-0.0.1-py3-none-any.whl").write_bytes(b"not this one")
+    wheel = build_project_wheel(project, out)
+    assert wheel.name == "tinyagent-0.1.0-py3-none-any.whl" and wheel.parent == out
+    assert "pkg/common/__init__.py" in zipfile.ZipFile(wheel).namelist()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "older-0.0.1-py3-none-any.whl", "tinyagent-0.1.0-py3-none-any.whl"]
