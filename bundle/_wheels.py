@@ -47,7 +47,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -67,6 +67,7 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
 
 Say = Callable[[str], None]
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 @dataclass(frozen=True)
@@ -273,10 +274,34 @@ def _retrying(attempt: Callable[[], _T]) -> _T:
         try:
             return attempt()
         except (OSError, http.client.HTTPException) as exc:
+            if isinstance(exc, urllib.error.HTTPError):
+                exc.close()  # its body is not read: the connection is let go now
             if delay is None or not passing(exc):
                 raise
             time.sleep(delay)
     raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _whole(promised: str | None, got: int) -> None:
+    """http.client ends a sized read quietly when the server hangs up early: a body shorter
+    than its Content-Length is a cut connection (worth another try), not a bad listing
+    or an altered file."""
+    if promised is not None and promised.isdigit() and got < int(promised):
+        raise http.client.IncompleteRead(b"", int(promised) - got)
+
+
+def _in_order(work: Callable[[_A], _T], items: Sequence[_A], workers: int) -> Iterator[_T]:
+    """``work`` over ``items`` on a pool, results in order; the first failure cancels what
+    has not started (an index that is down fails the gather once, not once per pin after
+    each pin's retries)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(work, item) for item in items]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
@@ -287,6 +312,7 @@ def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     def listing() -> bytes:
         with urllib.request.urlopen(req, timeout=60) as resp:
             body: bytes = resp.read(64 << 20)
+            _whole(resp.headers.get("content-length"), len(body))
             return body
 
     try:
@@ -352,8 +378,8 @@ def select_files(pins: Sequence[str], *, python: str, arch: str, glibc: str, say
     the exact CPython ABI over abi3 over pure Python, the newest manylinux first.
     """
     plats = platform_tags(arch, glibc)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
-        chosen = list(pool.map(lambda p: _choose(p, python, plats, index_url, find_links), pins))
+    chosen = list(_in_order(lambda p: _choose(p, python, plats, index_url, find_links), pins,
+                            16))
     say(f"resolve: {len(chosen)} wheels chosen "
         f"({sum(1 for w in chosen if w.url.startswith('file:'))} from local find-links)")
     return sorted(chosen, key=lambda w: w.name)
@@ -383,10 +409,7 @@ def _download(w: LockedWheel, blobs: Path) -> None:
                 h.update(chunk)
                 out.write(chunk)
                 got += len(chunk)
-        # http.client ends a sized read quietly when the server hangs up early; a short
-        # file is a cut connection (worth another try), not an altered one.
-        if promised is not None and promised.isdigit() and got < int(promised):
-            raise http.client.IncompleteRead(b"", int(promised) - got)
+        _whole(promised, got)
         return h.hexdigest()
 
     try:
@@ -414,12 +437,11 @@ def fetch_wheels(wheels: Sequence[LockedWheel], cache: Path, dest: Path, *, say:
         say(f"wheels: downloading {len(missing)} of {len(wheels)} (the rest are cached)")
         total = sum(w.size or 0 for w in missing)
         done = 0
-        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-            for w, _ in zip(missing, pool.map(lambda w: _download(w, blobs), missing),
-                            strict=True):
-                done += w.size or 0
-                if progress is not None:
-                    progress("wheels", done, total)
+        for w, _ in zip(missing, _in_order(lambda w: _download(w, blobs), missing, 8),
+                        strict=True):
+            done += w.size or 0
+            if progress is not None:
+                progress("wheels", done, total)
     dest.mkdir(parents=True, exist_ok=True)
     for w in wheels:
         blob = blobs / w.sha256

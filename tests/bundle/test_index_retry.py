@@ -23,6 +23,7 @@ import pytest
 
 from bundle import SpecError, _wheels
 from bundle._wheels import LockedWheel, fetch_wheels, passing, platform_tags, select_files
+from tests.helpers import wait_for
 
 from .conftest import make_wheel
 
@@ -171,3 +172,40 @@ def test_a_download_that_keeps_failing_leaves_no_partial_file(
 ])
 def test_which_faults_pass(exc: BaseException, passes: bool) -> None:
     assert passing(exc) is passes
+
+
+def test_a_listing_cut_off_midway_is_asked_again(index: Index, tmp_path: Path) -> None:
+    _publish(index, tmp_path)
+    index.faults["/simple/demo/"] = ["cut"]
+    [chosen] = _select(index, ["demo==1.0"])
+    assert chosen.filename == "demo-1.0-py3-none-any.whl"
+    assert index.asked["/simple/demo/"] == 2
+
+
+def test_the_first_failure_cancels_the_pins_not_yet_asked() -> None:
+    """An index that is down fails the gather once, not once per pin after its retries."""
+    release = threading.Event()
+    started: list[int] = []
+
+    def work(i: int) -> int:
+        started.append(i)
+        if i == 0:
+            raise SpecError("the index does not list pin 0")
+        release.wait(60)
+        return i
+
+    failed: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            list(_wheels._in_order(work, list(range(200)), 16))
+        except SpecError as exc:
+            failed.append(exc)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    wait_for(lambda: len(started) >= 16, timeout_s=60, what="the pool's first pins")
+    release.set()
+    t.join(60)
+    assert failed and "pin 0" in str(failed[0])
+    assert len(started) <= 32, f"{len(started)} of 200 pins were asked after the failure"
