@@ -23,7 +23,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from appliance._session import Session
-from tools import Tool, ToolContext, ToolResult, failure, json_safe, run_tool
+from tools import NOT_STARTED, Tool, ToolContext, ToolResult, failure, json_safe, run_tool
 
 if TYPE_CHECKING:
     from appliance.policy import Gate
@@ -32,7 +32,6 @@ __all__ = ["Dispatcher"]
 
 
 _MAX_REPR_CHARS = 10_000
-NOT_STARTED = "Not run: the run was interrupted before this call started."
 _MAX_RAW_ARGS_CHARS = 4096
 
 
@@ -97,7 +96,7 @@ class Dispatcher:
             else:
                 watch = self.on_progress
                 result = run_tool(tool, admitted, replace(
-                    self.ctx, call_id=call_id,
+                    self.ctx, call_id=call_id, cancelled=cancelled,
                     progress=partial(watch, call_id) if watch is not None else None))
                 result = self.gate.finish(call_id, tool, admitted, result)
         elapsed = (time.perf_counter() - started) * 1000

@@ -18,7 +18,7 @@ call and is turned into that result by :func:`run_tool`.
 from __future__ import annotations
 
 from tools._paths import Workspace
-from tools._result import ErrorInfo, ToolFailure, ToolResult, failure, json_safe
+from tools._result import NOT_STARTED, ErrorInfo, ToolFailure, ToolResult, failure, json_safe
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._schema_tool import SchemaTool, cap_text, check_json_schema
 from tools._settings import ToolSettings
@@ -37,6 +37,7 @@ from tools._tool import (
 )
 
 __all__ = [
+    "NOT_STARTED",
     "ARTIFACT_PREFIX",
     "Args",
     "ArtifactKeeper",

@@ -68,6 +68,10 @@ class ToolResult(BaseModel):
         return json_safe(value)
 
 
+NOT_STARTED = "Not run: the run was interrupted before this call started."
+"""The answer to a call that an interrupt reached before it started (error ``not_run``)."""
+
+
 class ToolFailure(Exception):
     """Raised inside a tool implementation to end the call with an error result.
 

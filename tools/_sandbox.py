@@ -68,10 +68,13 @@ class ShellSandbox(Protocol):
     cwd: str
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str],
-            timeout_s: float, on_output: Callable[[bytes], None] | None = None) -> ShellRun:
+            timeout_s: float, on_output: Callable[[bytes], None] | None = None,
+            cancelled: Callable[[], bool] | None = None) -> ShellRun:
         """Run a foreground command to its end.  ``on_output`` (when given) hears its
         output as it comes, from another thread, for a person watching the call; the
-        result still holds all of it (head and tail) for the model."""
+        result still holds all of it (head and tail) for the model.  ``cancelled``
+        (when given) true once the command is known to :meth:`interrupt`: nothing is
+        started, ``ToolFailure("not_run", NOT_STARTED)`` is raised."""
         ...
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:

@@ -130,6 +130,11 @@ class ToolContext:
     #: Someone watches this call run (the TUI's card): a long-running tool tells it the
     #: output it has so far (text, as it comes, from any thread).  None: nobody watches.
     progress: Callable[[str], None] | None = None
+    #: Whether the run this call belongs to was interrupted (set per call by the
+    #: dispatcher; None: nobody can interrupt).  ``bash`` hands it to the sandbox, which
+    #: asks it once the command is registered, so an interrupt that came before finds
+    #: the command refused and one that comes after finds it to stop.
+    cancelled: Callable[[], bool] | None = None
 
 
 class Tool:

@@ -308,11 +308,13 @@ class Bash(Tool):
             if args.background:
                 job_id = sandbox.start(command, cwd=cwd, env=env)
                 return self._started(sandbox, job_id, cwd)
-            if ctx.progress is None:
-                run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000)
-            else:
-                run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000,
-                                  on_output=_watched(ctx.progress))
+            # Only what is set: a bare backend (no interrupts, nobody watching) takes neither.
+            extra: dict[str, Any] = {}
+            if ctx.progress is not None:
+                extra["on_output"] = _watched(ctx.progress)
+            if ctx.cancelled is not None:
+                extra["cancelled"] = ctx.cancelled
+            run = sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_ms / 1000, **extra)
         except ToolFailure:
             raise
         except Exception as exc:

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol, cast
 
-from tools import JobOutput, ShellRun, ShellSandbox
+from tools import NOT_STARTED, JobOutput, ShellRun, ShellSandbox, ToolFailure
 
 __all__ = ["AgentShell", "SessionSandbox", "shell_for"]
 
@@ -83,6 +83,10 @@ class AgentShell:
         self._running: set[int] = set()
         self._settled = threading.Condition()
         self._chased: set[int] = set()
+        # Held by a chase from its check to its send, and by a run while it registers: no
+        # run can begin between the two, so a send meant for one run never hits the next.
+        # Apart from _settled so that interrupt() and a run's end never wait on a send.
+        self._sending = threading.Lock()
 
     def for_agent(self, owner: str) -> AgentShell:
         """A shell for another agent of this session (a subagent): same sandbox, its own state."""
@@ -90,11 +94,20 @@ class AgentShell:
 
     # -- tools.ShellSandbox ------------------------------------------------------
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout_s: float,
-            on_output: Callable[[bytes], None] | None = None) -> ShellRun:
-        with self._settled:
+            on_output: Callable[[bytes], None] | None = None,
+            cancelled: Callable[[], bool] | None = None) -> ShellRun:
+        # Registered, then ``cancelled`` asked, under the lock an interrupt takes: the run's
+        # interrupt (which cancels first, then comes here) either finds this run to chase
+        # or was already seen here, and nothing starts.  Even from a signal handler on
+        # this very thread (Ctrl-C in `abhed run`): the lock is reentrant, the question
+        # comes after the registration.
+        with self._sending, self._settled:
             self._runs += 1
             number = self._runs
             self._running.add(number)
+            if cancelled is not None and cancelled():
+                self._running.discard(number)
+                raise ToolFailure("not_run", NOT_STARTED)
         try:
             if on_output is None:
                 return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
@@ -144,20 +157,25 @@ class AgentShell:
 
     def _chase(self, targets: set[int]) -> None:
         # Only the runs under way when the interrupt came: one started after it (the next
-        # command) is not its to stop.  The interrupt is sent with the lock held, so no
-        # run can begin between the check and the send.  Doubling waits, also for a
-        # backend that cannot say whether it signalled anything (None).
+        # command) is not its to stop.  The check and the send are under _sending, so no
+        # run can begin between them.  Doubling waits, also for a backend that cannot
+        # say whether it signalled anything (None).
         wait = CHASE_EVERY_S
-        with self._settled:
-            try:
-                while not targets.isdisjoint(self._running):
+        try:
+            while True:
+                with self._sending:
+                    with self._settled:
+                        if targets.isdisjoint(self._running):
+                            return
                     signalled = self.sandbox.interrupt(self.owner)
-                    if signalled is not None and signalled > 0:
-                        return
+                if signalled is not None and signalled > 0:
+                    return
+                with self._settled:
                     self._settled.wait_for(lambda: targets.isdisjoint(self._running),
                                            timeout=wait)
-                    wait = min(wait * 2, 1.0)
-            finally:
+                wait = min(wait * 2, 1.0)
+        finally:
+            with self._settled:
                 self._chased -= targets
 
     def close(self) -> None:

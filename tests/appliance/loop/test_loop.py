@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from appliance.events import ActionEvent, ModelTurn, ObservationEvent, RunEnded, RunStarted
 from appliance.loop import Limits
 from appliance.policy import Approval, ApprovalRequest, CallbackApprover, HeadlessApprover
@@ -242,6 +244,35 @@ def test_a_call_admitted_after_an_interrupt_does_not_start(workspace: Path) -> N
     result = observed.result
     assert result.error is not None and result.error.code == "not_run"
     assert "interrupted before this call started" in result.content
+
+
+def test_an_interrupt_while_bash_prepares_its_command_starts_nothing(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Esc after the call was admitted but before the command reached the sandbox (bash
+    still checking it): the shell asks the run's cancel token once the command is
+    registered, so nothing starts (found by review: the command had run to its end)."""
+    import tools.bash
+
+    done = workspace / "done.txt"
+    steps = [{"tool_calls": [{"name": "bash", "arguments": {
+        "command": f"sleep 2; touch {done}", "description": "slow then mark"}}]},
+             {"text": "never asked"}]
+    holder: list[Any] = []
+    check = tools.bash.interactive_problem
+
+    def interrupted_while_checking(command: str) -> str | None:
+        holder[0].interrupt("Esc")
+        return check(command)
+
+    monkeypatch.setattr(tools.bash, "interactive_problem", interrupted_while_checking)
+    with scripted_agent(workspace, steps, shell=True, sandbox={"backend": "host"}) as (
+            agent, server, seen):
+        holder.append(agent)
+        out = agent.run("go")
+    assert out.reason == "interrupted" and len(server.requests) == 1
+    observed = next(e.event for e in seen if isinstance(e.event, ObservationEvent))
+    assert observed.result.error is not None and observed.result.error.code == "not_run"
+    assert not done.exists()
 
 
 def test_a_second_prompt_continues_the_conversation(workspace: Path) -> None:

@@ -276,3 +276,70 @@ def test_a_signalled_command_is_left_its_grace_to_clean_up(tmp_path: Path) -> No
         shell.close()
     assert (ws / "cleaned").read_text() == "cleaned\n"
     assert box["run"].exit_code == 3, box["run"]
+
+
+class _Slow(HostSandbox):
+    """A host backend whose interrupt takes its time (a guest slow to answer) and reports
+    nothing signalled the first ``blind`` times (a command not yet there to signal)."""
+
+    def __init__(self, ws: str, blind: int = 0) -> None:
+        super().__init__(ws, SandboxSettings(kill_grace_s=0.5))
+        self.blind = blind
+        self.sent = 0
+        self.answer = threading.Event()
+        self.answer.set()
+
+    def interrupt(self, owner: str | None = None) -> int:
+        self.sent += 1
+        self.answer.wait(60)
+        signalled = super().interrupt(owner)
+        return 0 if self.sent <= self.blind else signalled
+
+
+def test_interrupt_returns_at_once_while_the_backend_is_slow_to_answer(tmp_path: Path) -> None:
+    """Esc on the TUI's event loop, ACP's cancel on its asyncio loop: neither waits for the
+    guest's answer, not even a second Esc while the first is still being sent."""
+    ws = tmp_path.resolve()
+    backend = _Slow(str(ws))
+    backend.answer.clear()  # the backend answers no interrupt until the test says so
+    shell = AgentShell(backend, "s-slow")
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws, box))
+    t.start()
+    try:
+        wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
+        for _ in range(2):
+            caller = threading.Thread(target=shell.interrupt)
+            caller.start()
+            caller.join(30)
+            assert not caller.is_alive(), "interrupt() waited for the backend's answer"
+        wait_for(lambda: backend.sent >= 1, timeout_s=60, what="the interrupt sent")
+        backend.answer.set()
+        t.join(60)
+    finally:
+        backend.answer.set()
+        shell.close()
+    assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137)
+
+
+def test_a_chase_after_nothing_was_signalled_spares_the_next_command(tmp_path: Path) -> None:
+    """The first interrupts find nothing (the backend says 0), so the chase goes on; the
+    interrupted run ends; the agent's next command, started at once, is not its to stop."""
+    ws = tmp_path.resolve()
+    backend = _Slow(str(ws), blind=10**6)  # never reports a command signalled
+    shell = AgentShell(backend, "s-blind")
+    try:
+        box: dict[str, Any] = {}
+        t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws,
+                                                     box))
+        t.start()
+        wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
+        shell.interrupt()
+        t.join(60)
+        assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137)
+        sent = backend.sent
+        after = shell.run("sleep 1.5; echo next", cwd=str(ws), env={}, timeout_s=60)
+        assert (after.exit_code, after.head + after.tail) == (0, b"next\n"), after
+        assert backend.sent == sent, "the chase went on after its run had returned"
+    finally:
+        shell.close()
