@@ -286,6 +286,8 @@ class Runner:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # process group -> owner, of running commands
     _foreground: dict[int, str] = field(default_factory=dict, init=False)
+    # process group -> its pending SIGKILLs (see _kill_later)
+    _killers: dict[int, list[threading.Timer]] = field(default_factory=dict, init=False)
 
     # -- spawning ---------------------------------------------------------
     def _spawn(self, command: str, cwd: str, env: dict[str, str],
@@ -339,9 +341,7 @@ class Runner:
             # Called from the reader thread: stop the group without waiting for
             # the main thread, SIGKILL after the grace period.
             _signal_group(pgid, signal.SIGTERM)
-            timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
-            timer.daemon = True
-            timer.start()
+            self._kill_later(pgid)
 
         spill = None
         if self.spill_dir is not None:
@@ -357,8 +357,13 @@ class Runner:
             self._stop(proc)
         with self._lock:
             self._foreground.pop(pgid, None)
-        # Anything the shell left behind in its group goes with it.
+        # Anything the shell left behind in its group goes with it, now: the SIGKILLs an
+        # interrupt armed have nothing left to do.
         _signal_group(proc.pid, signal.SIGKILL)
+        with self._lock:
+            killers = self._killers.pop(pgid, [])
+        for timer in killers:
+            timer.cancel()
         if not cap.done.wait(2.0):
             # A descendant escaped the group and holds the pipe: stop reading.
             pass
@@ -405,10 +410,18 @@ class Runner:
             groups = [g for g, o in self._foreground.items() if owner is None or o == owner]
         for pgid in groups:
             _signal_group(pgid, signal.SIGTERM)
-            timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
-            timer.daemon = True
-            timer.start()
+            self._kill_later(pgid)
         return len(groups)
+
+    def _kill_later(self, pgid: int) -> None:
+        """SIGKILL ``pgid`` after the grace period, unless its run ends first: the timer is
+        cancelled then, so a group id the kernel hands out again within the grace (up to a
+        minute, the operator's kill_grace_s) is never killed by mistake."""
+        timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
+        timer.daemon = True
+        with self._lock:
+            self._killers.setdefault(pgid, []).append(timer)
+        timer.start()
 
     # -- background -------------------------------------------------------
     def start(self, command: str, cwd: str, env: dict[str, str],

@@ -343,3 +343,27 @@ def test_a_chase_after_nothing_was_signalled_spares_the_next_command(tmp_path: P
         assert backend.sent == sent, "the chase went on after its run had returned"
     finally:
         shell.close()
+
+
+def test_the_sigkill_an_interrupt_armed_is_called_off_when_the_run_ends(tmp_path: Path) -> None:
+    """With a long grace (the operator's kill_grace_s reaches up to a minute), a SIGKILL
+    left armed would fall on whatever group later gets the same id."""
+    from foundation.guest import Runner
+
+    runner = Runner(grace_s=60)
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: box.update(run=runner.run(
+        "touch started; sleep 30", str(tmp_path), {}, timeout_s=60)))
+    t.start()
+    try:
+        wait_for(lambda: (tmp_path / "started").exists(), timeout_s=60, what="the command")
+        assert runner.interrupt() == 1
+        armed = [timer for timers in runner._killers.values() for timer in timers]
+        assert armed, "the interrupt armed its SIGKILL"
+        t.join(60)
+    finally:
+        runner.close()
+    assert box["run"]["signal"] == 15
+    assert runner._killers == {}
+    wait_for(lambda: not any(timer.is_alive() for timer in armed), timeout_s=30,
+             what="the SIGKILL timers called off")
