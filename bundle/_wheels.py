@@ -41,6 +41,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -262,8 +263,8 @@ def passing(exc: BaseException) -> bool:
     if isinstance(exc, socket.gaierror):
         return exc.errno in _PASSING_GAI
     if isinstance(exc, (TimeoutError, http.client.IncompleteRead,
-                        http.client.RemoteDisconnected)):
-        return True
+                        http.client.RemoteDisconnected, ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+        return True  # (the last two: the connection dropped during or after the handshake)
     return isinstance(exc, OSError) and exc.errno in _PASSING_ERRNO
 
 
@@ -414,7 +415,7 @@ def _download(w: LockedWheel, blobs: Path) -> None:
 
     try:
         got = _retrying(fetch)
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a bad URL
         partial.unlink(missing_ok=True)
         raise SpecError(f"{w.filename}: download failed ({exc}); run gather again: what "
                         "was fetched is kept") from None

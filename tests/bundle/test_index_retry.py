@@ -13,6 +13,7 @@ import hashlib
 import http.server
 import json
 import socket
+import ssl
 import threading
 import urllib.error
 from collections.abc import Iterator
@@ -169,6 +170,9 @@ def test_a_download_that_keeps_failing_leaves_no_partial_file(
     (urllib.error.HTTPError("u", 503, "busy", None, None), True),  # type: ignore[arg-type]
     (urllib.error.HTTPError("u", 403, "no", None, None), False),  # type: ignore[arg-type]
     (PermissionError(errno.EACCES, "denied"), False),
+    (urllib.error.URLError(ssl.SSLEOFError(8, "EOF occurred in violation of protocol")), True),
+    (urllib.error.URLError(ssl.SSLCertVerificationError(1, "certificate verify failed")),
+     False),
 ])
 def test_which_faults_pass(exc: BaseException, passes: bool) -> None:
     assert passing(exc) is passes
@@ -209,3 +213,13 @@ def test_the_first_failure_cancels_the_pins_not_yet_asked() -> None:
     t.join(60)
     assert failed and "pin 0" in str(failed[0])
     assert len(started) <= 32, f"{len(started)} of 200 pins were asked after the failure"
+
+
+def test_a_wheel_url_that_is_no_url_is_named_not_a_traceback(tmp_path: Path) -> None:
+    wheel = LockedWheel(name="demo", version="1.0", filename="demo-1.0-py3-none-any.whl",
+                        url="https://files.example/a b c\nHost: evil/demo.whl", sha256="0" * 64,
+                        size=None)
+    with pytest.raises(SpecError, match=r"demo-1.0-py3-none-any.whl: download failed"):
+        fetch_wheels([wheel], tmp_path / "cache", tmp_path / "out", say=lambda _: None,
+                     python="3.12", plats=PLATS)
+    assert not list((tmp_path / "cache").rglob("*.partial"))
