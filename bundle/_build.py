@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import tomllib
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -170,12 +171,23 @@ def build_project_wheel(project: Path, out: Path, source_date_epoch: int | None 
     # bdist_wheel stamps zip entries with SOURCE_DATE_EPOCH when set: the same source then
     # gives the same wheel bytes (1980-01-01, the zip format's earliest date, by default).
     epoch = str(max(source_date_epoch or 0, 315532800))
+    # Absolute: pip runs the backend in the project, where a relative DIST_EXTRA_CONFIG
+    # names no file and setuptools would quietly build in the checkout again.
+    project, out = project.resolve(), out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="abhed-agent-build-", dir=out) as tmp:
-        cfg = Path(tmp) / "build.cfg"
-        cfg.write_text(f"[build]\nbuild_base = {tmp}/build\n[egg_info]\negg_base = {tmp}\n")
-        env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, DIST_EXTRA_CONFIG=str(cfg))
-        built = Path(tmp) / "wheel"
+    with tempfile.TemporaryDirectory(prefix="abhed-agent-build-", dir=out) as tmp_name:
+        tmp = Path(tmp_name).resolve()
+        if any(c in str(tmp) for c in "\r\n"):
+            raise SpecError(f"cannot build the agent wheel under {out!r}: a line break in "
+                            "the path; choose another output folder")
+        here = str(tmp).replace("%", "%%")  # setuptools reads the file with interpolation
+        cfg = tmp / "build.cfg"
+        cfg.write_text(f"[build]\nbuild_base = {here}/build\n[egg_info]\negg_base = {here}\n",
+                       encoding="utf-8")
+        # "local": the stdlib's distutils (SETUPTOOLS_USE_DISTUTILS=stdlib) reads no such file.
+        env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, DIST_EXTRA_CONFIG=str(cfg),
+                   SETUPTOOLS_USE_DISTUTILS="local")
+        built = tmp / "wheel"
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                "--no-index", "--disable-pip-version-check", "-q", "-w", str(built),
                str(project)]
@@ -185,9 +197,27 @@ def build_project_wheel(project: Path, out: Path, source_date_epoch: int | None 
         if done.returncode != 0 or len(wheels) != 1:
             raise SpecError(f"building the agent wheel from {project} failed: "
                             f"{done.stderr.strip()[-400:] or 'no wheel produced'}")
+        if _setuptools_backend(project) and not (tmp / "build").is_dir():
+            raise SpecError(
+                f"building the agent wheel from {project}: setuptools did not use the build "
+                "folder it was given (setuptools older than 65.4, or the project sets "
+                "build_base in pyproject.toml's [tool.distutils]), so what an earlier build "
+                f"left in {project / 'build'} could have shipped; refused. Upgrade setuptools "
+                "on the build host, or drop that setting")
         target = out / wheels[0].name
         os.replace(wheels[0], target)
     return target
+
+
+def _setuptools_backend(project: Path) -> bool:
+    """Whether setuptools builds ``project`` (its declared backend, or none: the default)."""
+    try:
+        system = tomllib.loads((project / "pyproject.toml").read_text("utf-8")).get(
+            "build-system", {})
+    except (OSError, ValueError):
+        return True
+    backend = system.get("build-backend") if isinstance(system, dict) else None
+    return not isinstance(backend, str) or backend.startswith("setuptools")
 
 
 def _gather(spec: BuildSpec, base: Path, work: Path, site_bytes: bytes | None) -> list[_Part]:

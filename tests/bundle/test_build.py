@@ -279,6 +279,21 @@ def test_the_agent_wheel_never_ships_what_an_earlier_build_left_behind(tmp_path:
     assert again.read_bytes() == wheel.read_bytes()
 
 
+def test_a_relative_out_folder_still_keeps_the_build_out_of_the_checkout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`abhed bundle build spec --out x.abhed` run elsewhere: the build's folders are handed
+    over as absolute paths (pip runs setuptools in the project, where a relative one names
+    nothing and the checkout's own build/lib, leftovers included, would be used)."""
+    project = _project(tmp_path / "proj")
+    (project / "build" / "lib" / "pkg").mkdir(parents=True)
+    (project / "build" / "lib" / "pkg" / "removed.py").write_text("STALE = True\n")
+    monkeypatch.chdir(tmp_path)
+    wheel = build_project_wheel(Path("proj"), Path("dist"))
+    assert wheel.is_absolute() and wheel.parent == tmp_path / "dist"
+    assert "pkg/removed.py" not in zipfile.ZipFile(wheel).namelist()
+    assert not (project / "tinyagent.egg-info").exists()
+
+
 def test_an_agent_project_that_does_not_build_is_named(tmp_path: Path) -> None:
     project = _project(tmp_path / "proj")
     (project / "pyproject.toml").write_text("[project\nname = ")
