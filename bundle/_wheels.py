@@ -48,7 +48,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -68,7 +68,6 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;\\]+)")
 
 Say = Callable[[str], None]
 _T = TypeVar("_T")
-_A = TypeVar("_A")
 
 
 @dataclass(frozen=True)
@@ -239,6 +238,9 @@ def compact_filename(filename: str, python: str, plats: Sequence[str], limit: in
     return best[1] if best is not None else shortest
 
 
+_LISTING_MAX = 64 << 20
+"""The most a project's listing may be, far above any project's on PyPI."""
+
 RETRY_DELAYS_S = (0.5, 2.0, 5.0)
 """Waits before the 2nd, 3rd and 4th try of a request that failed for a passing reason.
 
@@ -291,29 +293,21 @@ def _whole(promised: str | None, got: int) -> None:
         raise http.client.IncompleteRead(b"", int(promised) - got)
 
 
-def _in_order(work: Callable[[_A], _T], items: Sequence[_A], workers: int) -> Iterator[_T]:
-    """``work`` over ``items`` on a pool, results in order; the first failure cancels what
-    has not started (an index that is down fails the gather once, not once per pin after
-    each pin's retries)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(work, item) for item in items]
-        try:
-            for future in futures:
-                yield future.result()
-        finally:
-            for future in futures:
-                future.cancel()
-
-
 def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     """A project's files from a PEP 691 (JSON) simple index: filename, url, hashes, size."""
     url = f"{index_url.rstrip('/')}/{normalize(name)}/"
-    req = urllib.request.Request(url, headers={
-        "accept": "application/vnd.pypi.simple.v1+json", "user-agent": "abhed-gather"})
+
     def listing() -> bytes:
+        req = urllib.request.Request(url, headers={
+            "accept": "application/vnd.pypi.simple.v1+json", "user-agent": "abhed-gather"})
         with urllib.request.urlopen(req, timeout=60) as resp:
-            body: bytes = resp.read(64 << 20)
-            _whole(resp.headers.get("content-length"), len(body))
+            promised = resp.headers.get("content-length")
+            if promised is not None and promised.isdigit() and int(promised) > _LISTING_MAX:
+                # Not a passing fault: asking again would fetch as much again.
+                raise ValueError(f"its listing is {int(promised):,} bytes, over the "
+                                 f"{_LISTING_MAX:,} a listing may be")
+            body: bytes = resp.read(_LISTING_MAX)
+            _whole(promised, len(body))
             return body
 
     try:
@@ -325,10 +319,16 @@ def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     if not isinstance(files, list):
         raise SpecError(f"the index {index_url} gave no JSON file list for {name} (it must "
                         "speak PEP 691)")
+    kept = []
     for f in files:
         if isinstance(f, dict) and isinstance(f.get("url"), str):
-            f["url"] = urllib.parse.urljoin(url, f["url"])
-    return [f for f in files if isinstance(f, dict)]
+            try:
+                f["url"] = urllib.parse.urljoin(url, f["url"])
+            except ValueError:
+                continue  # a file whose address is no URL cannot be fetched: not a candidate
+        if isinstance(f, dict):
+            kept.append(f)
+    return kept
 
 
 def _choose(pin: str, python: str, plats: Sequence[str], index_url: str,
@@ -379,8 +379,10 @@ def select_files(pins: Sequence[str], *, python: str, arch: str, glibc: str, say
     the exact CPython ABI over abi3 over pure Python, the newest manylinux first.
     """
     plats = platform_tags(arch, glibc)
-    chosen = list(_in_order(lambda p: _choose(p, python, plats, index_url, find_links), pins,
-                            16))
+    # Executor.map's results cancel what has not started at the first failure: an index
+    # that is down fails the gather once, not once per pin after each pin's retries.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        chosen = list(pool.map(lambda p: _choose(p, python, plats, index_url, find_links), pins))
     say(f"resolve: {len(chosen)} wheels chosen "
         f"({sum(1 for w in chosen if w.url.startswith('file:'))} from local find-links)")
     return sorted(chosen, key=lambda w: w.name)
@@ -395,10 +397,13 @@ def _download(w: LockedWheel, blobs: Path) -> None:
     """One wheel into the cache, checked against its locked sha256 before it is kept."""
     target = blobs / w.sha256
     partial = blobs / f"{w.sha256}.partial"
-    parts = urllib.parse.urlsplit(w.url)
-    if parts.scheme not in ("https", "http", "file"):
+    try:
+        scheme = urllib.parse.urlsplit(w.url).scheme
+        req = urllib.request.Request(w.url, headers={"user-agent": "abhed-gather"})
+    except ValueError as exc:
+        raise SpecError(f"{w.filename}: its URL {w.url[:300]!r} is no URL ({exc})") from None
+    if scheme not in ("https", "http", "file"):
         raise SpecError(f"{w.filename}: unsupported URL {w.url}")
-    req = urllib.request.Request(w.url, headers={"user-agent": "abhed-gather"})
 
     def fetch() -> str:
         """The whole file again on each try (the partial file is rewritten from byte 0)."""
@@ -438,11 +443,12 @@ def fetch_wheels(wheels: Sequence[LockedWheel], cache: Path, dest: Path, *, say:
         say(f"wheels: downloading {len(missing)} of {len(wheels)} (the rest are cached)")
         total = sum(w.size or 0 for w in missing)
         done = 0
-        for w, _ in zip(missing, _in_order(lambda w: _download(w, blobs), missing, 8),
-                        strict=True):
-            done += w.size or 0
-            if progress is not None:
-                progress("wheels", done, total)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            for w, _ in zip(missing, pool.map(lambda w: _download(w, blobs), missing),
+                            strict=True):
+                done += w.size or 0
+                if progress is not None:
+                    progress("wheels", done, total)
     dest.mkdir(parents=True, exist_ok=True)
     for w in wheels:
         blob = blobs / w.sha256

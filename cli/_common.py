@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,3 +44,13 @@ def open_store(config: Config | None = None, *, for_work: bool = False) -> Event
         return _open_store(config, for_work=for_work)
     except AbhedError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def interrupt_from_signal(interrupt: Callable[[str], None], reason: str) -> None:
+    """Ask ``interrupt(reason)`` from a signal handler, on a thread of its own.
+
+    The handler runs on the main thread between two of its steps, perhaps while that
+    thread holds a lock the interrupt needs (the run's cancel token, its budget):
+    called there, the interrupt could wait forever on its own thread."""
+    threading.Thread(target=interrupt, args=(reason,), name="abhed-signal-interrupt",
+                     daemon=True).start()

@@ -30,7 +30,7 @@ import click
 from appliance import AbhedError
 from appliance.events import ModelTurn, StoredEvent, show
 from appliance.policy import MODES
-from cli._common import config_option, get_config, open_store
+from cli._common import config_option, get_config, interrupt_from_signal, open_store
 
 EXIT_CODES = {"done": 0, "max_turns": 3, "max_tokens": 3, "deadline": 3, "provider_error": 4,
               "model_stream_lost": 4,
@@ -161,7 +161,7 @@ def run(prompt: str, workspace: Path, provider_name: str | None, model: str | No
                f"({started.mode.chosen_by})", err=True)
 
     def on_sigint(signum: int, frame: FrameType | None) -> None:
-        agent.interrupt("Ctrl-C")
+        interrupt_from_signal(agent.interrupt, "Ctrl-C")
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:

@@ -286,7 +286,7 @@ class Runner:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     # process group -> owner, of running commands
     _foreground: dict[int, str] = field(default_factory=dict, init=False)
-    # process group -> its pending SIGKILLs (see _kill_later)
+    # process group -> its pending SIGKILLs (see _stop_group)
     _killers: dict[int, list[threading.Timer]] = field(default_factory=dict, init=False)
 
     # -- spawning ---------------------------------------------------------
@@ -339,9 +339,9 @@ class Runner:
 
         def on_limit() -> None:
             # Called from the reader thread: stop the group without waiting for
-            # the main thread, SIGKILL after the grace period.
-            _signal_group(pgid, signal.SIGTERM)
-            self._kill_later(pgid)
+            # the main thread, SIGKILL after the grace period (not once its run ended).
+            with self._lock:
+                self._stop_group(pgid)
 
         spill = None
         if self.spill_dir is not None:
@@ -355,12 +355,12 @@ class Runner:
         timed_out = not _wait_exit(proc, max(0.0, started + timeout_s - time.monotonic()))
         if timed_out:
             self._stop(proc)
-        with self._lock:
-            self._foreground.pop(pgid, None)
         # Anything the shell left behind in its group goes with it, now: the SIGKILLs an
-        # interrupt armed have nothing left to do.
-        _signal_group(proc.pid, signal.SIGKILL)
+        # interrupt armed have nothing left to do.  One locked block, so no interrupt
+        # signals or arms anything for this group after it (its id may be handed out again).
         with self._lock:
+            _signal_group(proc.pid, signal.SIGKILL)
+            self._foreground.pop(pgid, None)
             killers = self._killers.pop(pgid, [])
         for timer in killers:
             timer.cancel()
@@ -408,19 +408,21 @@ class Runner:
         """
         with self._lock:
             groups = [g for g, o in self._foreground.items() if owner is None or o == owner]
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
-            self._kill_later(pgid)
+            for pgid in groups:
+                self._stop_group(pgid)
         return len(groups)
 
-    def _kill_later(self, pgid: int) -> None:
-        """SIGKILL ``pgid`` after the grace period, unless its run ends first: the timer is
-        cancelled then, so a group id the kernel hands out again within the grace (up to a
-        minute, the operator's kill_grace_s) is never killed by mistake."""
+    def _stop_group(self, pgid: int) -> None:
+        """SIGTERM a running command's group now, SIGKILL after the grace period unless its
+        run ends first (called with the lock held).  The run calls the SIGKILL off when it
+        ends, under the same lock, so a group id the kernel hands out again within the
+        grace (up to a minute, the operator's kill_grace_s) is never signalled by mistake."""
+        if pgid not in self._foreground:
+            return  # its run has ended: the group is gone
+        _signal_group(pgid, signal.SIGTERM)
         timer = threading.Timer(self.grace_s, _signal_group, (pgid, signal.SIGKILL))
         timer.daemon = True
-        with self._lock:
-            self._killers.setdefault(pgid, []).append(timer)
+        self._killers.setdefault(pgid, []).append(timer)
         timer.start()
 
     # -- background -------------------------------------------------------

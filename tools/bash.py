@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from foundation import is_within
-from tools._result import ToolFailure, ToolResult, failure, success
+from tools._result import NOT_STARTED, ToolFailure, ToolResult, failure, success
 from tools._sandbox import JobOutput, ShellRun, ShellSandbox
 from tools._tool import Args, Tool, ToolContext
 from tools.shell_parser import split_command
@@ -306,6 +306,10 @@ class Bash(Tool):
         env = dict(NONINTERACTIVE_ENV)
         try:
             if args.background:
+                # A job is never interrupted (it has its own handle): one the interrupt
+                # reached before it started does not start.
+                if ctx.cancelled is not None and ctx.cancelled():
+                    raise ToolFailure("not_run", NOT_STARTED)
                 job_id = sandbox.start(command, cwd=cwd, env=env)
                 return self._started(sandbox, job_id, cwd)
             # Only what is set: a bare backend (no interrupts, nobody watching) takes neither.

@@ -105,9 +105,12 @@ class AgentShell:
             self._runs += 1
             number = self._runs
             self._running.add(number)
-            if cancelled is not None and cancelled():
+            try:
+                if cancelled is not None and cancelled():
+                    raise ToolFailure("not_run", NOT_STARTED)
+            except BaseException:  # never left registered: each interrupt would chase it
                 self._running.discard(number)
-                raise ToolFailure("not_run", NOT_STARTED)
+                raise
         try:
             if on_output is None:
                 return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,

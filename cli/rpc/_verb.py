@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli._common import config_option, get_config, open_store
+from cli._common import config_option, get_config, interrupt_from_signal, open_store
 from cli.rpc._server import RpcServer
 
 
@@ -31,7 +31,8 @@ def rpc(workspace: Path | None, provider_name: str | None, model: str | None,
                        provider=provider_name, model=model,
                        log=lambda s: click.echo(s, err=True))
     # Ctrl-C aborts the running run, as the abort request does; EOF ends the process.
-    signal.signal(signal.SIGINT, lambda s, f: server.agent.interrupt("Ctrl-C") if server.agent else None)
+    signal.signal(signal.SIGINT, lambda s, f: interrupt_from_signal(server.agent.interrupt, "Ctrl-C")
+                  if server.agent else None)
     try:
         code = server.serve()
     finally:

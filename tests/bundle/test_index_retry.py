@@ -24,7 +24,6 @@ import pytest
 
 from bundle import SpecError, _wheels
 from bundle._wheels import LockedWheel, fetch_wheels, passing, platform_tags, select_files
-from tests.helpers import wait_for
 
 from .conftest import make_wheel
 
@@ -186,40 +185,24 @@ def test_a_listing_cut_off_midway_is_asked_again(index: Index, tmp_path: Path) -
     assert index.asked["/simple/demo/"] == 2
 
 
-def test_the_first_failure_cancels_the_pins_not_yet_asked() -> None:
-    """An index that is down fails the gather once, not once per pin after its retries."""
-    release = threading.Event()
-    started: list[int] = []
-
-    def work(i: int) -> int:
-        started.append(i)
-        if i == 0:
-            raise SpecError("the index does not list pin 0")
-        release.wait(60)
-        return i
-
-    failed: list[BaseException] = []
-
-    def consume() -> None:
-        try:
-            list(_wheels._in_order(work, list(range(200)), 16))
-        except SpecError as exc:
-            failed.append(exc)
-
-    t = threading.Thread(target=consume)
-    t.start()
-    wait_for(lambda: len(started) >= 16, timeout_s=60, what="the pool's first pins")
-    release.set()
-    t.join(60)
-    assert failed and "pin 0" in str(failed[0])
-    assert len(started) <= 32, f"{len(started)} of 200 pins were asked after the failure"
+def test_an_oversized_listing_is_refused_at_once_by_its_size(
+        index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_wheels, "_LISTING_MAX", 1000)
+    index.bodies["/simple/huge/"] = b'{"files": []}' + b" " * 5000
+    with pytest.raises(SpecError, match=r"does not list huge .*5,013 bytes, over the 1,000"):
+        _select(index, ["huge==1.0"])
+    assert index.asked["/simple/huge/"] == 1
 
 
-def test_a_wheel_url_that_is_no_url_is_named_not_a_traceback(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("url", "words"), [
+    ("https://files.example/a b c\nHost: evil/demo.whl", "download failed"),
+    ("http://[::1/demo.whl", "is no URL"),
+])
+def test_a_wheel_url_that_is_no_url_is_named_not_a_traceback(
+        tmp_path: Path, url: str, words: str) -> None:
     wheel = LockedWheel(name="demo", version="1.0", filename="demo-1.0-py3-none-any.whl",
-                        url="https://files.example/a b c\nHost: evil/demo.whl", sha256="0" * 64,
-                        size=None)
-    with pytest.raises(SpecError, match=r"demo-1.0-py3-none-any.whl: download failed"):
+                        url=url, sha256="0" * 64, size=None)
+    with pytest.raises(SpecError, match=rf"demo-1.0-py3-none-any.whl: .*{words}"):
         fetch_wheels([wheel], tmp_path / "cache", tmp_path / "out", say=lambda _: None,
                      python="3.12", plats=PLATS)
     assert not list((tmp_path / "cache").rglob("*.partial"))

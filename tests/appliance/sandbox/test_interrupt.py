@@ -367,3 +367,25 @@ def test_the_sigkill_an_interrupt_armed_is_called_off_when_the_run_ends(tmp_path
     assert runner._killers == {}
     wait_for(lambda: not any(timer.is_alive() for timer in armed), timeout_s=30,
              what="the SIGKILL timers called off")
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_bash_call_the_interrupt_reached_first_starts_nothing(
+        tmp_path: Path, background: bool) -> None:
+    """The run's cancel token already set when bash hands over its command: neither a
+    foreground command nor a background job (which no interrupt would stop) starts."""
+    from tools import ToolContext, Workspace, run_tool
+    from tools.bash import Bash
+
+    ws = tmp_path.resolve()
+    shell = AgentShell(HostSandbox(str(ws), SandboxSettings()), "s-cancelled")
+    ctx = ToolContext(workspace=Workspace(str(ws)), sandbox=shell, cancelled=lambda: True)
+    try:
+        result = run_tool(Bash(), {"command": f"touch {ws}/ran", "description": "mark",
+                                   "background": background}, ctx)
+    finally:
+        shell.close()
+    assert result.error is not None and result.error.code == "not_run", result
+    assert "interrupted before this call started" in result.content
+    assert not (ws / "ran").exists()
+    assert shell._running == set(), "a refused run is not left registered"
