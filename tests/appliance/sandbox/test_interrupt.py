@@ -234,6 +234,18 @@ def test_an_interrupt_while_the_sandbox_is_still_getting_ready_stops_the_command
     assert b"finished" not in run.head + run.tail
 
 
+def _interrupted(shell: AgentShell, ws: Path) -> None:
+    """A command started, seen running, interrupted, and stopped by it."""
+    box: dict[str, Any] = {}
+    t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws, box))
+    t.start()
+    wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
+    shell.interrupt()
+    t.join(60)
+    (ws / "started").unlink()
+    assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137), box["run"]
+
+
 def test_the_command_after_an_interrupted_one_is_not_stopped_by_that_interrupt(
         tmp_path: Path) -> None:
     """The interrupt chases only the runs under way when it came: the agent's next command,
@@ -242,15 +254,7 @@ def test_the_command_after_an_interrupted_one_is_not_stopped_by_that_interrupt(
     shell = AgentShell(HostSandbox(str(ws), SandboxSettings(kill_grace_s=0.5)), "s-next")
     try:
         for _ in range(5):
-            box: dict[str, Any] = {}
-            t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws,
-                                                         box))
-            t.start()
-            wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
-            shell.interrupt()
-            t.join(60)
-            (ws / "started").unlink()
-            assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137)
+            _interrupted(shell, ws)
             after = shell.run("sleep 0.3; echo next", cwd=str(ws), env={}, timeout_s=60)
             assert (after.exit_code, after.head + after.tail) == (0, b"next\n"), after
     finally:
@@ -329,14 +333,7 @@ def test_a_chase_after_nothing_was_signalled_spares_the_next_command(tmp_path: P
     backend = _Slow(str(ws), blind=10**6)  # never reports a command signalled
     shell = AgentShell(backend, "s-blind")
     try:
-        box: dict[str, Any] = {}
-        t = threading.Thread(target=_run_into, args=(shell, "touch started; sleep 30", ws,
-                                                     box))
-        t.start()
-        wait_for(lambda: (ws / "started").exists(), timeout_s=60, what="the command runs")
-        shell.interrupt()
-        t.join(60)
-        assert box["run"].signal in (15, 9) or box["run"].exit_code in (143, 137)
+        _interrupted(shell, ws)
         sent = backend.sent
         after = shell.run("sleep 1.5; echo next", cwd=str(ws), env={}, timeout_s=60)
         assert (after.exit_code, after.head + after.tail) == (0, b"next\n"), after
