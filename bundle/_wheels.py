@@ -313,8 +313,14 @@ def _index_files(index_url: str, name: str) -> list[dict[str, object]]:
     try:
         data = json.loads(_retrying(listing))
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        raise SpecError(f"the index {index_url} does not list {name} ({exc}); check the name, "
-                        "or set [wheels] index_url") from None
+        # A 404 is a name the index does not know; anything else, an index that did not
+        # answer usably (down, cut off, not PEP 691 JSON, too large) after its tries.
+        missing = isinstance(exc, urllib.error.HTTPError) and exc.code == 404
+        raise SpecError(
+            f"the index {index_url} does not list {name} ({exc}); check the name, or set "
+            "[wheels] index_url" if missing else
+            f"the index {index_url} gave no usable listing of {name} ({exc}); check that it "
+            "answers (the network, a mirror), or set [wheels] index_url") from None
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         raise SpecError(f"the index {index_url} gave no JSON file list for {name} (it must "
@@ -419,14 +425,14 @@ def _download(w: LockedWheel, blobs: Path) -> None:
         return h.hexdigest()
 
     try:
-        got = _retrying(fetch)
+        digest = _retrying(fetch)
     except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a bad URL
         partial.unlink(missing_ok=True)
         raise SpecError(f"{w.filename}: download failed ({exc}); run gather again: what "
                         "was fetched is kept") from None
-    if got != w.sha256:
+    if digest != w.sha256:
         partial.unlink(missing_ok=True)
-        raise SpecError(f"{w.filename}: sha256 {got} differs from the lock's "
+        raise SpecError(f"{w.filename}: sha256 {digest} differs from the lock's "
                         f"{w.sha256}: refused (the index or the network altered it)")
     os.replace(partial, target)
 

@@ -88,7 +88,8 @@ __all__ = ["PROTOCOL_VERSION", "Runner", "Server", "serve"]
 
 #: 2: commands and jobs name their owner (one shell per agent); ``release``.
 #: What this agent offers beyond its protocol version, said in ``hello``: "stream" (a run
-#: asked with ``"stream": true`` sends its output as it comes, as interim lines).
+#: asked with ``"stream": true`` sends its output as it comes, as interim lines), "grace"
+#: (``hello`` takes ``grace_s``, the host's SIGTERM-to-SIGKILL wait, for every command).
 FEATURES = ("stream", "grace")
 PROTOCOL_VERSION = 2
 AGENT_NAME = "abhed-guest-agent"

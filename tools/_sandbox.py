@@ -72,9 +72,10 @@ class ShellSandbox(Protocol):
             cancelled: Callable[[], bool] | None = None) -> ShellRun:
         """Run a foreground command to its end.  ``on_output`` (when given) hears its
         output as it comes, from another thread, for a person watching the call; the
-        result still holds all of it (head and tail) for the model.  ``cancelled``
-        (when given) true once the command is known to :meth:`interrupt`: nothing is
-        started, ``ToolFailure("not_run", NOT_STARTED)`` is raised."""
+        result still holds all of it (head and tail) for the model.  ``cancelled`` (when
+        given) is asked once the command is where :meth:`interrupt` would find it: if the
+        run was interrupted, nothing starts and ``ToolFailure("not_run", NOT_STARTED)``
+        is raised."""
         ...
 
     def start(self, command: str, *, cwd: str, env: Mapping[str, str]) -> str:

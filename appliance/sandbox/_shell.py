@@ -112,9 +112,6 @@ class AgentShell:
                 self._running.discard(number)
                 raise
         try:
-            if on_output is None:
-                return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
-                                        owner=self.owner)
             return self.sandbox.run(command, cwd=cwd, env=env, timeout_s=timeout_s,
                                     owner=self.owner, on_output=on_output)
         finally:

@@ -122,14 +122,14 @@ def test_a_fault_that_does_not_pass_ends_the_gather_after_the_last_try(
         index: Index, tmp_path: Path) -> None:
     _publish(index, tmp_path)
     index.faults["/simple/demo/"] = ["503"] * 10
-    with pytest.raises(SpecError, match=r"does not list demo .*503"):
+    with pytest.raises(SpecError, match=r"gave no usable listing of demo .*503"):
         _select(index, ["demo==1.0"])
     assert index.asked["/simple/demo/"] == len(_wheels.RETRY_DELAYS_S) + 1
 
 
 def test_a_listing_that_is_not_json_is_refused_without_asking_again(index: Index) -> None:
     index.bodies["/simple/junk/"] = b"<html>not a PEP 691 index" + b"\xff" * 4096
-    with pytest.raises(SpecError, match="does not list junk"):
+    with pytest.raises(SpecError, match="gave no usable listing of junk"):
         _select(index, ["junk==1.0"])
     assert index.asked["/simple/junk/"] == 1
 
@@ -189,7 +189,7 @@ def test_an_oversized_listing_is_refused_at_once_by_its_size(
         index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_wheels, "_LISTING_MAX", 1000)
     index.bodies["/simple/huge/"] = b'{"files": []}' + b" " * 5000
-    with pytest.raises(SpecError, match=r"does not list huge .*5,013 bytes, over the 1,000"):
+    with pytest.raises(SpecError, match=r"gave no usable listing of huge .*5,013 bytes, over the 1,000"):
         _select(index, ["huge==1.0"])
     assert index.asked["/simple/huge/"] == 1
 
