@@ -329,9 +329,14 @@ def test_a_session_reaches_a_real_rsyslog_and_survives_it_stopping(
         assert record["metadata"]["uid"] == digest and ocsf_problems(record) == []
         assert int(m["pri"]) // 8 == 10  # authpriv
     notes = [e for _, _, t, e in local if t == "forwarding"]
-    assert [n.state for n in notes] == ["interrupted", "restored"]
+    assert [n.state for n in notes[:2]] == ["interrupted", "restored"]
     assert notes[1].lost == 0 and notes[1].replayed == notes[1].missed > 0
     assert "log.sock" in notes[0].error
+    # A restarted rsyslog may be slow to read for a moment: a send that found its queue
+    # full is a short outage, replayed, and (notes being at most one a minute) reported
+    # in the closing "restored" note, never as a loss.
+    assert all(n.state == "restored" and n.lost == 0 and n.replayed == n.missed
+               for n in notes[2:]), notes[2:]
 
 
 @pytest.mark.slow
